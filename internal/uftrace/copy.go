@@ -1,0 +1,110 @@
+package uftrace
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+)
+
+// Copy writes everything r holds into a new directory dst through a Writer:
+// info, task.txt, maps, symbols, debug info, events, extern data and every
+// record with its payload. It consumes r's records.
+func Copy(r *Reader, dst string) error {
+	info := *r.Info
+	info.TaskIDs = nil
+	w, err := Create(dst, info)
+	if err != nil {
+		return err
+	}
+	if err := copyMeta(r, w); err != nil {
+		w.Close()
+		return err
+	}
+	for {
+		it, err := r.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			w.Close()
+			return err
+		}
+		if err := w.Append(it.Tid, it.Record, it.Payload); err != nil {
+			w.Close()
+			return err
+		}
+	}
+	// Keep the original's task order in info.
+	if err := w.UpdateInfo(func(in *Info) { in.TaskIDs = append([]int(nil), r.Info.TaskIDs...) }); err != nil {
+		w.Close()
+		return err
+	}
+	return w.Close()
+}
+
+func copyMeta(r *Reader, w *Writer) error {
+	sessions := map[string]*Session{}
+	for _, s := range r.Sessions {
+		sessions[s.SID] = s
+	}
+	for _, e := range r.TaskEvents {
+		var err error
+		switch e.Kind {
+		case KindSess:
+			var maps []byte
+			if maps, err = os.ReadFile(r.path("sid-" + e.SID + ".map")); err == nil {
+				err = w.Session(e, maps)
+			}
+		case KindTask:
+			err = w.Task(e.Time, e.Tid, e.Pid)
+		case KindFork:
+			err = w.Fork(e.Time, e.Pid, e.PPid)
+		case KindDlop:
+			err = w.Dlopen(e.Time, e.Tid, e.SID, e.Base, e.Exename)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	done := map[string]bool{}
+	for _, s := range r.Sessions {
+		for _, m := range s.Modules {
+			if m.Syms == nil || done[m.SymFile] {
+				continue
+			}
+			done[m.SymFile] = true
+			path := m.Syms.Path
+			if path == "" {
+				path = m.Path
+			}
+			w.modules[m.SymFile] = path
+			if err := w.Symbols(m.SymFile, m.Syms.Path, m.Syms.BuildID, m.Syms.Syms, 0); err != nil {
+				return err
+			}
+			if m.debugFuncs != nil {
+				if err := w.Debug(m.SymFile, m.Syms.Path, m.Syms.BuildID, m.debugFuncs); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	for id, name := range r.Events {
+		if err := w.AddEvent(id, name); err != nil {
+			return err
+		}
+	}
+	if data, err := os.ReadFile(r.path("extern.dat")); err == nil {
+		if err := os.WriteFile(w.path("extern.dat"), data, 0o644); err != nil {
+			return fmt.Errorf("copying extern.dat: %w", err)
+		}
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	if data, err := os.ReadFile(r.path("default.opts")); err == nil && len(data) > 0 {
+		if err := os.WriteFile(w.path("default.opts"), data, 0o644); err != nil {
+			return fmt.Errorf("copying default.opts: %w", err)
+		}
+	}
+	return nil
+}
