@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 )
 
 // Copy writes everything r holds into a new directory dst through a Writer:
@@ -100,6 +101,18 @@ func copyMeta(r *Reader, w *Writer) error {
 		}
 	} else if !errors.Is(err, os.ErrNotExist) {
 		return err
+	}
+	// Per-CPU perf event data (schedule events) is copied as is; the Reader
+	// does not decode it.
+	perf, _ := filepath.Glob(filepath.Join(r.Dir, "perf-cpu*.dat"))
+	for _, p := range perf {
+		data, err := os.ReadFile(p)
+		if err == nil {
+			err = os.WriteFile(w.path(filepath.Base(p)), data, 0o644)
+		}
+		if err != nil {
+			return fmt.Errorf("copying %s: %w", filepath.Base(p), err)
+		}
 	}
 	if data, err := os.ReadFile(r.path("default.opts")); err == nil && len(data) > 0 {
 		if err := os.WriteFile(w.path("default.opts"), data, 0o644); err != nil {

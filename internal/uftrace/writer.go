@@ -230,12 +230,15 @@ func (w *Writer) Append(tid int, r Record, payload []byte) error {
 	return nil
 }
 
-// growStack raises the reader's shadow-stack size (info max_stack) and the
-// replay depth limit (default.opts -D) past the default 1024 when the trace
-// nests deeper.
+// growStack raises the reader's shadow-stack size (info max_stack) past the
+// default 1024 when the trace nests deeper, so the reader tracks every frame,
+// and writes "-D 1024" to default.opts: uftrace 0.13's graph and
+// --flame-graph abort (double free, segfault) once the display depth passes
+// 1024, and its own recorder never goes deeper by default. A user can still
+// ask replay for more with an explicit -D.
 func (w *Writer) growStack() error {
 	need := w.maxDepth + 1
-	if need <= int(w.info.MaxStack) || need <= DefaultMaxStack && w.info.MaxStack == 0 {
+	if need <= DefaultMaxStack || need <= int(w.info.MaxStack) {
 		return nil
 	}
 	size := (need + 1023) &^ 1023
@@ -243,7 +246,7 @@ func (w *Writer) growStack() error {
 		size = 65535
 	}
 	w.info.MaxStack = uint16(size)
-	if err := os.WriteFile(w.path("default.opts"), fmt.Appendf(nil, "-D %d\n", size), 0o644); err != nil {
+	if err := os.WriteFile(w.path("default.opts"), fmt.Appendf(nil, "-D %d\n", DefaultMaxStack), 0o644); err != nil {
 		return fmt.Errorf("writing default.opts: %w", err)
 	}
 	return w.writeInfo()

@@ -1,0 +1,91 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/urfave/cli/v2"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+// exitNotImplemented is the status of a verb that is registered but not built yet.
+const exitNotImplemented = 2
+
+// run builds the CLI, runs it on args and returns the process exit status.
+func run(args []string) int {
+	app := newApp(os.Stdout, os.Stderr)
+	return exitStatus(app.Run(args), os.Stderr)
+}
+
+// exitStatus maps an error returned by app.Run to an exit status. urfave/cli
+// reports flag errors without calling ExitErrHandler, so every error ends
+// here and is printed once.
+func exitStatus(err error, stderr io.Writer) int {
+	if err == nil {
+		return 0
+	}
+	var ec cli.ExitCoder
+	if errors.As(err, &ec) {
+		if msg := err.Error(); msg != "" {
+			fmt.Fprintln(stderr, "rtrace:", msg)
+		}
+		return ec.ExitCode()
+	}
+	fmt.Fprintln(stderr, "rtrace:", err)
+	return 2
+}
+
+// newApp builds the command-line interface writing to stdout and stderr.
+func newApp(stdout, stderr io.Writer) *cli.App {
+	app := &cli.App{
+		Name:    "rtrace",
+		Usage:   "trace native Linux programs with ptrace breakpoints, no LD_PRELOAD, no recompiling",
+		Version: version,
+		Description: `rtrace starts a program under ptrace (or attaches to a running one), plants
+int3 breakpoints at function entries, libc resource functions and USDT probes,
+and streams what it sees through separate stages:
+
+   tracer -> preproc (named pipe) -> postproc (filters) -> resolve
+
+Function traces are written as uftrace.data directories that the real uftrace
+reads (replay, report, graph, tui, dump --chrome). Resource traces follow
+sp-rtrace: raw <pid>-<n>.rtrace streams and sp-rtrace text.
+
+Examples:
+   rtrace record -- ./prog args                   # writes uftrace.data/
+   uftrace replay -d uftrace.data                 # look at it with uftrace
+   rtrace postproc -l -c -i 1234-0.rtrace | rtrace resolve`,
+		Writer:                    stdout,
+		ErrWriter:                 stderr,
+		HideHelpCommand:           true,
+		DisableSliceFlagSeparator: true, // C++ names contain commas
+		ExitErrHandler:            func(*cli.Context, error) {},
+		Action: func(c *cli.Context) error {
+			if c.NArg() > 0 {
+				return cli.Exit(fmt.Sprintf("unknown command %q (run 'rtrace --help' for the list)", c.Args().First()), 2)
+			}
+			return cli.ShowAppHelp(c)
+		},
+		Commands: []*cli.Command{
+			recordCommand(),
+			attachCommand(),
+			toggleCommand(),
+			preprocCommand(),
+			postprocCommand(),
+			resolveCommand(),
+		},
+	}
+	return app
+}
+
+// notImplemented is the action of a verb whose stage is not built yet: it
+// says so and exits 2, never pretending to have done the work.
+func notImplemented(verb string) cli.ActionFunc {
+	return func(*cli.Context) error {
+		return cli.Exit(fmt.Sprintf("%s: not implemented yet", verb), exitNotImplemented)
+	}
+}

@@ -1,0 +1,102 @@
+package testutil
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+)
+
+// Root returns the repository root.
+func Root() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
+}
+
+// InCI reports whether the tests run in CI, where a missing tool is a failure.
+func InCI() bool { return os.Getenv("CI") == "true" }
+
+// RequireTool returns the path of a tool the test needs. Without it the
+// test is skipped, or fails under CI=true.
+func RequireTool(t testing.TB, name string) string {
+	t.Helper()
+	p, err := exec.LookPath(name)
+	if err != nil {
+		if InCI() {
+			t.Fatalf("%s not found (CI=true: .ci/run must install it): %v", name, err)
+		}
+		t.Skipf("%s not found: %v", name, err)
+	}
+	return p
+}
+
+// BuildC compiles testdata/<src> with gcc and flags, caching the result in
+// testdata/build by a hash of the source, the flags and the compiler, and
+// returns the binary's absolute path. Concurrent test binaries share the
+// cache safely (the result is renamed into place).
+func BuildC(t testing.TB, src string, flags ...string) string {
+	t.Helper()
+	compiler := "gcc"
+	if strings.HasSuffix(src, ".cc") || strings.HasSuffix(src, ".cpp") {
+		compiler = "g++"
+	}
+	cc := RequireTool(t, compiler)
+	srcPath := filepath.Join(Root(), "testdata", src)
+	code, err := os.ReadFile(srcPath)
+	if err != nil {
+		t.Fatalf("reading fixture: %v", err)
+	}
+	h := sha256.New()
+	h.Write(code)
+	h.Write([]byte(cc + "\x00" + strings.Join(flags, "\x00")))
+	sum := hex.EncodeToString(h.Sum(nil))[:16]
+	name := strings.TrimSuffix(filepath.Base(src), filepath.Ext(src))
+	dir := filepath.Join(Root(), "testdata", "build")
+	out := filepath.Join(dir, name+"-"+sum)
+	if _, err := os.Stat(out); err == nil {
+		return out
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	tmp, err := os.CreateTemp(dir, name+"-*.tmp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmp.Close()
+	args := append([]string{"-o", tmp.Name(), srcPath}, flags...)
+	if b, err := exec.Command(cc, args...).CombinedOutput(); err != nil {
+		os.Remove(tmp.Name())
+		t.Fatalf("%s %s: %v\n%s", compiler, strings.Join(args, " "), err, b)
+	}
+	if err := os.Rename(tmp.Name(), out); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// Run runs a command and returns its stdout; a non-zero exit fails the test
+// with the command's output.
+func Run(t testing.TB, dir, name string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(name, args...)
+	cmd.Dir = dir
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("%s %s: %v\nstdout:\n%s\nstderr:\n%s", name, strings.Join(args, " "), err, clip(string(out)), clip(stderr.String()))
+	}
+	return string(out)
+}
+
+func clip(s string) string {
+	if len(s) > 4000 {
+		return s[:2000] + "\n...\n" + s[len(s)-2000:]
+	}
+	return s
+}

@@ -1,0 +1,49 @@
+package uftrace_test
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"rtrace/internal/testutil"
+	"rtrace/internal/uftrace"
+)
+
+// TestRoundTripRealUftrace reads a directory written by the real
+// `uftrace record -a`, copies it through Reader and Writer, and compares
+// what uftrace replay shows of both.
+func TestRoundTripRealUftrace(t *testing.T) {
+	bin := testutil.RequireTool(t, "uftrace")
+	prog := testutil.BuildC(t, "roundtrip.c", "-pg", "-g", "-O0", "-pthread")
+	tmp := t.TempDir()
+	orig := filepath.Join(tmp, "orig")
+	testutil.Run(t, tmp, bin, "record", "-a", "--no-libcall", "-d", orig, prog)
+
+	r, err := uftrace.Open(orig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	cp := filepath.Join(tmp, "copy")
+	if err := uftrace.Copy(r, cp); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"replay", "-f", "none"},
+		{"report", "-f", "call"},
+		{"graph"},
+		{"dump", "--chrome"},
+	} {
+		want := testutil.Run(t, tmp, bin, append(args, "--no-pager", "-d", orig)...)
+		got := testutil.Run(t, tmp, bin, append(args, "--no-pager", "-d", cp)...)
+		if got != want {
+			t.Errorf("uftrace %s differs:\noriginal:\n%s\ncopy:\n%s", strings.Join(args, " "), want, got)
+		}
+	}
+	replay := testutil.Run(t, tmp, bin, "replay", "-f", "none", "--no-pager", "-d", cp)
+	for _, want := range []string{`greet("world") = "world";`, "add(2, 3) = 5;", "upper('q') = 'Q';", "worker(", "fib("} {
+		if !strings.Contains(replay, want) {
+			t.Errorf("copy's replay lacks %q:\n%s", want, replay)
+		}
+	}
+}
