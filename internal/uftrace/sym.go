@@ -57,7 +57,7 @@ func WriteSyms(w io.Writer, path, buildID string, syms []Symbol, end uint64) err
 type SymTable struct {
 	Path    string
 	BuildID string
-	Syms []Symbol // sorted by Addr, end markers included
+	Syms    []Symbol // sorted by Addr, end markers included
 }
 
 // ParseSyms reads a .sym file.

@@ -165,22 +165,22 @@ func writeSyntheticSkip(t *testing.T, dir string, skip string) {
 	m.exit("parent", nil)
 
 	if on("args") {
-	m.entry("args_int", payload(t, argsIntSpec,
-		uftrace.Value{Int: 0xff}, uftrace.Value{Int: 0xfffe}, uftrace.Value{Int: 0xfffffffd},
-		uftrace.Value{Int: 1 << 40}, uftrace.Value{Int: 5}, uftrace.Value{Int: 0xff}))
-	m.exit("args_int", payload(t, "args_int@retval/i32", uftrace.Value{Int: 7}))
-	m.entry("args_misc", payload(t, argsMiscSpec,
-		uftrace.Value{Int: 'z'}, uftrace.Value{Str: "hello"}, uftrace.Value{Str: uftrace.NullString},
-		uftrace.Value{Str: longString}, uftrace.Value{Float: 1.5}, uftrace.Value{Float: 2.25},
-		uftrace.Value{Int: 0x1234}))
-	m.exit("args_misc", payload(t, "args_misc@retval/f64", uftrace.Value{Float: -0.5}))
-	m.entry("ret_str", nil)
-	m.exit("ret_str", payload(t, "ret_str@retval/s", uftrace.Value{Str: "done"}))
+		m.entry("args_int", payload(t, argsIntSpec,
+			uftrace.Value{Int: 0xff}, uftrace.Value{Int: 0xfffe}, uftrace.Value{Int: 0xfffffffd},
+			uftrace.Value{Int: 1 << 40}, uftrace.Value{Int: 5}, uftrace.Value{Int: 0xff}))
+		m.exit("args_int", payload(t, "args_int@retval/i32", uftrace.Value{Int: 7}))
+		m.entry("args_misc", payload(t, argsMiscSpec,
+			uftrace.Value{Int: 'z'}, uftrace.Value{Str: "hello"}, uftrace.Value{Str: uftrace.NullString},
+			uftrace.Value{Str: longString}, uftrace.Value{Float: 1.5}, uftrace.Value{Float: 2.25},
+			uftrace.Value{Int: 0x1234}))
+		m.exit("args_misc", payload(t, "args_misc@retval/f64", uftrace.Value{Float: -0.5}))
+		m.entry("ret_str", nil)
+		m.exit("ret_str", payload(t, "ret_str@retval/s", uftrace.Value{Str: "done"}))
 	}
 	if on("event") {
 
-	m.raw(uftrace.Event, uftrace.EventIDBase)
-	m.raw(uftrace.Lost, 5)
+		m.raw(uftrace.Event, uftrace.EventIDBase)
+		m.raw(uftrace.Lost, 5)
 	}
 
 	// dlopen of a plugin, then a call into it.
