@@ -80,6 +80,9 @@ func ParseArgSpec(s string) (ArgSpec, error) {
 	if !strings.ContainsRune(specFormats, rune(a.Fmt)) {
 		return a, fmt.Errorf("argument spec %q: unknown format %q (want one of %s)", s, a.Fmt, specFormats)
 	}
+	if a.Kind == FloatArg && a.Fmt != 'f' {
+		return a, fmt.Errorf("argument spec %q: fparg takes only a float size (32, 64, 80)", s)
+	}
 	rest := format[1:]
 	if a.Fmt == 't' { // t16:S: a struct of 16 bytes named S, passed by value
 		size, name, ok := strings.Cut(rest, ":")

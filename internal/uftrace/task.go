@@ -129,7 +129,16 @@ func ParseTaskLine(line string) (TaskEvent, error) {
 		}
 		return n
 	}
-	e.Pid, e.Tid, e.PPid = num("pid"), num("tid"), num("ppid")
+	for _, k := range need { // fields other kinds use are ignored
+		switch k {
+		case "pid":
+			e.Pid = num(k)
+		case "tid":
+			e.Tid = num(k)
+		case "ppid":
+			e.PPid = num(k)
+		}
+	}
 	if err != nil {
 		return e, err
 	}

@@ -1,0 +1,41 @@
+# rtrace: build, test, demo, bench, fuzz, lint.
+GO       ?= go
+VERSION  := $(shell git describe --always --dirty 2>/dev/null || echo dev)
+LDFLAGS  := -X main.version=$(VERSION)
+FUZZTIME ?= 10s
+GOFILES  := $(shell find . -name '*.go' -not -path './testdata/*')
+
+.PHONY: build test demo bench fuzz lint clean
+
+build: bin/rtrace
+
+bin/rtrace: $(GOFILES) go.mod go.sum
+	$(GO) build -ldflags "$(LDFLAGS)" -o $@ ./cmd/rtrace
+
+# Tests trace real C programs and check them with the real uftrace; with
+# CI=true a missing gcc or uftrace fails instead of skipping.
+test: lint
+	$(GO) test -count=1 -timeout 9m ./...
+
+# Build rtrace and a sample C program, record it, show the trace with uftrace.
+demo: build
+	@./scripts/demo.sh
+
+bench: build
+	$(GO) test -run '^$$' -bench . -benchtime 2s ./...
+
+# Every Fuzz target of every package, each for FUZZTIME.
+fuzz:
+	@for pkg in $$($(GO) list ./...); do \
+	  for f in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz'); do \
+	    echo "== $$pkg $$f"; \
+	    $(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
+	  done; \
+	done
+
+lint:
+	@out=$$(gofmt -l $(GOFILES)); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+
+clean:
+	rm -rf bin demo testdata/build
