@@ -4,6 +4,7 @@ go 1.26.0
 
 require (
 	github.com/urfave/cli/v2 v2.27.7
+	golang.org/x/arch v0.32.0
 	golang.org/x/sys v0.49.0
 )
 

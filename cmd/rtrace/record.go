@@ -1,14 +1,68 @@
 package main
 
-import "github.com/urfave/cli/v2"
+import (
+	"errors"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+
+	"rtrace/launcher"
+)
 
 func recordCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "record",
 		Usage:     "run a program under rtrace and record its function calls",
 		ArgsUsage: "[--] PROG [ARGS...]",
-		Description: `Starts PROG under ptrace, plants a breakpoint at every function of the
-executable and writes a uftrace.data directory.`,
-		Action: notImplemented("record"),
+		Description: `Starts PROG under ptrace with the caller's stdin, stdout, stderr and
+environment, plants a breakpoint at every function of the executable, and
+writes a uftrace.data directory that the real uftrace reads:
+
+   rtrace record -d out.data -- ./prog arg1 arg2
+   uftrace replay -d out.data
+
+The program needs no -pg, no -finstrument-functions and no LD_PRELOAD.
+rtrace exits with PROG's exit code (128+N if a signal N killed it). Its own
+messages go to stderr. An existing output directory is renamed to DIR.old.
+Ctrl-C or SIGTERM kills PROG and keeps everything recorded so far.
+
+Filters follow uftrace record: -F shows only functions called from a
+matching one, -N hides a function and its callees, -D limits the depth.
+Patterns are Go regular expressions matched against function names.`,
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "data", Aliases: []string{"d"}, Value: "uftrace.data", Usage: "write the trace to `DIR`"},
+			&cli.StringSliceFlag{Name: "filter", Aliases: []string{"F"}, Usage: "trace only functions matching `REGEX` and their callees (repeatable)"},
+			&cli.StringSliceFlag{Name: "notrace", Aliases: []string{"N"}, Usage: "do not trace functions matching `REGEX` nor their callees (repeatable)"},
+			&cli.IntFlag{Name: "depth", Aliases: []string{"D"}, Usage: "record at most `N` nested levels (0: no limit)"},
+			&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "no status line, no summary"},
+			&cli.BoolFlag{Name: "verbose", Aliases: []string{"v"}, Usage: "list the functions that could not be traced, with the reason"},
+			&cli.BoolFlag{Name: "no-pin", Usage: "let the target run on any CPU (default: pin the tracer and the target to one CPU, ~15x cheaper stops on VMs; multi-threaded targets then share that CPU)"},
+		},
+		Action: func(c *cli.Context) error {
+			code, err := launcher.Record(launcher.RecordOptions{
+				Dir:     c.String("data"),
+				Args:    c.Args().Slice(),
+				Filter:  c.StringSlice("filter"),
+				NoTrace: c.StringSlice("notrace"),
+				Depth:   c.Int("depth"),
+				Quiet:   c.Bool("quiet"),
+				Verbose: c.Bool("verbose"),
+				NoPin:   c.Bool("no-pin"),
+				Cmdline: "rtrace " + strings.Join(c.Args().Slice(), " "),
+				Version: version,
+				Stderr:  c.App.ErrWriter,
+			})
+			if err != nil {
+				var ue *launcher.UsageError
+				if errors.As(err, &ue) {
+					return cli.Exit(err.Error(), 2)
+				}
+				return cli.Exit(err.Error(), code)
+			}
+			if code != 0 {
+				return cli.Exit("", code)
+			}
+			return nil
+		},
 	}
 }

@@ -154,6 +154,19 @@ func (w *Writer) Session(e TaskEvent, maps []byte) error {
 	return w.taskLine(e)
 }
 
+// UpdateMaps replaces the map of session sid (e.g. once the loader has
+// mapped the libraries), atomically.
+func (w *Writer) UpdateMaps(sid string, maps []byte) error {
+	ms, err := ParseMaps(bytes.NewReader(maps))
+	if err != nil {
+		return fmt.Errorf("maps of session %s: %w", sid, err)
+	}
+	if !HasStack(ms) {
+		return fmt.Errorf("maps of session %s: no [stack] line", sid)
+	}
+	return writeFileAtomic(w.path("sid-"+sid+".map"), maps)
+}
+
 // Task records a task (thread) of process pid, or the first task of a new
 // session, and opens its data file. A tid seen before (exec keeps the pid)
 // keeps its data file.

@@ -1,0 +1,211 @@
+package elfx
+
+import (
+	"bytes"
+	"debug/elf"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+)
+
+// Func is a function symbol. Value is the link-time address.
+type Func struct {
+	Name  string
+	Value uint64
+	Size  uint64
+	Local bool
+	Weak  bool
+}
+
+// Load is one PT_LOAD segment.
+type Load struct {
+	Vaddr, Memsz, Offset, Filesz uint64
+	Exec                         bool
+}
+
+// File holds what rtrace needs of one ELF object.
+type File struct {
+	Path    string
+	Type    elf.Type // ET_EXEC or ET_DYN
+	Entry   uint64
+	Interp  string // PT_INTERP, "" for static executables
+	Loads   []Load
+	BuildID string
+	Funcs   []Func // sorted by Value; from .symtab, else .dynsym
+	IsGo    bool
+	Setuid  bool
+}
+
+// ErrNotELF is returned for files that are not 64-bit x86-64 ELF objects.
+var ErrNotELF = errors.New("not an x86-64 ELF file")
+
+// Open reads path.
+func Open(path string) (*File, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	ef, err := Parse(f)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	ef.Path = path
+	ef.Setuid = st.Mode()&(os.ModeSetuid|os.ModeSetgid) != 0
+	return ef, nil
+}
+
+// Parse reads an ELF object from r. Corrupt input yields an error, never a panic.
+func Parse(r io.ReaderAt) (ef *File, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			ef, err = nil, fmt.Errorf("corrupt ELF: %v", p)
+		}
+	}()
+	f, err := elf.NewFile(r)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrNotELF, err)
+	}
+	defer f.Close()
+	if f.Class != elf.ELFCLASS64 || f.Machine != elf.EM_X86_64 {
+		return nil, fmt.Errorf("%w: class %v machine %v", ErrNotELF, f.Class, f.Machine)
+	}
+	ef = &File{Type: f.Type, Entry: f.Entry}
+	for _, p := range f.Progs {
+		switch p.Type {
+		case elf.PT_LOAD:
+			ef.Loads = append(ef.Loads, Load{Vaddr: p.Vaddr, Memsz: p.Memsz, Offset: p.Off, Filesz: p.Filesz, Exec: p.Flags&elf.PF_X != 0})
+		case elf.PT_INTERP:
+			b := make([]byte, p.Filesz)
+			if _, err := p.ReadAt(b, 0); err == nil {
+				ef.Interp = string(bytes.TrimRight(b, "\x00"))
+			}
+		}
+	}
+	ef.BuildID = buildID(f)
+	ef.IsGo = f.Section(".go.buildinfo") != nil || f.Section(".gopclntab") != nil
+	ef.Funcs = funcs(f)
+	return ef, nil
+}
+
+func buildID(f *elf.File) string {
+	for _, s := range f.Sections {
+		if s.Type != elf.SHT_NOTE {
+			continue
+		}
+		data, err := s.Data()
+		if err != nil {
+			continue
+		}
+		for len(data) >= 12 {
+			namesz := binary.LittleEndian.Uint32(data)
+			descsz := binary.LittleEndian.Uint32(data[4:])
+			typ := binary.LittleEndian.Uint32(data[8:])
+			nameEnd := 12 + align4(uint64(namesz))
+			descEnd := nameEnd + align4(uint64(descsz))
+			if descEnd > uint64(len(data)) || namesz > 1<<20 || descsz > 1<<20 {
+				break
+			}
+			name := string(bytes.TrimRight(data[12:12+namesz], "\x00"))
+			if name == "GNU" && typ == 3 { // NT_GNU_BUILD_ID
+				return hex.EncodeToString(data[nameEnd : nameEnd+uint64(descsz)])
+			}
+			data = data[descEnd:]
+		}
+	}
+	return ""
+}
+
+func align4(n uint64) uint64 { return (n + 3) &^ 3 }
+
+// funcs returns the defined function symbols of .symtab, or of .dynsym when
+// the object is stripped, sorted by address, one name per address (globals
+// win over locals, strong over weak).
+func funcs(f *elf.File) []Func {
+	syms, err := f.Symbols()
+	if err != nil || len(syms) == 0 {
+		syms, _ = f.DynamicSymbols()
+	}
+	var out []Func
+	for _, s := range syms {
+		if elf.ST_TYPE(s.Info) != elf.STT_FUNC && elf.ST_TYPE(s.Info) != elf.STT_GNU_IFUNC {
+			continue
+		}
+		if s.Section == elf.SHN_UNDEF || s.Value == 0 || s.Name == "" {
+			continue
+		}
+		out = append(out, Func{
+			Name:  s.Name,
+			Value: s.Value,
+			Size:  s.Size,
+			Local: elf.ST_BIND(s.Info) == elf.STB_LOCAL,
+			Weak:  elf.ST_BIND(s.Info) == elf.STB_WEAK,
+		})
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		if out[i].Value != out[j].Value {
+			return out[i].Value < out[j].Value
+		}
+		return rank(out[i]) < rank(out[j])
+	})
+	dedup := out[:0]
+	for _, fn := range out {
+		if n := len(dedup); n > 0 && dedup[n-1].Value == fn.Value {
+			continue
+		}
+		dedup = append(dedup, fn)
+	}
+	return dedup
+}
+
+func rank(f Func) int {
+	switch {
+	case !f.Local && !f.Weak:
+		return 0
+	case f.Weak:
+		return 1
+	}
+	return 2
+}
+
+// MinVaddr is the page-aligned link-time address of the first PT_LOAD.
+func (f *File) MinVaddr() uint64 {
+	if len(f.Loads) == 0 {
+		return 0
+	}
+	min := f.Loads[0].Vaddr
+	for _, l := range f.Loads {
+		if l.Vaddr < min {
+			min = l.Vaddr
+		}
+	}
+	return min &^ 0xfff
+}
+
+// MaxVaddr is the end of the last PT_LOAD.
+func (f *File) MaxVaddr() uint64 {
+	var max uint64
+	for _, l := range f.Loads {
+		if e := l.Vaddr + l.Memsz; e > max {
+			max = e
+		}
+	}
+	return max
+}
+
+// Bias returns the load bias of f given the start of its lowest mapping:
+// runtime address = link-time address + bias. For a non-PIE executable it is 0.
+func (f *File) Bias(firstMapStart uint64) uint64 {
+	return firstMapStart - f.MinVaddr()
+}
+
+// Static reports whether f is an executable without a dynamic loader.
+func (f *File) Static() bool { return f.Interp == "" }

@@ -1,0 +1,232 @@
+package launcher
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"rtrace/internal/elfx"
+	"rtrace/internal/uftrace"
+	"rtrace/tracer"
+)
+
+// RecordOptions are the options of `rtrace record`.
+type RecordOptions struct {
+	Dir     string   // output directory (default uftrace.data)
+	Args    []string // program and its arguments
+	Filter  []string // -F regexes
+	NoTrace []string // -N regexes
+	Depth   int
+	Quiet   bool
+	Verbose bool
+	NoPin   bool
+	Cmdline string // rtrace's own command line, for info
+	Version string
+	Stderr  io.Writer
+}
+
+// UsageError is a bad option or argument: the CLI exits 2 with its message.
+type UsageError struct{ Msg string }
+
+func (e *UsageError) Error() string { return e.Msg }
+
+func compile(kind string, pats []string) ([]*regexp.Regexp, error) {
+	var out []*regexp.Regexp
+	for _, p := range pats {
+		re, err := regexp.Compile(p)
+		if err != nil {
+			return nil, &UsageError{fmt.Sprintf("%s pattern %q: %v", kind, p, err)}
+		}
+		out = append(out, re)
+	}
+	return out, nil
+}
+
+// Record traces a program into a uftrace.data directory and returns its
+// exit code (128+N when killed by signal N).
+func Record(o RecordOptions) (int, error) {
+	if len(o.Args) == 0 {
+		return 2, &UsageError{"record: no program given (usage: rtrace record [OPTIONS] [--] PROG [ARGS...])"}
+	}
+	filter, err := compile("-F", o.Filter)
+	if err != nil {
+		return 2, err
+	}
+	notrace, err := compile("-N", o.NoTrace)
+	if err != nil {
+		return 2, err
+	}
+	if o.Depth < 0 {
+		return 2, &UsageError{fmt.Sprintf("-D %d: depth must be positive", o.Depth)}
+	}
+	if o.Dir == "" {
+		o.Dir = "uftrace.data"
+	}
+	prog, err := lookPath(o.Args[0])
+	if err != nil {
+		return 127, err
+	}
+	ef, err := elfx.Open(prog)
+	if err != nil {
+		return 126, fmt.Errorf("%s: cannot trace it: %w", o.Args[0], err)
+	}
+	if err := moveAside(o.Dir); err != nil {
+		return 1, err
+	}
+	info := uftrace.Info{
+		ExeName: prog,
+		BuildID: ef.BuildID,
+		Cmdline: o.Cmdline,
+		Version: "rtrace " + o.Version,
+	}
+	uftrace.FillSystemInfo(&info)
+	w, err := uftrace.Create(o.Dir, info)
+	if err != nil {
+		return 1, err
+	}
+	sink := &uftraceSink{w: w, warn: o.Stderr, modules: map[string]bool{}}
+	start := time.Now()
+
+	var mu sync.Mutex
+	pid := 0
+	tr := tracer.New(tracer.Config{
+		Path: prog, Args: o.Args, Filter: filter, NoTrace: notrace, Depth: o.Depth,
+		Pin:     !o.NoPin,
+		Started: func(p int) { mu.Lock(); pid = p; mu.Unlock() },
+	}, sink)
+
+	// Ctrl-C and SIGTERM kill the target; the tracer then sees it die,
+	// closes its frames, and everything recorded is flushed below.
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, unix.SIGINT, unix.SIGTERM, unix.SIGHUP)
+	defer signal.Stop(sigs)
+	var caught os.Signal
+	done := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case s := <-sigs:
+				mu.Lock()
+				caught = s
+				if pid > 0 {
+					unix.Kill(pid, unix.SIGKILL)
+				}
+				mu.Unlock()
+			case <-done:
+				return
+			}
+		}
+	}()
+	stopStatus := startStatus(o, tr, sink)
+	res, runErr := tr.Run()
+	close(done)
+	stopStatus()
+
+	finishErr := finish(w, res, start)
+	if runErr != nil {
+		var ref *tracer.Refusal
+		if errors.As(runErr, &ref) {
+			return 126, fmt.Errorf("%s: %w", o.Args[0], runErr)
+		}
+		return 1, errors.Join(runErr, finishErr)
+	}
+	if finishErr != nil {
+		return 1, finishErr
+	}
+	if o.Verbose || len(res.Skipped) > 0 && !o.Quiet {
+		reportSkipped(o, res)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if caught != nil {
+		fmt.Fprintf(o.Stderr, "rtrace: %v: target killed, trace saved in %s\n", caught, o.Dir)
+		return 128 + int(caught.(unix.Signal)), nil
+	}
+	return res.ExitCode(), nil
+}
+
+func reportSkipped(o RecordOptions, res *tracer.Result) {
+	if len(res.Skipped) == 0 {
+		return
+	}
+	fmt.Fprintf(o.Stderr, "rtrace: %d function(s) not traced", len(res.Skipped))
+	if !o.Verbose {
+		fmt.Fprintln(o.Stderr, " (-v lists them)")
+		return
+	}
+	fmt.Fprintln(o.Stderr, ":")
+	for _, s := range res.Skipped {
+		fmt.Fprintf(o.Stderr, "  %s: %s\n", s.Func, s.Reason)
+	}
+}
+
+// finish writes what is known only at the end into info and closes the directory.
+func finish(w *uftrace.Writer, res *tracer.Result, start time.Time) error {
+	elapsed := time.Since(start)
+	err := w.UpdateInfo(func(in *uftrace.Info) {
+		if res != nil {
+			st := int(res.Status)
+			in.ExitStatus = &st
+			in.Usage = uftrace.UsageFromRusage(&res.Rusage)
+		}
+		in.RecordDate = start.Format("Mon Jan _2 15:04:05 2006")
+		in.Elapsed = fmt.Sprintf("%d.%09d sec", elapsed/time.Second, elapsed%time.Second)
+	})
+	return errors.Join(err, w.Close())
+}
+
+// moveAside renames an existing output directory to DIR.old, as uftrace
+// record does, so a new trace never mixes with an old one.
+func moveAside(dir string) error {
+	st, err := os.Stat(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if !st.IsDir() {
+		return fmt.Errorf("output %s exists and is not a directory", dir)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "info")); err != nil {
+		ents, _ := os.ReadDir(dir)
+		if len(ents) == 0 {
+			return nil
+		}
+		return fmt.Errorf("output directory %s exists and is not a trace; remove it or choose another with -d", dir)
+	}
+	old := strings.TrimRight(dir, "/") + ".old"
+	os.RemoveAll(old)
+	return os.Rename(dir, old)
+}
+
+func lookPath(prog string) (string, error) {
+	p := prog
+	if !strings.Contains(prog, "/") {
+		var err error
+		if p, err = execLookPath(prog); err != nil {
+			return "", fmt.Errorf("%s: not found in PATH", prog)
+		}
+	}
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		return "", err
+	}
+	st, err := os.Stat(abs)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", prog, err)
+	}
+	if st.IsDir() || st.Mode()&0o111 == 0 {
+		return "", fmt.Errorf("%s: not an executable file", prog)
+	}
+	return abs, nil
+}

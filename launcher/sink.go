@@ -1,0 +1,54 @@
+package launcher
+
+import (
+	"fmt"
+	"io"
+
+	"rtrace/internal/uftrace"
+	"rtrace/resolver"
+	"rtrace/tracer"
+)
+
+// uftraceSink writes what the tracer sees into a uftrace.data directory,
+// with the resolver's .sym and .dbg files for each executable.
+type uftraceSink struct {
+	w       *uftrace.Writer
+	bytes   int64
+	warn    io.Writer
+	modules map[string]bool
+}
+
+func (s *uftraceSink) Session(ss tracer.Session) error {
+	if err := s.w.Session(uftrace.TaskEvent{Time: ss.Time, Pid: ss.Pid, SID: ss.SID, Exename: ss.Exe}, ss.Maps); err != nil {
+		return err
+	}
+	if s.modules[ss.Exe] {
+		return nil
+	}
+	s.modules[ss.Exe] = true
+	name := s.w.SymName(ss.Exe, ss.ELF.BuildID)
+	syms, end := resolver.Symbols(ss.ELF)
+	if err := s.w.Symbols(name, ss.Exe, ss.ELF.BuildID, syms, end); err != nil {
+		return err
+	}
+	dbg, err := resolver.DebugFuncs(ss.Exe, ss.ELF)
+	if err != nil {
+		fmt.Fprintf(s.warn, "rtrace: warning: no source lines for %s: %v\n", ss.Exe, err)
+		return nil
+	}
+	if len(dbg) > 0 {
+		return s.w.Debug(name, ss.Exe, ss.ELF.BuildID, dbg)
+	}
+	return nil
+}
+
+func (s *uftraceSink) Maps(sid string, maps []byte) error { return s.w.UpdateMaps(sid, maps) }
+
+func (s *uftraceSink) Task(ts uint64, tid, pid int) error { return s.w.Task(ts, tid, pid) }
+
+func (s *uftraceSink) Fork(ts uint64, pid, ppid int) error { return s.w.Fork(ts, pid, ppid) }
+
+func (s *uftraceSink) Record(tid int, r uftrace.Record) error {
+	s.bytes += uftrace.RecordSize
+	return s.w.Append(tid, r, nil)
+}

@@ -1,0 +1,223 @@
+package tracer
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"regexp"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"rtrace/internal/elfx"
+	"rtrace/tracer/bp"
+	"rtrace/tracer/ptrace"
+)
+
+// fn is a traced function.
+type fn struct {
+	name string
+	addr uint64 // runtime address
+	// Filter flags from -F/-N, decided once at planting.
+	in, out bool
+}
+
+// image is one address space: the breakpoints and scratch page planted in
+// it. A forked child shares its parent's image (its memory is a copy).
+type image struct {
+	exe     string
+	elf     *elfx.File
+	bias    uint64
+	scratch uint64 // start of the scratch mapping
+	retAddr uint64 // the shared return breakpoint (scratch+0)
+	entry   uint64 // the program's entry point (internal breakpoint)
+	bps     *bp.Table
+	funcs   []fn
+}
+
+// crtFuncs are functions the C runtime adds to every executable (crt1.o,
+// crti.o, crtbegin.o, crtend.o); uftrace's -pg recordings never show them.
+var crtFuncs = map[string]bool{
+	"_start": true, "_init": true, "_fini": true, "deregister_tm_clones": true,
+	"register_tm_clones": true, "__do_global_dtors_aux": true, "frame_dummy": true,
+	"__libc_csu_init": true, "__libc_csu_fini": true, "_dl_relocate_static_pie": true,
+	"__stack_chk_fail_local": true, "atexit": true, "__libc_start_main": true,
+}
+
+// Skip is a function rtrace could not trace, with the reason.
+type Skip struct {
+	Func   string
+	Reason string
+}
+
+// Refusal is a target rtrace will not trace because the result would be
+// wrong or the kernel would not allow it.
+type Refusal struct{ Reason string }
+
+func (r *Refusal) Error() string { return r.Reason }
+
+// checkTraceable refuses programs rtrace cannot trace safely.
+func checkTraceable(f *elfx.File) error {
+	if f.IsGo {
+		return &Refusal{fmt.Sprintf("%s is a Go program: its runtime moves goroutine stacks and rejects rewritten return addresses, so rtrace cannot trace it safely", f.Path)}
+	}
+	if f.Setuid {
+		return &Refusal{fmt.Sprintf("%s is setuid/setgid: the kernel drops its privileges under ptrace, so it would not run as it does without rtrace", f.Path)}
+	}
+	return nil
+}
+
+func newSID() string {
+	var b [8]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// readMaps returns /proc/<pid>/maps.
+func readMaps(pid int) ([]byte, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", pid))
+	if err != nil {
+		return nil, fmt.Errorf("reading maps of pid %d: %w", pid, err)
+	}
+	return b, nil
+}
+
+// exeBias finds the load bias of exe from the maps: the lowest mapping of
+// the file minus the page-aligned vaddr of its first PT_LOAD.
+func exeBias(maps []byte, exe string, f *elfx.File) (uint64, error) {
+	for _, line := range strings.Split(string(maps), "\n") {
+		fields := strings.Fields(line)
+		if len(fields) < 6 || strings.Join(fields[5:], " ") != exe {
+			continue
+		}
+		var start, end, off uint64
+		if _, err := fmt.Sscanf(fields[0], "%x-%x", &start, &end); err != nil {
+			continue
+		}
+		if _, err := fmt.Sscanf(fields[2], "%x", &off); err != nil || off != 0 {
+			continue
+		}
+		return f.Bias(start), nil
+	}
+	return 0, fmt.Errorf("%s is not in the maps of the target", exe)
+}
+
+// setupImage plants the scratch page and the function breakpoints of the
+// executable in the stopped tracee tid, right after an exec. Called on the
+// tracer thread.
+func (t *Tracer) setupImage(tid int) (*image, []byte, error) {
+	exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", tid))
+	if err != nil {
+		return nil, nil, fmt.Errorf("reading the executable of pid %d: %w", tid, err)
+	}
+	f, err := elfx.Open(exe)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := checkTraceable(f); err != nil {
+		return nil, nil, err
+	}
+	maps, err := readMaps(tid)
+	if err != nil {
+		return nil, nil, err
+	}
+	bias, err := exeBias(maps, exe, f)
+	if err != nil {
+		return nil, nil, err
+	}
+	im := &image{exe: exe, elf: f, bias: bias, bps: bp.NewTable(), entry: f.Entry + bias}
+	var cands []elfx.Func
+	for _, fn := range f.Funcs {
+		if crtFuncs[fn.Name] || strings.HasPrefix(fn.Name, "__x86.get_pc_thunk") || !inExec(f, fn.Value) {
+			continue
+		}
+		cands = append(cands, fn)
+	}
+	// Scratch: the return breakpoint, then one slot per function. Ask for it
+	// just below the executable so rip-relative operands stay in rel32 range.
+	size := uint64(16+len(cands)*bp.SlotSize+4095) &^ 4095
+	hint := (bias + f.MinVaddr() - size - 1<<20) &^ 4095
+	if hint > bias+f.MinVaddr() { // wrapped around
+		hint = 0
+	}
+	scratch, err := remoteSyscall(tid, unix.SYS_MMAP, hint, size,
+		unix.PROT_READ|unix.PROT_EXEC, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS, ^uint64(0), 0)
+	if err != nil {
+		return nil, nil, fmt.Errorf("mapping the scratch page: %w", err)
+	}
+	im.scratch, im.retAddr = scratch, scratch
+	mem, err := os.OpenFile(fmt.Sprintf("/proc/%d/mem", tid), os.O_RDWR, 0)
+	if err != nil {
+		return nil, nil, fmt.Errorf("opening the memory of pid %d: %w", tid, err)
+	}
+	defer mem.Close()
+	code := make([]byte, 16+len(cands)*bp.SlotSize)
+	code[0] = bp.Int3
+	var plant []uint64
+	buf := make([]byte, 16)
+	for _, c := range cands {
+		addr := c.Value + bias
+		if _, err := mem.ReadAt(buf, int64(addr)); err != nil {
+			t.skipped = append(t.skipped, Skip{c.Name, fmt.Sprintf("reading code at %#x: %v", addr, err)})
+			continue
+		}
+		slotOff := 16 + len(im.funcs)*bp.SlotSize
+		plan, err := bp.Prepare(buf, addr, scratch+uint64(slotOff))
+		if err != nil {
+			t.skipped = append(t.skipped, Skip{c.Name, err.Error()})
+			continue
+		}
+		copy(code[slotOff:], plan.Slot)
+		idx := len(im.funcs)
+		im.funcs = append(im.funcs, fn{name: c.Name, addr: addr, in: matchAny(t.cfg.Filter, c.Name), out: matchAny(t.cfg.NoTrace, c.Name)})
+		im.bps.Add(&bp.Breakpoint{Addr: addr, Orig: buf[0], Kind: bp.FuncEntry, Plan: plan, Func: idx})
+		plant = append(plant, addr)
+	}
+	// /proc/<pid>/mem writes go through FOLL_FORCE: they reach read-only text.
+	if _, err := mem.WriteAt(code, int64(scratch)); err != nil {
+		return nil, nil, fmt.Errorf("writing the scratch page: %w", err)
+	}
+	for _, a := range plant {
+		if _, err := mem.WriteAt([]byte{bp.Int3}, int64(a)); err != nil {
+			return nil, nil, fmt.Errorf("planting a breakpoint at %#x: %w", a, err)
+		}
+	}
+	// A temporary breakpoint at the entry point tells when the loader has
+	// mapped the libraries; it is removed when hit.
+	if b := im.bps.At(im.entry); b != nil {
+		b.Kind |= bp.Internal
+	} else if _, err := mem.ReadAt(buf[:1], int64(im.entry)); err == nil {
+		im.bps.Add(&bp.Breakpoint{Addr: im.entry, Orig: buf[0], Kind: bp.Internal, Func: -1})
+		if _, err := mem.WriteAt([]byte{bp.Int3}, int64(im.entry)); err != nil {
+			return nil, nil, fmt.Errorf("planting the entry breakpoint: %w", err)
+		}
+	}
+	return im, maps, nil
+}
+
+// removeInternal restores the original byte of an internal-only breakpoint.
+func removeInternal(tid int, b *bp.Breakpoint) error {
+	return ptrace.WriteText(tid, b.Addr, []byte{b.Orig})
+}
+
+func inExec(f *elfx.File, vaddr uint64) bool {
+	for _, l := range f.Loads {
+		if l.Exec && vaddr >= l.Vaddr && vaddr < l.Vaddr+l.Memsz {
+			return true
+		}
+	}
+	return false
+}
+
+func matchAny(res []*regexp.Regexp, name string) bool {
+	for _, re := range res {
+		if re.MatchString(name) {
+			return true
+		}
+	}
+	return false
+}
+
+var errNoStack = errors.New("return breakpoint hit with an empty shadow stack")

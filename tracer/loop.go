@@ -1,0 +1,256 @@
+package tracer
+
+import (
+	"fmt"
+	"os"
+
+	"golang.org/x/sys/unix"
+
+	"rtrace/internal/uftrace"
+	"rtrace/tracer/bp"
+	"rtrace/tracer/ptrace"
+)
+
+// loop waits for tracee stops and handles them until no tracee is left.
+// Called on the tracer thread.
+func (t *Tracer) loop() error {
+	var regs unix.PtraceRegs
+	for len(t.threads) > 0 || len(t.procs) > 0 {
+		var ws unix.WaitStatus
+		var ru unix.Rusage
+		tid, err := unix.Wait4(-1, &ws, unix.WALL, &ru)
+		if err == unix.EINTR {
+			continue
+		}
+		if err == unix.ECHILD {
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("waiting for the target: %w", err)
+		}
+		ts := now()
+		th := t.threads[tid]
+		if th == nil {
+			// A new thread or child can report before its parent's
+			// clone/fork event: keep it stopped until the event names it.
+			th = &thread{tid: tid}
+			t.threads[tid] = th
+		}
+		switch {
+		case ws.Exited() || ws.Signaled():
+			t.gone(th, ws, &ru, ts)
+		case ws.Stopped():
+			if err := t.stopped(th, ws, &regs, ts); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// gone handles the end of a thread; the end of a process's leader ends the process.
+func (t *Tracer) gone(th *thread, ws unix.WaitStatus, ru *unix.Rusage, ts uint64) {
+	t.closeAll(th, ts)
+	delete(t.threads, th.tid)
+	if p := t.procs[th.tid]; p != nil {
+		delete(t.procs, th.tid)
+		if th.tid == t.root {
+			t.result.Status, t.result.Rusage = ws, *ru
+		}
+	}
+}
+
+// resume continues a stopped thread, delivering sig.
+func resume(tid int, sig unix.Signal) {
+	ptrace.Cont(tid, int(sig)) // ESRCH: it died meanwhile; wait4 reports it
+}
+
+func (t *Tracer) stopped(th *thread, ws unix.WaitStatus, regs *unix.PtraceRegs, ts uint64) error {
+	sig := ws.StopSignal()
+	event := ws.TrapCause()
+	if sig == unix.SIGTRAP && event <= 0 {
+		return t.trap(th, regs, ts)
+	}
+	switch event {
+	case unix.PTRACE_EVENT_CLONE, unix.PTRACE_EVENT_FORK, unix.PTRACE_EVENT_VFORK:
+		return t.spawned(th, event, ts)
+	case unix.PTRACE_EVENT_EXEC:
+		return t.execed(th, ts)
+	case unix.PTRACE_EVENT_STOP:
+		// Group-stop (a stop signal) or the first stop of an auto-attached
+		// task. In a group-stop, PTRACE_LISTEN keeps the task stopped until
+		// SIGCONT, as it would be without rtrace.
+		switch sig {
+		case unix.SIGSTOP, unix.SIGTSTP, unix.SIGTTIN, unix.SIGTTOU:
+			th.listen = true
+			ptrace.Listen(th.tid)
+		default:
+			th.listen = false
+			if th.proc != nil {
+				resume(th.tid, 0)
+			}
+		}
+		return nil
+	}
+	if event > 0 {
+		resume(th.tid, 0)
+		return nil
+	}
+	// A signal for the program.
+	if sig == unix.SIGCONT && th.proc != nil && th.proc.swallowCont {
+		th.proc.swallowCont = false
+		resume(th.tid, 0)
+		return nil
+	}
+	resume(th.tid, sig)
+	return nil
+}
+
+// trap handles a SIGTRAP: one of rtrace's breakpoints, or the program's own.
+func (t *Tracer) trap(th *thread, regs *unix.PtraceRegs, ts uint64) error {
+	if th.proc == nil {
+		resume(th.tid, unix.SIGTRAP)
+		return nil
+	}
+	if err := ptrace.GetRegs(th.tid, regs); err != nil {
+		return nil // the thread died: wait4 reports it
+	}
+	im := th.proc.image
+	pc := regs.Rip - 1
+	if pc == im.retAddr {
+		return t.ret(th, regs, ts)
+	}
+	b := im.bps.At(pc)
+	if b == nil {
+		resume(th.tid, unix.SIGTRAP) // not ours
+		return nil
+	}
+	if b.Kind&bp.Internal != 0 && !th.proc.entered {
+		th.proc.entered = true
+		if maps, err := readMaps(th.proc.pid); err == nil {
+			t.emit(t.sink.Maps(th.proc.sid, maps))
+		}
+		if b.Kind == bp.Internal {
+			if err := removeInternal(th.tid, b); err != nil {
+				return fmt.Errorf("removing the entry breakpoint: %w", err)
+			}
+			im.bps.Remove(pc)
+			ptrace.SetPC(th.tid, pc)
+			resume(th.tid, 0)
+			return nil
+		}
+	}
+	if b.Kind&bp.FuncEntry != 0 {
+		t.entry(th, b, regs, ts)
+	}
+	if err := ptrace.SetPC(th.tid, b.Plan.Resume); err != nil {
+		return nil
+	}
+	resume(th.tid, 0)
+	return nil
+}
+
+// entry handles a function entry: hijack the return address so the return
+// hits the shared return breakpoint, and record the call.
+func (t *Tracer) entry(th *thread, b *bp.Breakpoint, regs *unix.PtraceRegs, ts uint64) {
+	im := th.proc.image
+	f := &im.funcs[b.Func]
+	ret, err := ptrace.PeekWord(th.tid, regs.Rsp)
+	if err != nil {
+		return
+	}
+	if err := ptrace.PokeWord(th.tid, regs.Rsp, im.retAddr); err != nil {
+		return
+	}
+	fr, rec := th.enter(f, ret, regs.Rsp, &t.cfg)
+	if rec {
+		t.record(th, uftrace.Record{Time: ts, Type: uftrace.Entry, Depth: fr.depth, Addr: f.addr})
+	}
+}
+
+// ret handles the shared return breakpoint: pop the frame whose return
+// address slot the ret instruction just consumed, record the exit and go to
+// the real return address.
+func (t *Tracer) ret(th *thread, regs *unix.PtraceRegs, ts uint64) error {
+	slot := regs.Rsp - 8
+	// Frames below this one on the stack were skipped (longjmp, exception
+	// unwinding): close them first.
+	for len(th.stack) > 1 && th.stack[len(th.stack)-1].slot < slot {
+		fr := th.leave()
+		if fr.depth >= 0 {
+			t.record(th, uftrace.Record{Time: ts, Type: uftrace.Exit, Depth: fr.depth, Addr: fr.addr})
+		}
+	}
+	if len(th.stack) == 0 {
+		unix.Kill(th.tid, unix.SIGKILL)
+		return fmt.Errorf("tid %d: %w (pc %#x)", th.tid, errNoStack, regs.Rip)
+	}
+	fr := th.leave()
+	if fr.depth >= 0 {
+		t.record(th, uftrace.Record{Time: ts, Type: uftrace.Exit, Depth: fr.depth, Addr: fr.addr})
+	}
+	if err := ptrace.SetPC(th.tid, fr.ret); err != nil {
+		return nil
+	}
+	resume(th.tid, 0)
+	return nil
+}
+
+// spawned handles clone, fork and vfork events of th.
+func (t *Tracer) spawned(th *thread, event int, ts uint64) error {
+	msg, err := ptrace.EventMsg(th.tid)
+	if err != nil {
+		resume(th.tid, 0)
+		return nil
+	}
+	child := int(msg)
+	c := t.threads[child]
+	earlyStop := c != nil // it already reported its first stop
+	switch event {
+	case unix.PTRACE_EVENT_CLONE:
+		nc := &thread{tid: child, proc: th.proc}
+		t.threads[child] = nc
+		t.emit(t.sink.Task(ts, child, th.proc.pid))
+	default: // fork, vfork: the child is a copy, hijacked return addresses included
+		p := &process{pid: child, sid: th.proc.sid, image: th.proc.image, entered: th.proc.entered}
+		t.procs[child] = p
+		t.threads[child] = th.clone(child, p)
+		t.emit(t.sink.Fork(ts, child, th.proc.pid))
+	}
+	if earlyStop {
+		resume(child, 0)
+	}
+	resume(th.tid, 0)
+	return nil
+}
+
+// execed handles an exec: close the frames of the old image, drop the other
+// threads (the kernel ended them), and set up the new image.
+func (t *Tracer) execed(th *thread, ts uint64) error {
+	old := th.proc
+	if former, err := ptrace.EventMsg(th.tid); err == nil && int(former) != th.tid {
+		// A non-leader thread exec'd: it now has the leader's tid.
+		if ft := t.threads[int(former)]; ft != nil {
+			t.closeAll(ft, ts)
+			delete(t.threads, int(former))
+		}
+	}
+	t.closeAll(th, ts)
+	for tid, o := range t.threads {
+		if o.proc == old && tid != th.tid {
+			t.closeAll(o, ts)
+			delete(t.threads, tid)
+		}
+	}
+	th.stack, th.depth, th.inF, th.outN = nil, 0, 0, 0
+	if _, err := t.newImage(th.tid, ts+1); err != nil {
+		fmt.Fprintf(os.Stderr, "rtrace: pid %d exec'd a program rtrace cannot trace, left untraced: %v\n", th.tid, err)
+		delete(t.procs, th.tid)
+		th.proc = nil
+		ptrace.Detach(th.tid, 0)
+		delete(t.threads, th.tid)
+		return nil
+	}
+	resume(th.tid, 0)
+	return nil
+}

@@ -1,0 +1,93 @@
+package tracer
+
+import (
+	"rtrace/internal/uftrace"
+)
+
+// process is one traced process (thread group).
+type process struct {
+	pid         int
+	sid         string
+	image       *image
+	swallowCont bool // the SIGCONT rtrace sent to hand the process to PTRACE_SEIZE
+	entered     bool // the program's entry point was reached
+}
+
+// frame is one entry on a thread's shadow stack.
+type frame struct {
+	ret   uint64 // the real return address
+	slot  uint64 // where it lives on the stack (rsp at entry)
+	addr  uint64 // function address, for the EXIT record
+	depth int    // record depth, -1 when the call is not recorded
+	in    bool   // this frame entered a -F function
+	out   bool   // this frame entered a -N function
+}
+
+// thread is one traced thread with its shadow stack.
+type thread struct {
+	tid    int
+	proc   *process
+	stack  []frame
+	depth  int // recorded frames open
+	inF    int // -F frames open
+	outN   int // -N frames open
+	listen bool
+}
+
+// enter pushes a frame for a call of f and returns whether it is recorded,
+// following uftrace's filter semantics: -N hides a function and its callees,
+// -F shows only functions called (directly or not) from a matching one, -D
+// limits the recorded depth.
+func (th *thread) enter(f *fn, ret, slot uint64, cfg *Config) (frame, bool) {
+	fr := frame{ret: ret, slot: slot, addr: f.addr, depth: -1, in: f.in, out: f.out}
+	if f.out {
+		th.outN++
+	}
+	if f.in {
+		th.inF++
+	}
+	rec := th.outN == 0 && (len(cfg.Filter) == 0 || th.inF > 0) && (cfg.Depth == 0 || th.depth < cfg.Depth)
+	if rec {
+		fr.depth = th.depth
+		th.depth++
+	}
+	th.stack = append(th.stack, fr)
+	return fr, rec
+}
+
+// leave pops the top frame and returns it.
+func (th *thread) leave() frame {
+	fr := th.stack[len(th.stack)-1]
+	th.stack = th.stack[:len(th.stack)-1]
+	if fr.out {
+		th.outN--
+	}
+	if fr.in {
+		th.inF--
+	}
+	if fr.depth >= 0 {
+		th.depth--
+	}
+	return fr
+}
+
+// closeAll pops every open frame, recording an EXIT for each recorded one:
+// at exit(), exec, or the death of the thread.
+func (t *Tracer) closeAll(th *thread, ts uint64) {
+	for len(th.stack) > 0 {
+		fr := th.leave()
+		if fr.depth >= 0 {
+			t.record(th, uftrace.Record{Time: ts, Type: uftrace.Exit, Depth: fr.depth, Addr: fr.addr})
+		}
+	}
+}
+
+// clone copies the shadow stack for a forked child: its memory holds the
+// same hijacked return addresses.
+func (th *thread) clone(tid int, p *process) *thread {
+	c := *th
+	c.tid, c.proc = tid, p
+	c.stack = append([]frame(nil), th.stack...)
+	c.listen = false
+	return &c
+}

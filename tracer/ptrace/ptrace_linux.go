@@ -1,0 +1,135 @@
+package ptrace
+
+import (
+	"fmt"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// Options every tracee gets: kill it if rtrace dies, follow clone, fork,
+// vfork and exec, and mark syscall stops (ptrace(2), PTRACE_SETOPTIONS).
+const Options = unix.PTRACE_O_EXITKILL | unix.PTRACE_O_TRACECLONE | unix.PTRACE_O_TRACEFORK |
+	unix.PTRACE_O_TRACEVFORK | unix.PTRACE_O_TRACEEXEC | unix.PTRACE_O_TRACESYSGOOD
+
+// Offset of rip in struct user_regs_struct (arch/x86/include/asm/user_64.h):
+// 16 eight-byte registers precede it.
+const offRip = 16 * 8
+
+func ptrace(req, pid int, addr, data uintptr) error {
+	_, _, e := unix.RawSyscall6(unix.SYS_PTRACE, uintptr(req), uintptr(pid), addr, data, 0, 0)
+	if e != 0 {
+		return e
+	}
+	return nil
+}
+
+// Seize attaches to pid without stopping it, with opts (PTRACE_SEIZE). Called
+// on the tracer thread.
+func Seize(pid int, opts int) error { return ptrace(unix.PTRACE_SEIZE, pid, 0, uintptr(opts)) }
+
+// Interrupt stops a seized tracee (PTRACE_INTERRUPT).
+func Interrupt(pid int) error { return ptrace(unix.PTRACE_INTERRUPT, pid, 0, 0) }
+
+// Listen keeps a tracee in group-stop while letting it report SIGCONT
+// (PTRACE_LISTEN, seized tracees only).
+func Listen(pid int) error { return ptrace(unix.PTRACE_LISTEN, pid, 0, 0) }
+
+// Detach releases pid, delivering sig (0 for none).
+func Detach(pid, sig int) error { return ptrace(unix.PTRACE_DETACH, pid, 0, uintptr(sig)) }
+
+// Cont resumes pid, delivering sig (0 for none).
+func Cont(pid, sig int) error { return ptrace(unix.PTRACE_CONT, pid, 0, uintptr(sig)) }
+
+// SetOptions sets the ptrace options of pid.
+func SetOptions(pid, opts int) error {
+	return ptrace(unix.PTRACE_SETOPTIONS, pid, 0, uintptr(opts))
+}
+
+// EventMsg returns the message of the last ptrace event (the new tid of a
+// clone, the child of a fork, the former tid at exec).
+func EventMsg(pid int) (uint64, error) {
+	var msg uint64
+	err := ptrace(unix.PTRACE_GETEVENTMSG, pid, 0, uintptr(unsafe.Pointer(&msg)))
+	return msg, err
+}
+
+// GetRegs reads the general registers of pid.
+func GetRegs(pid int, regs *unix.PtraceRegs) error {
+	return ptrace(unix.PTRACE_GETREGS, pid, 0, uintptr(unsafe.Pointer(regs)))
+}
+
+// SetRegs writes the general registers of pid.
+func SetRegs(pid int, regs *unix.PtraceRegs) error {
+	return ptrace(unix.PTRACE_SETREGS, pid, 0, uintptr(unsafe.Pointer(regs)))
+}
+
+// SetPC writes only rip (PTRACE_POKEUSER): a third the cost of SETREGS.
+func SetPC(pid int, pc uint64) error {
+	return ptrace(unix.PTRACE_POKEUSR, pid, offRip, uintptr(pc))
+}
+
+// GetSiginfo reads the siginfo of a signal-delivery stop; it fails with
+// EINVAL in a group-stop, which is how the two are told apart.
+func GetSiginfo(pid int, si *unix.Siginfo) error {
+	return ptrace(unix.PTRACE_GETSIGINFO, pid, 0, uintptr(unsafe.Pointer(si)))
+}
+
+// PeekWord reads 8 bytes of tracee memory.
+func PeekWord(pid int, addr uint64) (uint64, error) {
+	var v uint64
+	// PTRACE_PEEKDATA's raw syscall stores the word at *data.
+	err := ptrace(unix.PTRACE_PEEKDATA, pid, uintptr(addr), uintptr(unsafe.Pointer(&v)))
+	return v, err
+}
+
+// PokeWord writes 8 bytes of tracee memory, also into read-only text.
+func PokeWord(pid int, addr, v uint64) error {
+	return ptrace(unix.PTRACE_POKEDATA, pid, uintptr(addr), uintptr(v))
+}
+
+// ReadMem reads len(buf) bytes at addr with one process_vm_readv.
+func ReadMem(pid int, addr uint64, buf []byte) error {
+	if len(buf) == 0 {
+		return nil
+	}
+	local := []unix.Iovec{{Base: &buf[0], Len: uint64(len(buf))}}
+	remote := []unix.RemoteIovec{{Base: uintptr(addr), Len: len(buf)}}
+	n, err := unix.ProcessVMReadv(pid, local, remote, 0)
+	if err != nil {
+		return err
+	}
+	if n != len(buf) {
+		return fmt.Errorf("short read at %#x: %d of %d bytes", addr, n, len(buf))
+	}
+	return nil
+}
+
+// WriteText writes b at addr with PTRACE_POKEDATA, word by word (read-modify-
+// write for a partial last word). process_vm_writev cannot write read-only
+// text mappings.
+func WriteText(pid int, addr uint64, b []byte) error {
+	for len(b) > 0 {
+		if len(b) >= 8 {
+			v := uint64(0)
+			for i := 7; i >= 0; i-- {
+				v = v<<8 | uint64(b[i])
+			}
+			if err := PokeWord(pid, addr, v); err != nil {
+				return fmt.Errorf("writing tracee memory at %#x: %w", addr, err)
+			}
+			addr += 8
+			b = b[8:]
+			continue
+		}
+		old, err := PeekWord(pid, addr)
+		if err != nil {
+			return fmt.Errorf("reading tracee memory at %#x: %w", addr, err)
+		}
+		for i, c := range b {
+			old = old&^(0xff<<(8*i)) | uint64(c)<<(8*i)
+		}
+		return PokeWord(pid, addr, old)
+	}
+	return nil
+}

@@ -1,0 +1,70 @@
+package tracer
+
+import (
+	"fmt"
+
+	"golang.org/x/sys/unix"
+
+	"rtrace/tracer/ptrace"
+)
+
+// remoteSyscall makes the stopped tracee tid run one system call and
+// returns its result, leaving registers and code as they were. The tracee
+// executes `syscall; int3` written over its current instruction
+// (FIELD-NOTES.md, "Remote syscall"). Called on the tracer thread.
+func remoteSyscall(tid int, nr uint64, args ...uint64) (uint64, error) {
+	var saved, regs unix.PtraceRegs
+	if err := ptrace.GetRegs(tid, &saved); err != nil {
+		return 0, fmt.Errorf("reading registers of tid %d: %w", tid, err)
+	}
+	pc := saved.Rip
+	orig, err := ptrace.PeekWord(tid, pc)
+	if err != nil {
+		return 0, fmt.Errorf("reading code of tid %d at %#x: %w", tid, pc, err)
+	}
+	code := orig&^0xffffff | 0xcc050f // syscall (0f 05); int3 (cc)
+	if err := ptrace.PokeWord(tid, pc, code); err != nil {
+		return 0, fmt.Errorf("writing code of tid %d at %#x: %w", tid, pc, err)
+	}
+	defer ptrace.PokeWord(tid, pc, orig)
+	regs = saved
+	regs.Rax = nr
+	// orig_rax = -1: the kernel must not treat this stop as inside a syscall
+	// and "restart" it with the old number (arch/x86/kernel/signal.c).
+	regs.Orig_rax = ^uint64(0)
+	dst := []*uint64{&regs.Rdi, &regs.Rsi, &regs.Rdx, &regs.R10, &regs.R8, &regs.R9}
+	for i, a := range args {
+		*dst[i] = a
+	}
+	if err := ptrace.SetRegs(tid, &regs); err != nil {
+		return 0, fmt.Errorf("setting registers of tid %d: %w", tid, err)
+	}
+	defer ptrace.SetRegs(tid, &saved)
+	if err := ptrace.Cont(tid, 0); err != nil {
+		return 0, fmt.Errorf("resuming tid %d for a remote syscall: %w", tid, err)
+	}
+	for {
+		var ws unix.WaitStatus
+		if _, err := unix.Wait4(tid, &ws, unix.WALL, nil); err != nil {
+			return 0, fmt.Errorf("waiting for the remote syscall of tid %d: %w", tid, err)
+		}
+		if !ws.Stopped() {
+			return 0, fmt.Errorf("tid %d ended during a remote syscall (%v)", tid, ws)
+		}
+		if ws.StopSignal() == unix.SIGTRAP && ws.TrapCause() <= 0 {
+			break
+		}
+		// Another signal arrived first: deliver it as the kernel would have
+		// (this runs at an exec stop, before the program installed handlers).
+		if err := ptrace.Cont(tid, int(ws.StopSignal())); err != nil {
+			return 0, err
+		}
+	}
+	if err := ptrace.GetRegs(tid, &regs); err != nil {
+		return 0, fmt.Errorf("reading the remote syscall's result in tid %d: %w", tid, err)
+	}
+	if int64(regs.Rax) < 0 && int64(regs.Rax) > -4096 {
+		return 0, fmt.Errorf("remote syscall %d in tid %d: %w", nr, tid, unix.Errno(-int64(regs.Rax)))
+	}
+	return regs.Rax, nil
+}

@@ -1,0 +1,29 @@
+package tracer
+
+import (
+	"rtrace/internal/elfx"
+	"rtrace/internal/uftrace"
+)
+
+// Session describes a process image: the start of the target or an exec.
+type Session struct {
+	Time uint64
+	Pid  int
+	SID  string
+	Exe  string // absolute path
+	Maps []byte // /proc/<pid>/maps at the time
+	ELF  *elfx.File
+	Bias uint64
+}
+
+// Sink receives what the tracer sees. Calls come from the tracer thread, in
+// time order per task.
+type Sink interface {
+	Session(s Session) error
+	// Maps replaces the maps of a session once the loader has mapped the
+	// libraries (the program's entry point is reached).
+	Maps(sid string, maps []byte) error
+	Task(time uint64, tid, pid int) error
+	Fork(time uint64, pid, ppid int) error
+	Record(tid int, r uftrace.Record) error
+}

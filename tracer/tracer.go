@@ -1,0 +1,208 @@
+package tracer
+
+import (
+		"fmt"
+	"os"
+	"os/exec"
+	"regexp"
+	"unsafe"
+	"sync/atomic"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"rtrace/internal/uftrace"
+	"rtrace/tracer/ptrace"
+)
+
+// Config says what to run and what to trace.
+type Config struct {
+	Path    string   // program to run (looked up in PATH)
+	Args    []string // argv, Args[0] included
+	Env     []string // nil: the caller's environment
+	Filter  []*regexp.Regexp
+	NoTrace []*regexp.Regexp
+	Depth   int  // record at most this many nested levels; 0 = no limit
+	Pin     bool // run the tracer thread and the target on one CPU
+	// Started is called with the target's pid once it runs.
+	Started func(pid int)
+}
+
+// Result is how a trace ended.
+type Result struct {
+	Status  unix.WaitStatus // of the launched process
+	Rusage  unix.Rusage
+	Events  uint64
+	Skipped []Skip
+}
+
+// ExitCode is the shell-style exit code of the traced program: its status,
+// or 128+N when a signal N killed it.
+func (r *Result) ExitCode() int {
+	if r.Status.Signaled() {
+		return 128 + int(r.Status.Signal())
+	}
+	return r.Status.ExitStatus()
+}
+
+// Tracer runs one traced program. Create it with New; every method runs on
+// its ptrace thread.
+type Tracer struct {
+	cfg     Config
+	sink    Sink
+	th      *ptrace.Thread
+	procs   map[int]*process // by pid (tgid)
+	threads map[int]*thread  // by tid
+	root    int              // pid of the launched process
+	skipped []Skip
+	events  atomic.Uint64
+	result  Result
+	err     error // first sink error: the trace goes on without recording
+}
+
+// Events returns how many records the tracer produced so far (safe from any goroutine).
+func (t *Tracer) Events() uint64 { return t.events.Load() }
+
+// New prepares a tracer; Run starts the program.
+func New(cfg Config, sink Sink) *Tracer {
+	return &Tracer{cfg: cfg, sink: sink, procs: map[int]*process{}, threads: map[int]*thread{}}
+}
+
+// Run launches the program and traces it until every traced process has
+// exited. It returns the launched process's status.
+func (t *Tracer) Run() (*Result, error) {
+	path, err := exec.LookPath(t.cfg.Path)
+	if err != nil {
+		return nil, fmt.Errorf("program %s: %w", t.cfg.Path, err)
+	}
+	t.th = ptrace.NewThread()
+	defer t.th.Close()
+	var runErr error
+	t.th.Do(func() { runErr = t.run(path) })
+	t.result.Events = t.events.Load()
+	t.result.Skipped = t.skipped
+	if runErr == nil {
+		runErr = t.err
+	}
+	return &t.result, runErr
+}
+
+// run is the whole trace, on the tracer thread.
+func (t *Tracer) run(path string) error {
+	if t.cfg.Pin {
+		pinToCurrentCPU()
+	}
+	env := t.cfg.Env
+	if env == nil {
+		env = os.Environ()
+	}
+	args := t.cfg.Args
+	if len(args) == 0 {
+		args = []string{t.cfg.Path}
+	}
+	pid, err := syscall.ForkExec(path, args, &syscall.ProcAttr{
+		Env:   env,
+		Files: []uintptr{0, 1, 2},
+		Sys:   &syscall.SysProcAttr{Ptrace: true},
+	})
+	if err != nil {
+		return fmt.Errorf("starting %s: %w", path, err)
+	}
+	t.root = pid
+	if err := t.start(pid); err != nil {
+		unix.Kill(pid, unix.SIGKILL)
+		t.reap(pid)
+		return err
+	}
+	if t.cfg.Started != nil {
+		t.cfg.Started(pid)
+	}
+	return t.loop()
+}
+
+// reap waits for a killed child so it leaves no zombie.
+func (t *Tracer) reap(pid int) {
+	var ws unix.WaitStatus
+	for {
+		if _, err := unix.Wait4(pid, &ws, unix.WALL, nil); err != nil || ws.Exited() || ws.Signaled() {
+			return
+		}
+	}
+}
+
+// start sets up the freshly exec'd child (stopped by PTRACE_TRACEME at its
+// exec) and hands it over to PTRACE_SEIZE: only seized tracees report
+// group-stops in a way that keeps SIGSTOP/SIGCONT working as without a
+// tracer (ptrace(2), "Group-stop" and PTRACE_LISTEN). Go's ForkExec can only
+// TRACEME, so rtrace detaches with SIGSTOP, seizes the stopped child and
+// wakes it with a SIGCONT it then swallows.
+func (t *Tracer) start(pid int) error {
+	var ws unix.WaitStatus
+	if _, err := unix.Wait4(pid, &ws, unix.WALL, nil); err != nil {
+		return fmt.Errorf("waiting for pid %d to exec: %w", pid, err)
+	}
+	if !ws.Stopped() || ws.StopSignal() != unix.SIGTRAP {
+		return fmt.Errorf("pid %d did not stop at exec (%v)", pid, ws)
+	}
+	p, err := t.newImage(pid, now())
+	if err != nil {
+		return err
+	}
+	if err := ptrace.Detach(pid, int(unix.SIGSTOP)); err != nil {
+		return fmt.Errorf("handing pid %d over to PTRACE_SEIZE: %w", pid, err)
+	}
+	if _, err := unix.Wait4(pid, &ws, unix.WUNTRACED, nil); err != nil || !ws.Stopped() {
+		return fmt.Errorf("waiting for pid %d to stop (%v): %v", pid, ws, err)
+	}
+	if err := ptrace.Seize(pid, ptrace.Options); err != nil {
+		return fmt.Errorf("seizing pid %d: %w", pid, err)
+	}
+	p.swallowCont = true
+	return unix.Kill(pid, unix.SIGCONT)
+}
+
+// newImage records a new session for pid, stopped right after an exec, and
+// plants its breakpoints.
+func (t *Tracer) newImage(pid int, ts uint64) (*process, error) {
+	im, maps, err := t.setupImage(pid)
+	if err != nil {
+		return nil, err
+	}
+	p := &process{pid: pid, sid: newSID(), image: im}
+	t.procs[pid] = p
+	th := t.threads[pid]
+	if th == nil {
+		th = &thread{tid: pid}
+		t.threads[pid] = th
+	}
+	th.proc = p
+	t.emit(t.sink.Session(Session{Time: ts, Pid: pid, SID: p.sid, Exe: im.exe, Maps: maps, ELF: im.elf, Bias: im.bias}))
+	t.emit(t.sink.Task(ts+1, pid, pid))
+	return p, nil
+}
+
+// emit keeps the first sink error; tracing goes on so the target is not
+// disturbed, and Run reports the error at the end.
+func (t *Tracer) emit(err error) {
+	if err != nil && t.err == nil {
+		t.err = fmt.Errorf("writing the trace: %w", err)
+	}
+}
+
+func (t *Tracer) record(th *thread, r uftrace.Record) {
+	t.events.Add(1)
+	t.emit(t.sink.Record(th.tid, r))
+}
+
+// pinToCurrentCPU binds the calling (tracer) thread to the CPU it runs on;
+// a child forked from it inherits the mask. Cross-CPU wake-ups cost ~15x a
+// same-CPU breakpoint stop on these VMs (FIELD-NOTES.md).
+func pinToCurrentCPU() {
+	var cpu uint32
+	if _, _, e := unix.RawSyscall(unix.SYS_GETCPU, uintptr(unsafe.Pointer(&cpu)), 0, 0); e != 0 {
+		return
+	}
+	var set unix.CPUSet
+	set.Set(int(cpu))
+	unix.SchedSetaffinity(0, &set)
+}
