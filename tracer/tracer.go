@@ -1,13 +1,13 @@
 package tracer
 
 import (
-		"fmt"
+	"fmt"
 	"os"
 	"os/exec"
 	"regexp"
-	"unsafe"
 	"sync/atomic"
 	"syscall"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
