@@ -37,7 +37,10 @@ func (s *uftraceSink) Session(ss tracer.Session) error {
 		return nil
 	}
 	if len(dbg) > 0 {
-		return s.w.Debug(name, ss.Exe, ss.ELF.BuildID, dbg)
+		// No build id in the .dbg header: uftrace 0.13 ignores a .dbg whose
+		// build id the session map does not repeat (its recorder appends
+		// " build-id:" to map lines; rtrace's maps are verbatim copies).
+		return s.w.Debug(name, ss.Exe, "", dbg)
 	}
 	return nil
 }

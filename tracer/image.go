@@ -128,9 +128,24 @@ func (t *Tracer) setupImage(tid int) (*image, []byte, error) {
 		return nil, nil, err
 	}
 	im := &image{exe: exe, elf: f, bias: bias, bps: bp.NewTable(), entry: f.Entry + bias}
+	// A static executable holds libc too. When it has DWARF, trace the
+	// functions DWARF describes: the program's own code (Debian's libc.a
+	// has no debug info), as uftrace -pg would show them.
+	var own map[uint64]bool
+	if f.Static() {
+		if subs, err := elfx.Subprograms(exe); err == nil && len(subs) > 0 {
+			own = map[uint64]bool{}
+			for _, s := range subs {
+				own[s.Low] = true
+			}
+		}
+	}
 	var cands []elfx.Func
 	for _, fn := range f.Funcs {
 		if crtFuncs[fn.Name] || strings.HasPrefix(fn.Name, "__x86.get_pc_thunk") || !inExec(f, fn.Value) {
+			continue
+		}
+		if own != nil && !own[fn.Value] {
 			continue
 		}
 		cands = append(cands, fn)

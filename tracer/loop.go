@@ -243,7 +243,11 @@ func (t *Tracer) execed(th *thread, ts uint64) error {
 		}
 	}
 	th.stack, th.depth, th.inF, th.outN = nil, 0, 0, 0
-	if _, err := t.newImage(th.tid, ts+1); err != nil {
+	err := leaveExec(th.tid)
+	if err == nil {
+		_, err = t.newImage(th.tid, ts+1)
+	}
+	if err != nil {
 		fmt.Fprintf(os.Stderr, "rtrace: pid %d exec'd a program rtrace cannot trace, left untraced: %v\n", th.tid, err)
 		delete(t.procs, th.tid)
 		th.proc = nil

@@ -68,3 +68,47 @@ func remoteSyscall(tid int, nr uint64, args ...uint64) (uint64, error) {
 	}
 	return regs.Rax, nil
 }
+
+// leaveExec runs a tracee stopped at PTRACE_EVENT_EXEC to its first user
+// instruction. At the event stop it is still in execve's return path: the
+// kernel writes execve's result into rax after the stop, so a remote
+// syscall set up there would run with the wrong number. An int3 at the new
+// entry (restored at once) gives a clean user-mode stop.
+func leaveExec(tid int) error {
+	var regs unix.PtraceRegs
+	if err := ptrace.GetRegs(tid, &regs); err != nil {
+		return fmt.Errorf("reading registers of tid %d: %w", tid, err)
+	}
+	pc := regs.Rip
+	orig, err := ptrace.PeekWord(tid, pc)
+	if err != nil {
+		return fmt.Errorf("reading code of tid %d at %#x: %w", tid, pc, err)
+	}
+	if err := ptrace.PokeWord(tid, pc, orig&^0xff|0xcc); err != nil {
+		return fmt.Errorf("writing code of tid %d at %#x: %w", tid, pc, err)
+	}
+	defer ptrace.PokeWord(tid, pc, orig)
+	if err := ptrace.Cont(tid, 0); err != nil {
+		return err
+	}
+	for {
+		var ws unix.WaitStatus
+		if _, err := unix.Wait4(tid, &ws, unix.WALL, nil); err != nil {
+			return fmt.Errorf("waiting for tid %d after exec: %w", tid, err)
+		}
+		if !ws.Stopped() {
+			return fmt.Errorf("tid %d ended right after exec (%v)", tid, ws)
+		}
+		if ws.StopSignal() == unix.SIGTRAP && ws.TrapCause() <= 0 {
+			break
+		}
+		sig := 0
+		if ws.TrapCause() <= 0 {
+			sig = int(ws.StopSignal())
+		}
+		if err := ptrace.Cont(tid, sig); err != nil {
+			return err
+		}
+	}
+	return ptrace.SetPC(tid, pc)
+}
