@@ -16,7 +16,7 @@ func Symbols(f *elfx.File) ([]uftrace.Symbol, uint64) {
 		typ := byte('T')
 		switch {
 		case fn.Weak:
-			typ = 'W'
+			typ = 'w'
 		case fn.Local:
 			typ = 't'
 		}

@@ -1,0 +1,218 @@
+package launcher_test
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+
+	"rtrace/internal/testutil"
+)
+
+var rtraceBin string
+
+// TestMain builds the rtrace binary once: the tests run it as users do, so
+// signals sent to it and its exit status are real.
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "rtrace-bin-")
+	if err != nil {
+		panic(err)
+	}
+	rtraceBin = filepath.Join(dir, "rtrace")
+	cmd := exec.Command("go", "build", "-o", rtraceBin, "./cmd/rtrace")
+	cmd.Dir = testutil.Root()
+	if out, err := cmd.CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "building rtrace: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// variant is one way the fixtures are built.
+type variant struct {
+	name  string
+	flags []string
+}
+
+var variants = []variant{
+	{"O0-pie", []string{"-O0", "-pie", "-fPIE"}},
+	{"O0-nopie", []string{"-O0", "-no-pie", "-fno-PIE"}},
+	{"O2-pie", []string{"-O2", "-fno-inline", "-pie", "-fPIE"}},
+	{"O2-nopie", []string{"-O2", "-fno-inline", "-no-pie", "-fno-PIE"}},
+}
+
+type run struct {
+	stdout, stderr string
+	code           int
+}
+
+func runCmd(t *testing.T, dir, name string, args ...string) run {
+	t.Helper()
+	cmd := exec.Command(name, args...)
+	cmd.Dir = dir
+	var so, se bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &so, &se
+	err := cmd.Run()
+	var ee *exec.ExitError
+	code := 0
+	if errors.As(err, &ee) {
+		code = ee.ExitCode()
+		if ee.ProcessState.Sys() != nil && code < 0 {
+			code = -1
+		}
+	} else if err != nil {
+		t.Fatalf("%s %v: %v", name, args, err)
+	}
+	return run{so.String(), se.String(), code}
+}
+
+// tree reduces `uftrace replay -f tid` output to the shape of each task's
+// call tree: entry lines with their indentation, one block per task, blocks
+// sorted (tids and thread interleaving differ between runs). Closing lines,
+// events and durations are dropped: uftrace -pg leaves frames open at exit()
+// where rtrace closes them, which changes no entry.
+func tree(replay string) []string {
+	blocks := map[string]*strings.Builder{}
+	for _, line := range strings.Split(replay, "\n") {
+		tid, body, ok := strings.Cut(line, "] | ")
+		if !ok || strings.HasPrefix(line, "#") {
+			continue
+		}
+		fn := strings.TrimSpace(body)
+		if fn == "" || strings.HasPrefix(fn, "}") || strings.HasPrefix(fn, "/*") {
+			continue
+		}
+		indent := len(body) - len(strings.TrimLeft(body, " "))
+		fn = strings.TrimSuffix(strings.TrimSuffix(fn, " {"), ";")
+		b := blocks[tid]
+		if b == nil {
+			b = &strings.Builder{}
+			blocks[tid] = b
+		}
+		fmt.Fprintf(b, "%s%s\n", strings.Repeat(" ", indent), fn)
+	}
+	var out []string
+	for _, b := range blocks {
+		out = append(out, b.String())
+	}
+	sort.Strings(out)
+	return out
+}
+
+func replay(t *testing.T, dir string) string {
+	t.Helper()
+	return testutil.Run(t, "", testutil.RequireTool(t, "uftrace"), "replay", "--no-pager", "-f", "tid", "-d", dir)
+}
+
+// fixture describes one comparison: how to build and run a program.
+type fixture struct {
+	src  string
+	args func(t *testing.T, v variant, pg bool) []string // extra program arguments
+	libs []string
+}
+
+func TestRecordMatchesUftrace(t *testing.T) {
+	uft := testutil.RequireTool(t, "uftrace")
+	fixtures := []fixture{
+		{src: "chain.c"},
+		{src: "fib.c"},
+		{src: "threads.c", libs: []string{"-pthread"}},
+		{src: "fork.c"},
+		{src: "fork.c", args: func(t *testing.T, v variant, pg bool) []string {
+			// fork + exec: the child execs the chain fixture of the same build.
+			return []string{build(t, "chain.c", v, pg, nil)}
+		}},
+		{src: "signal.c"},
+		{src: "exit.c"},
+		{src: "cxx.cc"},
+	}
+	for _, f := range fixtures {
+		for _, v := range variants {
+			name := strings.TrimSuffix(f.src, filepath.Ext(f.src)) + "/" + v.name
+			if f.args != nil {
+				name += "/exec"
+			}
+			t.Run(name, func(t *testing.T) {
+				plain := build(t, f.src, v, false, f.libs)
+				pg := build(t, f.src, v, true, f.libs)
+				var plainArgs, pgArgs []string
+				if f.args != nil {
+					plainArgs, pgArgs = f.args(t, v, false), f.args(t, v, true)
+				}
+				tmp := t.TempDir()
+				wantTree, err := uftraceTree(t, tmp, uft, pg, pgArgs)
+				if err != nil {
+					// uftrace 0.13 records nothing for some -O2 -pg builds
+					// (exit.c: "No data available"); -fno-inline keeps the
+					// calls of the -O0 build, so its tree is the oracle.
+					t.Logf("uftrace record failed on the -pg build (%v); comparing with the -O0 build", err)
+					o0 := variant{"O0", append([]string{"-O0"}, v.flags[len(v.flags)-2:]...)}
+					if f.args != nil {
+						pgArgs = f.args(t, o0, true)
+					}
+					if wantTree, err = uftraceTree(t, tmp, uft, build(t, f.src, o0, true, f.libs), pgArgs); err != nil {
+						t.Fatal(err)
+					}
+				}
+				got := runCmd(t, tmp, rtraceBin, append([]string{"record", "-q", "-d", "R", "--", plain}, plainArgs...)...)
+				bare := runCmd(t, tmp, plain, plainArgs...)
+				if got != bare {
+					t.Errorf("under rtrace the program printed/exited differently:\nwithout: %+v\nwith:    %+v", bare, got)
+				}
+				gotTree := tree(replay(t, filepath.Join(tmp, "R")))
+				if strings.Join(gotTree, "\n") != strings.Join(wantTree, "\n") {
+					t.Errorf("call trees differ\nuftrace -pg:\n%s\nrtrace:\n%s", strings.Join(wantTree, "\n"), strings.Join(gotTree, "\n"))
+				}
+				for _, cmd := range [][]string{{"report"}, {"graph"}, {"info"}, {"dump", "--chrome"}} {
+					testutil.Run(t, tmp, uft, append(cmd, "--no-pager", "-d", "R")...)
+				}
+			})
+		}
+	}
+}
+
+// uftraceTree records prog (a -pg build) with the real uftrace and returns
+// the tree of its replay.
+func uftraceTree(t *testing.T, tmp, uft, prog string, args []string) ([]string, error) {
+	t.Helper()
+	dir := filepath.Join(tmp, "U")
+	os.RemoveAll(dir)
+	runCmd(t, tmp, uft, append([]string{"record", "--no-libcall", "--no-event", "-d", dir, prog}, args...)...)
+	r := runCmd(t, tmp, uft, "replay", "--no-pager", "-f", "tid", "-d", dir)
+	if r.code != 0 {
+		return nil, fmt.Errorf("uftrace replay: exit %d: %s", r.code, strings.TrimSpace(r.stderr))
+	}
+	return tree(r.stdout), nil
+}
+
+func build(t *testing.T, src string, v variant, pg bool, libs []string) string {
+	flags := append([]string{"-g"}, v.flags...)
+	if pg {
+		flags = append(flags, "-pg")
+	}
+	return testutil.BuildC(t, src, append(flags, libs...)...)
+}
+
+// A static program: uftrace cannot record static binaries, so the oracle is
+// uftrace -pg on the same source linked dynamically.
+func TestRecordStatic(t *testing.T) {
+	uft := testutil.RequireTool(t, "uftrace")
+	static := testutil.BuildC(t, "chain.c", "-g", "-O0", "-static")
+	pg := testutil.BuildC(t, "chain.c", "-g", "-O0", "-pg")
+	tmp := t.TempDir()
+	runCmd(t, tmp, uft, "record", "--no-libcall", "--no-event", "-d", "U", pg)
+	got := runCmd(t, tmp, rtraceBin, "record", "-q", "-d", "R", "--", static)
+	if bare := runCmd(t, tmp, static); got != bare {
+		t.Errorf("output differs under rtrace: %+v vs %+v", got, bare)
+	}
+	if w, g := tree(replay(t, filepath.Join(tmp, "U"))), tree(replay(t, filepath.Join(tmp, "R"))); strings.Join(w, "") != strings.Join(g, "") {
+		t.Errorf("call trees differ\nuftrace -pg (dynamic):\n%s\nrtrace (static):\n%s", strings.Join(w, "\n"), strings.Join(g, "\n"))
+	}
+}
