@@ -1,0 +1,173 @@
+package launcher_test
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"rtrace/internal/testutil"
+	"rtrace/internal/uftrace"
+)
+
+// startLoop runs rtrace on the looping fixture and waits until it prints.
+func startLoop(t *testing.T, dir string) (*exec.Cmd, io.ReadCloser) {
+	t.Helper()
+	prog := testutil.BuildC(t, "loop.c", "-O0")
+	cmd := exec.Command(rtraceBin, "record", "-q", "-d", filepath.Join(dir, "R"), "--", prog)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil || line != "started\n" {
+		t.Fatalf("fixture did not start: %q %v", line, err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	return cmd, out
+}
+
+// childPids lists the children of every thread of pid: the target is
+// forked by rtrace's ptrace thread, not its main thread.
+func childPids(t *testing.T, pid int) []string {
+	var out []string
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", pid))
+	for _, f := range tasks {
+		b, _ := os.ReadFile(f)
+		out = append(out, strings.Fields(string(b))...)
+	}
+	return out
+}
+
+// countRecords reads a trace with rtrace's reader; it must be whole.
+func countRecords(t *testing.T, dir string) (entries, exits int) {
+	t.Helper()
+	r, err := uftrace.Open(dir)
+	if err != nil {
+		t.Fatalf("trace unreadable: %v", err)
+	}
+	defer r.Close()
+	for {
+		it, err := r.Next()
+		if err == io.EOF {
+			return
+		}
+		if err != nil {
+			t.Fatalf("trace unreadable: %v", err)
+		}
+		switch it.Type {
+		case uftrace.Entry:
+			entries++
+		case uftrace.Exit:
+			exits++
+		}
+	}
+}
+
+func TestInterruptKillsTargetAndKeepsTrace(t *testing.T) {
+	uft := testutil.RequireTool(t, "uftrace")
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
+		t.Run(sig.String(), func(t *testing.T) {
+			dir := t.TempDir()
+			cmd, _ := startLoop(t, dir)
+			kids := childPids(t, cmd.Process.Pid)
+			if len(kids) == 0 {
+				t.Fatal("rtrace has no traced child")
+			}
+			cmd.Process.Signal(sig)
+			err := cmd.Wait()
+			ee, ok := err.(*exec.ExitError)
+			if !ok || ee.ExitCode() != 128+int(sig) {
+				t.Errorf("rtrace exit: %v, want status %d", err, 128+int(sig))
+			}
+			for _, k := range kids {
+				if _, err := os.Stat("/proc/" + k); err == nil {
+					b, _ := os.ReadFile("/proc/" + k + "/stat")
+					if !strings.Contains(string(b), ") Z") {
+						t.Errorf("target %s still alive after rtrace got %v", k, sig)
+					}
+				}
+			}
+			entries, exits := countRecords(t, filepath.Join(dir, "R"))
+			if entries < 100 || entries != exits {
+				t.Errorf("%d entries, %d exits: want many, every frame closed", entries, exits)
+			}
+			out := testutil.Run(t, dir, uft, "replay", "--no-pager", "-f", "none", "-d", "R")
+			if !strings.HasPrefix(out, "main() {\n  work();\n") || !strings.HasSuffix(out, "} /* main */\n") {
+				t.Errorf("replay does not show a closed main: %.200s ... %s", out, out[max(0, len(out)-100):])
+			}
+		})
+	}
+}
+
+func TestSIGKILLLeavesReadableTrace(t *testing.T) {
+	dir := t.TempDir()
+	cmd, _ := startLoop(t, dir)
+	kids := childPids(t, cmd.Process.Pid)
+	cmd.Process.Kill()
+	cmd.Wait()
+	// PTRACE_O_EXITKILL: the target dies with its tracer.
+	deadline := time.Now().Add(5 * time.Second)
+	for _, k := range kids {
+		for {
+			b, err := os.ReadFile("/proc/" + k + "/stat")
+			if err != nil || strings.Contains(string(b), ") Z") {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("target %s survived SIGKILL of rtrace", k)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	// Readable up to the last whole record (frames stay open: no flush).
+	countRecords(t, filepath.Join(dir, "R"))
+}
+
+func TestRefusals(t *testing.T) {
+	tmp := t.TempDir()
+	// A Go program.
+	goProg := filepath.Join(tmp, "goprog")
+	if err := os.WriteFile(filepath.Join(tmp, "main.go"), []byte("package main\nfunc main() {}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	b := exec.Command("go", "build", "-o", goProg, "main.go")
+	b.Dir = tmp
+	b.Env = append(os.Environ(), "GO111MODULE=off")
+	if out, err := b.CombinedOutput(); err != nil {
+		t.Fatalf("building a Go program: %v\n%s", err, out)
+	}
+	r := runCmd(t, tmp, rtraceBin, "record", "-d", "R", "--", goProg)
+	if r.code == 0 || !strings.Contains(r.stderr, "Go program") {
+		t.Errorf("Go program: exit %d, stderr %q: want a refusal", r.code, r.stderr)
+	}
+	// Bad input: a missing program, a non-ELF file, no program, a bad regex.
+	if err := os.WriteFile(filepath.Join(tmp, "script"), []byte("#!/bin/sh\necho hi\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"record", "--", "./no-such-prog"}, "no-such-prog"},
+		{[]string{"record", "--", "./script"}, "not an x86-64 ELF"},
+		{[]string{"record"}, "no program given"},
+		{[]string{"record", "-F", "(", "--", "./script"}, "-F pattern"},
+		{[]string{"attach", "1"}, "not implemented yet"},
+	} {
+		r := runCmd(t, tmp, rtraceBin, c.args...)
+		if r.code == 0 || !strings.Contains(r.stderr, c.want) || strings.Contains(r.stderr, "goroutine") {
+			t.Errorf("rtrace %v: exit %d stderr %q, want non-zero and %q", c.args, r.code, r.stderr, c.want)
+		}
+	}
+}
