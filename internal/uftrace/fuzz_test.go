@@ -137,3 +137,15 @@ func FuzzParseSymsAndDebug(f *testing.F) {
 		ParseDebug(bytes.NewReader(data))
 	})
 }
+
+func FuzzSystemInfoParsers(f *testing.F) {
+	f.Add([]byte("model name\t: AMD EPYC\nMemTotal: 24000000 kB\nMemAvailable: 1000 kB\nPRETTY_NAME=\"Debian\"\n"), "0-3,5")
+	f.Fuzz(func(t *testing.T, data []byte, cpus string) {
+		parseCPUDesc(data)
+		parseMemInfo(data)
+		parseDistro(data)
+		if n := parseCPURange(cpus); n < 0 {
+			t.Fatalf("negative CPU count %d", n)
+		}
+	})
+}

@@ -1,0 +1,48 @@
+package elfx
+
+import (
+	"bytes"
+	"os"
+	"testing"
+
+	"rtrace/internal/testutil"
+)
+
+func TestOpenFixture(t *testing.T) {
+	for _, flags := range [][]string{{"-O0", "-pie", "-fPIE"}, {"-O0", "-no-pie", "-fno-PIE"}, {"-O0", "-static"}} {
+		path := testutil.BuildC(t, "chain.c", append([]string{"-g"}, flags...)...)
+		f, err := Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		names := map[string]bool{}
+		for _, fn := range f.Funcs {
+			names[fn.Name] = true
+		}
+		for _, want := range []string{"main", "a", "b", "c", "d"} {
+			if !names[want] {
+				t.Errorf("%v: no function %s", flags, want)
+			}
+		}
+		if len(f.BuildID) != 40 || f.IsGo || f.Setuid {
+			t.Errorf("%v: build id %q go %v setuid %v", flags, f.BuildID, f.IsGo, f.Setuid)
+		}
+		if static := flags[1] == "-static"; f.Static() != static {
+			t.Errorf("%v: Static() = %v", flags, f.Static())
+		}
+		subs, err := Subprograms(path)
+		if err != nil || len(subs) < 5 {
+			t.Errorf("%v: %d subprograms, %v", flags, len(subs), err)
+		}
+	}
+}
+
+func FuzzParse(f *testing.F) {
+	if b, err := os.ReadFile("/bin/true"); err == nil {
+		f.Add(b[:min(len(b), 8192)])
+	}
+	f.Add([]byte("\x7fELF\x02\x01\x01"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		Parse(bytes.NewReader(data)) // must not panic
+	})
+}
