@@ -40,25 +40,8 @@ func remoteSyscall(tid int, nr uint64, args ...uint64) (uint64, error) {
 		return 0, fmt.Errorf("setting registers of tid %d: %w", tid, err)
 	}
 	defer ptrace.SetRegs(tid, &saved)
-	if err := ptrace.Cont(tid, 0); err != nil {
-		return 0, fmt.Errorf("resuming tid %d for a remote syscall: %w", tid, err)
-	}
-	for {
-		var ws unix.WaitStatus
-		if _, err := unix.Wait4(tid, &ws, unix.WALL, nil); err != nil {
-			return 0, fmt.Errorf("waiting for the remote syscall of tid %d: %w", tid, err)
-		}
-		if !ws.Stopped() {
-			return 0, fmt.Errorf("tid %d ended during a remote syscall (%v)", tid, ws)
-		}
-		if ws.StopSignal() == unix.SIGTRAP && ws.TrapCause() <= 0 {
-			break
-		}
-		// Another signal arrived first: deliver it as the kernel would have
-		// (this runs at an exec stop, before the program installed handlers).
-		if err := ptrace.Cont(tid, int(ws.StopSignal())); err != nil {
-			return 0, err
-		}
+	if err := runToTrap(tid); err != nil {
+		return 0, fmt.Errorf("remote syscall in tid %d: %w", tid, err)
 	}
 	if err := ptrace.GetRegs(tid, &regs); err != nil {
 		return 0, fmt.Errorf("reading the remote syscall's result in tid %d: %w", tid, err)
@@ -88,27 +71,35 @@ func leaveExec(tid int) error {
 		return fmt.Errorf("writing code of tid %d at %#x: %w", tid, pc, err)
 	}
 	defer ptrace.PokeWord(tid, pc, orig)
-	if err := ptrace.Cont(tid, 0); err != nil {
-		return err
+	if err := runToTrap(tid); err != nil {
+		return fmt.Errorf("leaving exec in tid %d: %w", tid, err)
 	}
+	return ptrace.SetPC(tid, pc)
+}
+
+// runToTrap resumes tid until it stops at an int3 rtrace wrote. A signal
+// that arrives first is delivered as the kernel would have (these helpers
+// run right after an exec, before the program installed handlers); other
+// ptrace event stops are continued.
+func runToTrap(tid int) error {
+	sig := 0
 	for {
-		var ws unix.WaitStatus
-		if _, err := unix.Wait4(tid, &ws, unix.WALL, nil); err != nil {
-			return fmt.Errorf("waiting for tid %d after exec: %w", tid, err)
-		}
-		if !ws.Stopped() {
-			return fmt.Errorf("tid %d ended right after exec (%v)", tid, ws)
-		}
-		if ws.StopSignal() == unix.SIGTRAP && ws.TrapCause() <= 0 {
-			break
-		}
-		sig := 0
-		if ws.TrapCause() <= 0 {
-			sig = int(ws.StopSignal())
-		}
 		if err := ptrace.Cont(tid, sig); err != nil {
 			return err
 		}
+		var ws unix.WaitStatus
+		if _, err := unix.Wait4(tid, &ws, unix.WALL, nil); err != nil {
+			return err
+		}
+		if !ws.Stopped() {
+			return fmt.Errorf("tid %d ended (%v)", tid, ws)
+		}
+		if ws.StopSignal() == unix.SIGTRAP && ws.TrapCause() <= 0 {
+			return nil
+		}
+		sig = 0
+		if ws.TrapCause() <= 0 {
+			sig = int(ws.StopSignal())
+		}
 	}
-	return ptrace.SetPC(tid, pc)
 }
