@@ -186,6 +186,7 @@ func writeSyntheticSkip(t *testing.T, dir string, skip string) {
 	// dlopen of a plugin, then a call into it.
 	must(w.Dlopen(m.tick(), 100, sid1, plugBase, plug))
 	m.call("plug_fn")
+	must(w.Extern(m.tick(), "checkpoint reached"))
 
 	// Two more threads.
 	for _, tid := range []int{101, 102} {
@@ -266,7 +267,7 @@ func TestSyntheticTraceWithRealUftrace(t *testing.T) {
 		"  ret_str() = \"done\";\n",
 		"  /* sdt:probe */\n",
 		"/* LOST 5 records!! */\n",
-		"  plug_fn();\n",
+		"  plug_fn();\n/* external-data: checkpoint reached */\n",
 		"worker() {\n  leaf();\n} /* worker */\n",
 		"worker() {\n  rec() {\n    rec() {\n",
 		"} /* do_fork */\n",
