@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -170,4 +171,51 @@ func TestRefusals(t *testing.T) {
 			t.Errorf("rtrace %v: exit %d stderr %q, want non-zero and %q", c.args, r.code, r.stderr, c.want)
 		}
 	}
+}
+
+// procState returns the state letter of pid from /proc.
+func procState(t *testing.T, pid string) string {
+	b, err := os.ReadFile("/proc/" + pid + "/stat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	return s[i+2 : i+3]
+}
+
+// waitState polls until pid's state is one of want.
+func waitState(t *testing.T, pid, want string) string {
+	t.Helper()
+	var st string
+	for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if st = procState(t, pid); strings.Contains(want, st) {
+			return st
+		}
+	}
+	t.Fatalf("pid %s in state %s, want one of %q", pid, st, want)
+	return st
+}
+
+// SIGSTOP stops a traced program and SIGCONT resumes it, as without
+// rtrace: group-stops are kept with PTRACE_LISTEN.
+func TestStopContinue(t *testing.T) {
+	dir := t.TempDir()
+	cmd, _ := startLoop(t, dir)
+	defer cmd.Wait()
+	defer cmd.Process.Signal(syscall.SIGINT)
+	kids := childPids(t, cmd.Process.Pid)
+	if len(kids) != 1 {
+		t.Fatalf("children %v", kids)
+	}
+	pid := kids[0]
+	n, _ := strconv.Atoi(pid)
+	syscall.Kill(n, syscall.SIGSTOP)
+	waitState(t, pid, "tT") // t: held by the tracer in group-stop
+	time.Sleep(200 * time.Millisecond)
+	if st := procState(t, pid); st != "t" && st != "T" {
+		t.Fatalf("stopped program ran again (state %s)", st)
+	}
+	syscall.Kill(n, syscall.SIGCONT)
+	waitState(t, pid, "RS")
 }

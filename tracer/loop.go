@@ -11,6 +11,9 @@ import (
 	"rtrace/tracer/ptrace"
 )
 
+// debug prints every non-breakpoint stop (RTRACE_DEBUG=1).
+var debug = os.Getenv("RTRACE_DEBUG") != ""
+
 // loop waits for tracee stops and handles them until no tracee is left.
 // Called on the tracer thread.
 func (t *Tracer) loop() error {
@@ -60,6 +63,11 @@ func (t *Tracer) gone(th *thread, ws unix.WaitStatus, ru *unix.Rusage, ts uint64
 	}
 }
 
+// ptraceEvent returns the PTRACE_EVENT_* of a stop (status >> 16), 0 for
+// none. unix.WaitStatus.TrapCause reports events only with SIGTRAP, but a
+// group-stop is PTRACE_EVENT_STOP with the stop signal (ptrace(2), "Group-stop").
+func ptraceEvent(ws unix.WaitStatus) int { return int(ws>>16) & 0xff }
+
 // resume continues a stopped thread, delivering sig.
 func resume(tid int, sig unix.Signal) {
 	ptrace.Cont(tid, int(sig)) // ESRCH: it died meanwhile; wait4 reports it
@@ -67,8 +75,11 @@ func resume(tid int, sig unix.Signal) {
 
 func (t *Tracer) stopped(th *thread, ws unix.WaitStatus, regs *unix.PtraceRegs, ts uint64) error {
 	sig := ws.StopSignal()
-	event := ws.TrapCause()
-	if sig == unix.SIGTRAP && event <= 0 {
+	event := ptraceEvent(ws)
+	if debug && !(sig == unix.SIGTRAP && event == 0) {
+		fmt.Fprintf(os.Stderr, "rtrace: debug: tid %d stop sig %v event %d\n", th.tid, sig, event)
+	}
+	if sig == unix.SIGTRAP && event == 0 {
 		return t.trap(th, regs, ts)
 	}
 	switch event {

@@ -94,11 +94,11 @@ func runToTrap(tid int) error {
 		if !ws.Stopped() {
 			return fmt.Errorf("tid %d ended (%v)", tid, ws)
 		}
-		if ws.StopSignal() == unix.SIGTRAP && ws.TrapCause() <= 0 {
+		if ws.StopSignal() == unix.SIGTRAP && ptraceEvent(ws) == 0 {
 			return nil
 		}
 		sig = 0
-		if ws.TrapCause() <= 0 {
+		if ptraceEvent(ws) == 0 {
 			sig = int(ws.StopSignal())
 		}
 	}

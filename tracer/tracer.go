@@ -141,7 +141,7 @@ func (t *Tracer) start(pid int) error {
 	if _, err := unix.Wait4(pid, &ws, unix.WALL, nil); err != nil {
 		return fmt.Errorf("waiting for pid %d to exec: %w", pid, err)
 	}
-	if !ws.Stopped() || ws.StopSignal() != unix.SIGTRAP {
+	if !ws.Stopped() || ws.StopSignal() != unix.SIGTRAP || ptraceEvent(ws) != 0 {
 		return fmt.Errorf("pid %d did not stop at exec (%v)", pid, ws)
 	}
 	p, err := t.newImage(pid, now())
