@@ -1,10 +1,12 @@
 package uftrace_test
 
 import (
+	"bytes"
 	"errors"
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -68,7 +70,14 @@ func TestReaderBadInput(t *testing.T) {
 			must(t, os.Remove(filepath.Join(dir, "102.dat")))
 		}, []string{"102.dat", "no such file"}},
 		{"bad task line", func(t *testing.T, dir string) {
-			replaceIn(t, filepath.Join(dir, "task.txt"), "TASK timestamp=5.000021010", "TASK timestamp=5x000021010")
+			path := filepath.Join(dir, "task.txt")
+			data, err := os.ReadFile(path)
+			must(t, err)
+			bad := regexp.MustCompile(`TASK timestamp=(\d+)\.(\d+) tid=101`).ReplaceAll(data, []byte("TASK timestamp=${1}x${2} tid=101"))
+			if bytes.Equal(bad, data) {
+				t.Fatal("no TASK line for tid 101")
+			}
+			must(t, os.WriteFile(path, bad, 0o644))
 		}, []string{"task.txt", "line 4", "bad timestamp"}},
 		{"bad map line", func(t *testing.T, dir string) {
 			replaceIn(t, filepath.Join(dir, "sid-0123456789abcdef.map"), "7ffff7800000-", "zz-")
