@@ -126,7 +126,7 @@ func Record(o RecordOptions) (int, error) {
 			}
 		}
 	}()
-	stopStatus := startStatus(o, tr, sink)
+	stopStatus := startStatus(o, tr)
 	res, runErr := tr.Run()
 	close(done)
 	stopStatus()

@@ -13,7 +13,6 @@ import (
 // with the resolver's .sym and .dbg files for each executable.
 type uftraceSink struct {
 	w       *uftrace.Writer
-	bytes   int64
 	warn    io.Writer
 	modules map[string]bool
 }
@@ -52,6 +51,5 @@ func (s *uftraceSink) Task(ts uint64, tid, pid int) error { return s.w.Task(ts, 
 func (s *uftraceSink) Fork(ts uint64, pid, ppid int) error { return s.w.Fork(ts, pid, ppid) }
 
 func (s *uftraceSink) Record(tid int, r uftrace.Record) error {
-	s.bytes += uftrace.RecordSize
 	return s.w.Append(tid, r, nil)
 }

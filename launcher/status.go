@@ -8,6 +8,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"rtrace/internal/uftrace"
 	"rtrace/tracer"
 )
 
@@ -16,7 +17,7 @@ var execLookPath = exec.LookPath
 // startStatus shows a status line (events, events/s, bytes) on stderr a few
 // times a second while tracing, when stderr is a terminal and -q is not set.
 // It returns a function that stops it and clears the line.
-func startStatus(o RecordOptions, tr *tracer.Tracer, sink *uftraceSink) func() {
+func startStatus(o RecordOptions, tr *tracer.Tracer) func() {
 	f, ok := o.Stderr.(*os.File)
 	if o.Quiet || !ok || !isTerminal(f) {
 		return func() {}
@@ -36,7 +37,8 @@ func startStatus(o RecordOptions, tr *tracer.Tracer, sink *uftraceSink) func() {
 			case <-tick.C:
 				n := tr.Events()
 				rate := float64(n) / time.Since(start).Seconds()
-				fmt.Fprintf(f, "\r\033[Krtrace: %d events, %.0f events/s, %s", n, rate, human(int64(n)*16))
+				// Each event is one 16-byte record in the trace.
+				fmt.Fprintf(f, "\r\033[Krtrace: %d events, %.0f events/s, %s", n, rate, human(int64(n)*uftrace.RecordSize))
 			}
 		}
 	}()
