@@ -30,8 +30,7 @@ type image struct {
 	exe     string
 	elf     *elfx.File
 	bias    uint64
-	scratch uint64 // start of the scratch mapping
-	retAddr uint64 // the shared return breakpoint (scratch+0)
+	retAddr uint64 // the shared return breakpoint: the first byte of the scratch mapping
 	entry   uint64 // the program's entry point (internal breakpoint)
 	bps     *bp.Table
 	funcs   []fn
@@ -162,7 +161,7 @@ func (t *Tracer) setupImage(tid int) (*image, []byte, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("mapping the scratch page: %w", err)
 	}
-	im.scratch, im.retAddr = scratch, scratch
+	im.retAddr = scratch
 	mem, err := os.OpenFile(fmt.Sprintf("/proc/%d/mem", tid), os.O_RDWR, 0)
 	if err != nil {
 		return nil, nil, fmt.Errorf("opening the memory of pid %d: %w", tid, err)

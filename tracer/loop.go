@@ -93,10 +93,8 @@ func (t *Tracer) stopped(th *thread, ws unix.WaitStatus, regs *unix.PtraceRegs, 
 		// SIGCONT, as it would be without rtrace.
 		switch sig {
 		case unix.SIGSTOP, unix.SIGTSTP, unix.SIGTTIN, unix.SIGTTOU:
-			th.listen = true
 			ptrace.Listen(th.tid)
 		default:
-			th.listen = false
 			if th.proc != nil {
 				resume(th.tid, 0)
 			}
@@ -187,19 +185,13 @@ func (t *Tracer) ret(th *thread, regs *unix.PtraceRegs, ts uint64) error {
 	// Frames below this one on the stack were skipped (longjmp, exception
 	// unwinding): close them first.
 	for len(th.stack) > 1 && th.stack[len(th.stack)-1].slot < slot {
-		fr := th.leave()
-		if fr.depth >= 0 {
-			t.record(th, uftrace.Record{Time: ts, Type: uftrace.Exit, Depth: fr.depth, Addr: fr.addr})
-		}
+		t.exit(th, ts)
 	}
 	if len(th.stack) == 0 {
 		unix.Kill(th.tid, unix.SIGKILL)
 		return fmt.Errorf("tid %d: %w (pc %#x)", th.tid, errNoStack, regs.Rip)
 	}
-	fr := th.leave()
-	if fr.depth >= 0 {
-		t.record(th, uftrace.Record{Time: ts, Type: uftrace.Exit, Depth: fr.depth, Addr: fr.addr})
-	}
+	fr := t.exit(th, ts)
 	if err := ptrace.SetPC(th.tid, fr.ret); err != nil {
 		return nil
 	}

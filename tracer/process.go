@@ -25,13 +25,12 @@ type frame struct {
 
 // thread is one traced thread with its shadow stack.
 type thread struct {
-	tid    int
-	proc   *process
-	stack  []frame
-	depth  int // recorded frames open
-	inF    int // -F frames open
-	outN   int // -N frames open
-	listen bool
+	tid   int
+	proc  *process
+	stack []frame
+	depth int // recorded frames open
+	inF   int // -F frames open
+	outN  int // -N frames open
 }
 
 // enter pushes a frame for a call of f and returns whether it is recorded,
@@ -71,14 +70,20 @@ func (th *thread) leave() frame {
 	return fr
 }
 
-// closeAll pops every open frame, recording an EXIT for each recorded one:
-// at exit(), exec, or the death of the thread.
+// exit pops the top frame of th, records its EXIT when the call was
+// recorded, and returns it.
+func (t *Tracer) exit(th *thread, ts uint64) frame {
+	fr := th.leave()
+	if fr.depth >= 0 {
+		t.record(th, uftrace.Record{Time: ts, Type: uftrace.Exit, Depth: fr.depth, Addr: fr.addr})
+	}
+	return fr
+}
+
+// closeAll exits every open frame: at exit(), exec, or the death of the thread.
 func (t *Tracer) closeAll(th *thread, ts uint64) {
 	for len(th.stack) > 0 {
-		fr := th.leave()
-		if fr.depth >= 0 {
-			t.record(th, uftrace.Record{Time: ts, Type: uftrace.Exit, Depth: fr.depth, Addr: fr.addr})
-		}
+		t.exit(th, ts)
 	}
 }
 
@@ -88,6 +93,5 @@ func (th *thread) clone(tid int, p *process) *thread {
 	c := *th
 	c.tid, c.proc = tid, p
 	c.stack = append([]frame(nil), th.stack...)
-	c.listen = false
 	return &c
 }
