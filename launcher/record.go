@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"regexp"
@@ -213,7 +214,7 @@ func lookPath(prog string) (string, error) {
 	p := prog
 	if !strings.Contains(prog, "/") {
 		var err error
-		if p, err = execLookPath(prog); err != nil {
+		if p, err = exec.LookPath(prog); err != nil {
 			return "", fmt.Errorf("%s: not found in PATH", prog)
 		}
 	}

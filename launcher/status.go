@@ -3,7 +3,6 @@ package launcher
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -11,8 +10,6 @@ import (
 	"rtrace/internal/uftrace"
 	"rtrace/tracer"
 )
-
-var execLookPath = exec.LookPath
 
 // startStatus shows a status line (events, events/s, bytes) on stderr a few
 // times a second while tracing, when stderr is a terminal and -q is not set.
