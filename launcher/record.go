@@ -156,6 +156,12 @@ func Record(o RecordOptions) (int, error) {
 }
 
 func reportSkipped(o RecordOptions, res *tracer.Result) {
+	if o.Verbose && len(res.Int3Entries) > 0 {
+		fmt.Fprintf(o.Stderr, "rtrace: %d function(s) traced with a slower int3 entry instead of a detour jump:\n", len(res.Int3Entries))
+		for _, s := range res.Int3Entries {
+			fmt.Fprintf(o.Stderr, "  %s: %s\n", s.Func, s.Reason)
+		}
+	}
 	if len(res.Skipped) == 0 {
 		return
 	}

@@ -150,8 +150,9 @@ func (t *Tracer) setupImage(tid int) (*image, []byte, error) {
 		cands = append(cands, fn)
 	}
 	// Scratch: the return breakpoint, then one slot per function. Ask for it
-	// just below the executable so rip-relative operands stay in rel32 range.
-	size := uint64(16+len(cands)*bp.SlotSize+4095) &^ 4095
+	// just below the executable so rip-relative operands and the detour
+	// jumps stay in rel32 range.
+	size := uint64(16+len(cands)*bp.MaxSlot+4095) &^ 4095
 	hint := (bias + f.MinVaddr() - size - 1<<20) &^ 4095
 	if hint > bias+f.MinVaddr() { // wrapped around
 		hint = 0
@@ -167,42 +168,66 @@ func (t *Tracer) setupImage(tid int) (*image, []byte, error) {
 		return nil, nil, fmt.Errorf("opening the memory of pid %d: %w", tid, err)
 	}
 	defer mem.Close()
-	code := make([]byte, 16+len(cands)*bp.SlotSize)
+	code := make([]byte, 16, size)
 	code[0] = bp.Int3
-	var plant []uint64
-	buf := make([]byte, 16)
+	type patch struct {
+		addr uint64
+		b    []byte
+	}
+	var patches []patch
 	for _, c := range cands {
 		addr := c.Value + bias
-		if _, err := mem.ReadAt(buf, int64(addr)); err != nil {
+		body := make([]byte, max(c.Size, 16))
+		n, err := mem.ReadAt(body, int64(addr))
+		if n < 16 {
 			t.skipped = append(t.skipped, Skip{c.Name, fmt.Sprintf("reading code at %#x: %v", addr, err)})
 			continue
 		}
-		slotOff := 16 + len(im.funcs)*bp.SlotSize
-		plan, err := bp.Prepare(buf, addr, scratch+uint64(slotOff))
-		if err != nil {
-			t.skipped = append(t.skipped, Skip{c.Name, err.Error()})
-			continue
+		slot := scratch + uint64(len(code))
+		var plan bp.Plan
+		err = errEntryPoint
+		// The function holding the entry point keeps an int3 entry: the
+		// entry breakpoint must not land inside a detour jump.
+		if c.Size > 0 && c.Size <= uint64(n) && (im.entry < addr || im.entry >= addr+c.Size) {
+			plan, err = bp.PrepareDetour(body[:c.Size], addr, slot, im.retAddr)
 		}
-		copy(code[slotOff:], plan.Slot)
+		if err != nil {
+			why := err.Error()
+			if plan, err = bp.Prepare(body, addr, slot); err != nil {
+				t.skipped = append(t.skipped, Skip{c.Name, err.Error()})
+				continue
+			}
+			t.int3s = append(t.int3s, Skip{c.Name, why})
+		}
+		code = append(code, plan.Slot...)
+		code = append(code, make([]byte, -len(code)&15)...)
 		idx := len(im.funcs)
 		im.funcs = append(im.funcs, fn{name: c.Name, addr: addr, in: matchAny(t.cfg.Filter, c.Name), out: matchAny(t.cfg.NoTrace, c.Name)})
-		im.bps.Add(&bp.Breakpoint{Addr: addr, Orig: buf[0], Kind: bp.FuncEntry, Plan: plan, Func: idx})
-		plant = append(plant, addr)
+		b := &bp.Breakpoint{Addr: addr, Orig: body[0], Kind: bp.FuncEntry, Plan: plan, Func: idx}
+		if plan.Action == bp.Detoured {
+			b.Addr = plan.Trap
+			patches = append(patches, patch{plan.Patch, plan.Jmp})
+		} else {
+			patches = append(patches, patch{addr, []byte{bp.Int3}})
+		}
+		im.bps.Add(b)
 	}
-	// /proc/<pid>/mem writes go through FOLL_FORCE: they reach read-only text.
+	// /proc/<pid>/mem writes go through FOLL_FORCE: they reach read-only
+	// text. The trampolines go first: a patch is live as soon as written.
 	if _, err := mem.WriteAt(code, int64(scratch)); err != nil {
 		return nil, nil, fmt.Errorf("writing the scratch page: %w", err)
 	}
-	for _, a := range plant {
-		if _, err := mem.WriteAt([]byte{bp.Int3}, int64(a)); err != nil {
-			return nil, nil, fmt.Errorf("planting a breakpoint at %#x: %w", a, err)
+	for _, p := range patches {
+		if _, err := mem.WriteAt(p.b, int64(p.addr)); err != nil {
+			return nil, nil, fmt.Errorf("instrumenting the function at %#x: %w", p.addr, err)
 		}
 	}
+	buf := make([]byte, 1)
 	// A temporary breakpoint at the entry point tells when the loader has
 	// mapped the libraries; it is removed when hit.
 	if b := im.bps.At(im.entry); b != nil {
 		b.Kind |= bp.Internal
-	} else if _, err := mem.ReadAt(buf[:1], int64(im.entry)); err == nil {
+	} else if _, err := mem.ReadAt(buf, int64(im.entry)); err == nil {
 		im.bps.Add(&bp.Breakpoint{Addr: im.entry, Orig: buf[0], Kind: bp.Internal, Func: -1})
 		if _, err := mem.WriteAt([]byte{bp.Int3}, int64(im.entry)); err != nil {
 			return nil, nil, fmt.Errorf("planting the entry breakpoint: %w", err)
@@ -234,4 +259,7 @@ func matchAny(res []*regexp.Regexp, name string) bool {
 	return false
 }
 
-var errNoStack = errors.New("return breakpoint hit with an empty shadow stack")
+var (
+	errNoStack    = errors.New("return breakpoint hit with an empty shadow stack")
+	errEntryPoint = errors.New("holds the program's entry point")
+)

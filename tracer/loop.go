@@ -152,24 +152,30 @@ func (t *Tracer) trap(th *thread, regs *unix.PtraceRegs, ts uint64) error {
 	if b.Kind&bp.FuncEntry != 0 {
 		t.entry(th, b, regs, ts)
 	}
-	if err := ptrace.SetPC(th.tid, b.Plan.Resume); err != nil {
-		return nil
+	if b.Plan.Action != bp.Detoured {
+		if err := ptrace.SetPC(th.tid, b.Plan.Resume); err != nil {
+			return nil
+		}
 	}
 	resume(th.tid, 0)
 	return nil
 }
 
 // entry handles a function entry: hijack the return address so the return
-// hits the shared return breakpoint, and record the call.
+// hits the shared return breakpoint, and record the call. A detour's
+// trampoline has loaded the return address into r11 and swaps it itself.
 func (t *Tracer) entry(th *thread, b *bp.Breakpoint, regs *unix.PtraceRegs, ts uint64) {
 	im := th.proc.image
 	f := &im.funcs[b.Func]
-	ret, err := ptrace.PeekWord(th.tid, regs.Rsp)
-	if err != nil {
-		return
-	}
-	if err := ptrace.PokeWord(th.tid, regs.Rsp, im.retAddr); err != nil {
-		return
+	ret := regs.R11
+	if b.Plan.Action != bp.Detoured {
+		var err error
+		if ret, err = ptrace.PeekWord(th.tid, regs.Rsp); err != nil {
+			return
+		}
+		if err := ptrace.PokeWord(th.tid, regs.Rsp, im.retAddr); err != nil {
+			return
+		}
 	}
 	fr, rec := th.enter(f, ret, regs.Rsp, &t.cfg)
 	if rec {

@@ -34,6 +34,9 @@ type Result struct {
 	Rusage  unix.Rusage
 	Events  uint64
 	Skipped []Skip
+	// Int3Entries are functions instrumented with an int3 at the entry
+	// instead of a detour jump (3 system calls more per call), with why.
+	Int3Entries []Skip
 }
 
 // ExitCode is the shell-style exit code of the traced program: its status,
@@ -55,6 +58,7 @@ type Tracer struct {
 	threads map[int]*thread  // by tid
 	root    int              // pid of the launched process
 	skipped []Skip
+	int3s   []Skip
 	events  atomic.Uint64
 	result  Result
 	err     error // first sink error: the trace goes on without recording
@@ -81,6 +85,7 @@ func (t *Tracer) Run() (*Result, error) {
 	t.th.Do(func() { runErr = t.run(path) })
 	t.result.Events = t.events.Load()
 	t.result.Skipped = t.skipped
+	t.result.Int3Entries = t.int3s
 	if runErr == nil {
 		runErr = t.err
 	}

@@ -13,99 +13,250 @@ import (
 // Int3 is the breakpoint instruction.
 const Int3 = 0xcc
 
-// SlotSize is the room one displaced instruction takes in the scratch page:
-// the instruction (at most 15 bytes, 16 with a rel8->rel32 rewrite) and an
+// MaxSlot bounds the scratch bytes one planned function needs: a detour
+// trampoline (26 bytes of prologue), the relocated copy of at most 19
+// displaced bytes (a call grows 5 → 25 bytes, a jcc rel8 2 → 6), and an
 // absolute jump back (14 bytes).
-const SlotSize = 32
+const MaxSlot = 176
 
-// How the displaced instruction runs after the tracer has handled the stop.
+// How the code at a traced function's entry reaches the tracer and goes on.
 type Action uint8
 
 const (
-	// Jump: the instruction only moves rip (nop, endbr64, jmp): set rip to Resume.
+	// Jump: an int3 over an instruction that only moves rip (nop, endbr64,
+	// jmp): set rip to Resume.
 	Jump Action = iota + 1
-	// OutOfLine: run a relocated copy in a scratch slot that jumps back:
-	// set rip to Resume, the slot. Cheaper than emulating push/mov/sub in the
-	// tracer, which would need SETREGS and a memory write (FIELD-NOTES.md).
+	// OutOfLine: an int3 over an instruction whose relocated copy runs in a
+	// scratch slot that jumps back: set rip to Resume, the slot. Cheaper than
+	// emulating push/mov/sub in the tracer, which would need SETREGS and a
+	// memory write (FIELD-NOTES.md).
 	OutOfLine
+	// Detoured: a 5-byte jmp at the entry leads to a trampoline that loads
+	// the return address into r11, stops at an int3 (Trap), then swaps the
+	// return address for the return breakpoint itself and runs the displaced
+	// instructions. At the stop the tracer reads the registers and continues:
+	// no memory access and no rip write, 3 system calls fewer per entry
+	// than OutOfLine.
+	Detoured
 )
 
-// Plan says how to run the instruction displaced by a breakpoint.
+// Plan says how a traced function's entry is instrumented.
 type Plan struct {
 	Action Action
-	Resume uint64 // new rip after the stop
-	Slot   []byte // code for the scratch slot (OutOfLine only)
-	Insn   x86asm.Inst
-	Len    int
+	Resume uint64 // Jump, OutOfLine: new rip after the stop
+	Slot   []byte // OutOfLine, Detoured: code for the scratch slot
+	// Detoured: the jmp to write at Patch, over the bytes in Orig (what a
+	// detach restores), and the address of the trampoline's int3.
+	Patch uint64
+	Jmp   []byte
+	Orig  []byte
+	Trap  uint64
 }
 
-// ErrUnsupported is wrapped by Prepare for instructions it cannot displace.
+// ErrUnsupported is wrapped by Prepare and PrepareDetour for code they
+// cannot displace.
 var ErrUnsupported = errors.New("cannot displace instruction")
 
 var endbr64 = []byte{0xf3, 0x0f, 0x1e, 0xfa}
 
-// Prepare decodes the instruction at addr (code holds its bytes, at least
-// 15 when available) and plans how it runs when a breakpoint replaces its
-// first byte; slot is the scratch address its copy would live at.
+// Prepare plans an int3 over the instruction at addr (code holds its bytes,
+// at least 15 when available); slot is the scratch address its copy would
+// live at.
 func Prepare(code []byte, addr, slot uint64) (Plan, error) {
 	if bytes.HasPrefix(code, endbr64) {
-		return Plan{Action: Jump, Resume: addr + 4, Len: 4}, nil
+		return Plan{Action: Jump, Resume: addr + 4}, nil
 	}
-	inst, err := x86asm.Decode(code, 64)
+	inst, err := decode(code, addr)
 	if err != nil {
-		return Plan{}, fmt.Errorf("%w: decoding % x: %v", ErrUnsupported, code[:min(len(code), 8)], err)
+		return Plan{}, err
 	}
-	p := Plan{Insn: inst, Len: inst.Len}
 	next := addr + uint64(inst.Len)
 	switch inst.Op {
 	case x86asm.NOP:
-		p.Action, p.Resume = Jump, next
-		return p, nil
+		return Plan{Action: Jump, Resume: next}, nil
 	case x86asm.INT:
 		if code[0] == Int3 {
-			return p, fmt.Errorf("%w: already an int3 (another debugger?)", ErrUnsupported)
+			return Plan{}, fmt.Errorf("%w: already an int3 (another debugger?)", ErrUnsupported)
 		}
 	case x86asm.JMP:
-		if inst.PCRel > 0 && inst.Args[0] != nil {
-			if rel, ok := inst.Args[0].(x86asm.Rel); ok {
-				p.Action, p.Resume = Jump, uint64(int64(next)+int64(rel))
-				return p, nil
+		if rel, ok := inst.Args[0].(x86asm.Rel); ok {
+			return Plan{Action: Jump, Resume: uint64(int64(next) + int64(rel))}, nil
+		}
+	}
+	s, err := relocate(nil, inst, code, addr, slot)
+	if err != nil {
+		return Plan{}, err
+	}
+	return Plan{Action: OutOfLine, Resume: slot, Slot: jumpBack(s, slot, next)}, nil
+}
+
+// Trampoline prologue of a detour, up to and including the int3:
+//
+//	mov %r11,-0x10(%rsp)  save r11 in the red zone (free at a function's entry)
+//	mov (%rsp),%r11       the return address, for the tracer to read
+//	int3
+var detourHead = []byte{0x4c, 0x89, 0x5c, 0x24, 0xf0, 0x4c, 0x8b, 0x1c, 0x24, Int3}
+
+// PrepareDetour plans a detour for the function at addr whose code is body
+// (its whole symbol size): a jmp rel32 at the entry (after an endbr64, which
+// stays for indirect-branch tracking) to a trampoline at slot that stops at
+// an int3 with the return address in r11, replaces the return address with
+// ret (the return breakpoint), restores r11, runs the displaced instructions
+// and jumps back. The trampoline is within rel32 range of the function.
+//
+// It fails with ErrUnsupported when the displaced bytes cannot be moved: a
+// function shorter than the jmp, an instruction x86asm cannot decode, a
+// branch of the function into the displaced bytes (found by decoding the
+// whole body; jump tables are not followed), or an instruction that cannot
+// be relocated. The caller then falls back to Prepare.
+func PrepareDetour(body []byte, addr, slot, ret uint64) (Plan, error) {
+	patch := addr
+	if bytes.HasPrefix(body, endbr64) {
+		patch += 4
+	}
+	start := int(patch - addr)
+	// Instructions covering the 5 bytes of the jmp.
+	var insts []x86asm.Inst
+	n := start
+	for n < start+5 {
+		if n >= len(body) {
+			return Plan{}, fmt.Errorf("%w: function of %d bytes is too short for a jump", ErrUnsupported, len(body))
+		}
+		inst, err := decode(body[n:], addr+uint64(n))
+		if err != nil {
+			return Plan{}, err
+		}
+		insts = append(insts, inst)
+		n += inst.Len
+	}
+	end := patch + uint64(n-start)
+	if err := checkTargets(body, addr, patch, end); err != nil {
+		return Plan{}, err
+	}
+	t := append([]byte(nil), detourHead...)
+	// lea ret(%rip),%r11; mov %r11,(%rsp); mov -0x10(%rsp),%r11
+	t = append(t, 0x4c, 0x8d, 0x1d)
+	rel := int64(ret) - int64(slot+uint64(len(t))+4)
+	if rel < math.MinInt32 || rel > math.MaxInt32 {
+		return Plan{}, fmt.Errorf("%w: return breakpoint out of rel32 range", ErrUnsupported)
+	}
+	t = binary.LittleEndian.AppendUint32(t, uint32(int32(rel)))
+	t = append(t, 0x4c, 0x89, 0x1c, 0x24, 0x4c, 0x8b, 0x5c, 0x24, 0xf0)
+	off := start
+	for _, inst := range insts {
+		var err error
+		if t, err = relocate(t, inst, body[off:], addr+uint64(off), slot); err != nil {
+			return Plan{}, err
+		}
+		off += inst.Len
+	}
+	t = jumpBack(t, slot, end)
+	jmp := []byte{0xe9, 0, 0, 0, 0}
+	rel = int64(slot) - int64(patch+5)
+	if rel < math.MinInt32 || rel > math.MaxInt32 {
+		return Plan{}, fmt.Errorf("%w: trampoline out of rel32 range of the function", ErrUnsupported)
+	}
+	binary.LittleEndian.PutUint32(jmp[1:], uint32(int32(rel)))
+	return Plan{
+		Action: Detoured, Slot: t, Patch: patch, Jmp: jmp,
+		Orig: append([]byte(nil), body[start:start+5]...),
+		Trap: slot + uint64(len(detourHead)) - 1,
+	}, nil
+}
+
+// checkTargets decodes body (the function at addr) and fails if a direct
+// branch lands strictly inside [patch, end): after the detour those bytes
+// are the middle of a jmp.
+func checkTargets(body []byte, addr, patch, end uint64) error {
+	for off := 0; off < len(body); {
+		if bytes.HasPrefix(body[off:], endbr64) {
+			off += 4
+			continue
+		}
+		pc := addr + uint64(off)
+		inst, err := decode(body[off:], pc)
+		if err != nil {
+			return fmt.Errorf("%w: decoding the function body at +%#x: %v", ErrUnsupported, off, err)
+		}
+		off += inst.Len
+		if rel, ok := inst.Args[0].(x86asm.Rel); ok && inst.PCRel > 0 {
+			target := uint64(int64(pc) + int64(inst.Len) + int64(rel))
+			if target > patch && target < end {
+				return fmt.Errorf("%w: %v at %#x branches into the displaced bytes", ErrUnsupported, inst.Op, pc)
 			}
 		}
-	case x86asm.LOOP, x86asm.LOOPE, x86asm.LOOPNE, x86asm.JRCXZ, x86asm.JECXZ, x86asm.JCXZ:
-		return p, fmt.Errorf("%w: %v has only a rel8 form", ErrUnsupported, inst.Op)
-	case x86asm.SYSCALL:
-		// Fine out of line: the kernel returns to the next instruction, the jump back.
 	}
-	insn := append([]byte(nil), code[:inst.Len]...)
-	if inst.PCRel == 1 {
-		// A short conditional jump: rewrite as jcc rel32 (0f 8x) so its
-		// target stays reachable from the slot.
-		if insn[0] < 0x70 || insn[0] > 0x7f || inst.Len != 2 {
-			return p, fmt.Errorf("%w: rel8 operand in %v", ErrUnsupported, inst)
-		}
-		target := int64(next) + int64(int8(insn[1]))
-		insn = []byte{0x0f, 0x80 | (insn[0] & 0xf), 0, 0, 0, 0}
-		rel := target - int64(slot+6)
-		if rel < math.MinInt32 || rel > math.MaxInt32 {
-			return p, fmt.Errorf("%w: jump target out of rel32 range of the scratch page", ErrUnsupported)
-		}
-		binary.LittleEndian.PutUint32(insn[2:], uint32(int32(rel)))
-	} else if inst.PCRel == 4 {
-		// RIP-relative operand or rel32 branch: point it at the same target
-		// from the slot (target = next + old; new = target - slot end).
+	return nil
+}
+
+func decode(code []byte, addr uint64) (x86asm.Inst, error) {
+	inst, err := x86asm.Decode(code, 64)
+	if err != nil {
+		return inst, fmt.Errorf("%w: decoding % x at %#x: %v", ErrUnsupported, code[:min(len(code), 8)], addr, err)
+	}
+	return inst, nil
+}
+
+// relocate appends to t the code that does what inst (decoded from code at
+// addr) does, placed at base+len(t): rip-relative operands and relative
+// branches keep their targets, a call pushes the original return address.
+func relocate(t []byte, inst x86asm.Inst, code []byte, addr, base uint64) ([]byte, error) {
+	pos := base + uint64(len(t))
+	next := addr + uint64(inst.Len)
+	insn := code[:inst.Len]
+	if insn[0] == Int3 {
+		return nil, fmt.Errorf("%w: already an int3 (another debugger?)", ErrUnsupported)
+	}
+	rel, isRel := inst.Args[0].(x86asm.Rel)
+	switch {
+	case inst.PCRel == 0:
+		return append(t, insn...), nil
+	case inst.Op == x86asm.CALL && isRel:
+		// Push the original return address, so unwinders and exceptions see
+		// the real caller: lea -8(%rsp),%rsp; movl $lo,(%rsp); movl $hi,4(%rsp).
+		t = append(t, 0x48, 0x8d, 0x64, 0x24, 0xf8, 0xc7, 0x04, 0x24)
+		t = binary.LittleEndian.AppendUint32(t, uint32(next))
+		t = append(t, 0xc7, 0x44, 0x24, 0x04)
+		t = binary.LittleEndian.AppendUint32(t, uint32(next>>32))
+		return jumpBack(t, base, uint64(int64(next)+int64(rel))), nil
+	case inst.Op == x86asm.JMP && isRel:
+		return jumpBack(t, base, uint64(int64(next)+int64(rel))), nil
+	case inst.PCRel == 1 && insn[0] >= 0x70 && insn[0] <= 0x7f && inst.Len == 2:
+		// A short conditional jump: rewrite as jcc rel32 (0f 8x).
+		t = append(t, 0x0f, 0x80|(insn[0]&0xf))
+		return appendRel32(t, pos+6, uint64(int64(next)+int64(int8(insn[1]))))
+	case inst.PCRel == 4:
+		// RIP-relative operand or rel32 branch: same target from pos.
 		old := int64(int32(binary.LittleEndian.Uint32(insn[inst.PCRelOff:])))
-		rel := int64(next) + old - int64(slot+uint64(inst.Len))
-		if rel < math.MinInt32 || rel > math.MaxInt32 {
-			return p, fmt.Errorf("%w: rip-relative %v out of rel32 range of the scratch page", ErrUnsupported, inst)
+		t = append(t, insn[:inst.PCRelOff]...)
+		t, err := appendRel32(t, pos+uint64(inst.Len), uint64(int64(next)+old))
+		if err != nil {
+			return nil, fmt.Errorf("%w (%v)", err, inst)
 		}
-		binary.LittleEndian.PutUint32(insn[inst.PCRelOff:], uint32(int32(rel)))
-	} else if inst.PCRel != 0 {
-		return p, fmt.Errorf("%w: %d-byte pc-relative operand in %v", ErrUnsupported, inst.PCRel, inst)
+		return append(t, insn[inst.PCRelOff+4:]...), nil
 	}
-	// jmp *0(%rip); .quad next — an absolute jump that clobbers no register.
-	p.Slot = append(insn, 0xff, 0x25, 0, 0, 0, 0)
-	p.Slot = binary.LittleEndian.AppendUint64(p.Slot, next)
-	p.Action, p.Resume = OutOfLine, slot
-	return p, nil
+	return nil, fmt.Errorf("%w: %d-byte pc-relative operand in %v", ErrUnsupported, inst.PCRel, inst)
+}
+
+// appendRel32 appends the rel32 that reaches target from an instruction
+// ending at end.
+func appendRel32(t []byte, end, target uint64) ([]byte, error) {
+	rel := int64(target) - int64(end)
+	if rel < math.MinInt32 || rel > math.MaxInt32 {
+		return nil, fmt.Errorf("%w: target %#x out of rel32 range of the scratch page", ErrUnsupported, target)
+	}
+	return binary.LittleEndian.AppendUint32(t, uint32(int32(rel))), nil
+}
+
+// jumpBack appends a jump to target from base+len(t): jmp rel32 when in
+// range, else jmp *0(%rip) with the address after it. Neither clobbers a
+// register.
+func jumpBack(t []byte, base, target uint64) []byte {
+	rel := int64(target) - int64(base+uint64(len(t))+5)
+	if rel >= math.MinInt32 && rel <= math.MaxInt32 {
+		t = append(t, 0xe9)
+		return binary.LittleEndian.AppendUint32(t, uint32(int32(rel)))
+	}
+	t = append(t, 0xff, 0x25, 0, 0, 0, 0)
+	return binary.LittleEndian.AppendUint64(t, target)
 }

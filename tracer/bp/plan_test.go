@@ -1,10 +1,41 @@
 package bp
 
 import (
-	"bytes"
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
+
+	"golang.org/x/arch/x86/x86asm"
 )
+
+// disasm lists code placed at base in GNU syntax, branch targets absolute.
+func disasm(t *testing.T, code []byte, base uint64) string {
+	t.Helper()
+	var lines []string
+	for off := 0; off < len(code); {
+		in, err := x86asm.Decode(code[off:], 64)
+		if err != nil {
+			t.Fatalf("decoding % x at +%d: %v", code, off, err)
+		}
+		lines = append(lines, x86asm.GNUSyntax(in, base+uint64(off), sym))
+		off += in.Len
+	}
+	return strings.Join(lines, "; ")
+}
+
+// sym names every address of the test's low 4 GiB by itself, so rip-relative
+// operands show their target. x86asm adds a negative rip displacement as an
+// unsigned 32-bit one: fold it back.
+func sym(orig uint64) (string, uint64) {
+	a := orig & 0xffffffff
+	if a < 0x1000 {
+		return "", 0
+	}
+	return fmt.Sprintf("T%#x", a&0xffffffff), orig
+}
+
+func pad(code []byte) []byte { return append(code, make([]byte, 16)...) }
 
 func TestPrepare(t *testing.T) {
 	const addr, slot = 0x401000, 0x402000
@@ -13,46 +44,118 @@ func TestPrepare(t *testing.T) {
 		code   []byte
 		act    Action
 		resume uint64
-		slot   []byte // expected slot prefix (before the jump back)
+		slot   string // disassembly of the slot
 	}{
-		{"endbr64", []byte{0xf3, 0x0f, 0x1e, 0xfa, 0x55}, Jump, addr + 4, nil},
-		{"nop5", []byte{0x0f, 0x1f, 0x44, 0, 0}, Jump, addr + 5, nil},
-		{"jmp rel32", []byte{0xe9, 0x10, 0, 0, 0}, Jump, addr + 5 + 0x10, nil},
-		{"jmp rel8 back", []byte{0xeb, 0xfe}, Jump, addr, nil},
-		{"push rbp", []byte{0x55, 0x48, 0x89, 0xe5}, OutOfLine, slot, []byte{0x55}},
-		{"push r12", []byte{0x41, 0x54}, OutOfLine, slot, []byte{0x41, 0x54}},
-		{"sub rsp", []byte{0x48, 0x83, 0xec, 0x10}, OutOfLine, slot, []byte{0x48, 0x83, 0xec, 0x10}},
-		// mov 0x100(%rip),%rax at addr: target addr+7+0x100; from the slot the
-		// displacement becomes target-(slot+7) = addr+0x100-slot.
+		{"endbr64", []byte{0xf3, 0x0f, 0x1e, 0xfa, 0x55}, Jump, addr + 4, ""},
+		{"nop5", []byte{0x0f, 0x1f, 0x44, 0, 0}, Jump, addr + 5, ""},
+		{"jmp rel32", []byte{0xe9, 0x10, 0, 0, 0}, Jump, addr + 5 + 0x10, ""},
+		{"jmp rel8 back", []byte{0xeb, 0xfe}, Jump, addr, ""},
+		{"push rbp", []byte{0x55, 0x48, 0x89, 0xe5}, OutOfLine, slot, "push %rbp; jmpq T0x401001"},
+		{"push r12", []byte{0x41, 0x54}, OutOfLine, slot, "push %r12; jmpq T0x401002"},
+		{"sub rsp", []byte{0x48, 0x83, 0xec, 0x10}, OutOfLine, slot, "sub $0x10,%rsp; jmpq T0x401004"},
+		// mov 0x100(%rip),%rax at addr reads addr+7+0x100.
 		{"rip-relative", []byte{0x48, 0x8b, 0x05, 0x00, 0x01, 0, 0}, OutOfLine, slot,
-			[]byte{0x48, 0x8b, 0x05, 0x00, 0xf1, 0xff, 0xff}},
-		// je +3: target addr+5; jcc rel32 from slot: target-(slot+6).
-		{"je rel8", []byte{0x74, 0x03}, OutOfLine, slot, []byte{0x0f, 0x84, 0xff, 0xef, 0xff, 0xff}},
+			"mov T0x401107,%rax; jmpq T0x401007"},
+		{"je rel8", []byte{0x74, 0x03}, OutOfLine, slot, "je T0x401005; jmpq T0x401002"},
+		// A call pushes its original return address, then jumps.
+		{"call", []byte{0xe8, 0x00, 0x01, 0, 0}, OutOfLine, slot,
+			"lea -0x8(%rsp),%rsp; movl $T0x401005,(%rsp); movl $0x0,0x4(%rsp); jmpq T0x401105; jmpq T0x401005"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			code := append(c.code, make([]byte, 16)...)
-			p, err := Prepare(code, addr, slot)
+			p, err := Prepare(pad(c.code), addr, slot)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if p.Action != c.act || p.Resume != c.resume {
 				t.Fatalf("action %d resume %#x, want %d %#x", p.Action, p.Resume, c.act, c.resume)
 			}
-			if c.act == OutOfLine {
-				if !bytes.HasPrefix(p.Slot, c.slot) {
-					t.Fatalf("slot % x, want prefix % x", p.Slot, c.slot)
-				}
-				tail := p.Slot[len(c.slot):]
-				if len(tail) != 14 || tail[0] != 0xff || tail[1] != 0x25 || len(p.Slot) > SlotSize {
-					t.Fatalf("slot tail % x is not jmp *0(%%rip)", tail)
-				}
+			if c.act != OutOfLine {
+				return
+			}
+			if got := disasm(t, p.Slot, slot); got != c.slot {
+				t.Fatalf("slot:\n got %s\nwant %s", got, c.slot)
 			}
 		})
 	}
 	for _, bad := range [][]byte{{0xcc}, {0xe2, 0x05}, {0x06}} {
-		if _, err := Prepare(append(bad, make([]byte, 16)...), addr, slot); !errors.Is(err, ErrUnsupported) {
+		if _, err := Prepare(pad(bad), addr, slot); !errors.Is(err, ErrUnsupported) {
 			t.Errorf("% x: err %v, want ErrUnsupported", bad, err)
+		}
+	}
+}
+
+func TestPrepareFar(t *testing.T) {
+	// The slot is out of rel32 range: the jump back is absolute.
+	p, err := Prepare(pad([]byte{0x55}), 0x401000, 0x7f0000000000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := disasm(t, p.Slot[:7], 0x7f0000000000), "push %rbp; jmpq *(%rip)"; got != want {
+		t.Fatalf("got %s, want %s", got, want)
+	}
+	if _, err := Prepare(pad([]byte{0x48, 0x8b, 0x05, 0, 1, 0, 0}), 0x401000, 0x7f0000000000); !errors.Is(err, ErrUnsupported) {
+		t.Fatalf("rip-relative out of range: err %v", err)
+	}
+}
+
+const detourPrologue = "mov %r11,-0x10(%rsp); mov (%rsp),%r11; int3; lea T0x3ff000,%r11; mov %r11,(%rsp); mov -0x10(%rsp),%r11; "
+
+func TestPrepareDetour(t *testing.T) {
+	const addr, slot, ret = 0x401000, 0x400000, 0x3ff000
+	cases := []struct {
+		name  string
+		body  []byte
+		patch uint64
+		tramp string // after the prologue
+	}{
+		// push %rbp; mov %rsp,%rbp; mov %edi,-4(%rbp); je .+2; jmp .; ret
+		{"O0 prologue", []byte{0x55, 0x48, 0x89, 0xe5, 0x89, 0x7d, 0xfc, 0x74, 0x02, 0xeb, 0xfe, 0xc3}, addr,
+			"push %rbp; mov %rsp,%rbp; mov %edi,-0x4(%rbp); jmpq T0x401007"},
+		// endbr64 stays in place; the jmp goes after it.
+		{"endbr64", []byte{0xf3, 0x0f, 0x1e, 0xfa, 0x55, 0x48, 0x89, 0xe5, 0x5d, 0xc3}, addr + 4,
+			"push %rbp; mov %rsp,%rbp; pop %rbp; jmpq T0x401009"},
+		// test %edi,%edi; je +1; ret; xor %eax,%eax; ret
+		{"jcc relocated", []byte{0x85, 0xff, 0x74, 0x01, 0xc3, 0x31, 0xc0, 0xc3}, addr,
+			"test %edi,%edi; je T0x401005; retq; jmpq T0x401005"},
+		// sub $8,%rsp; call +0x100; add $8,%rsp; ret
+		{"call", []byte{0x48, 0x83, 0xec, 0x08, 0xe8, 0, 1, 0, 0, 0x48, 0x83, 0xc4, 0x08, 0xc3}, addr,
+			"sub $0x8,%rsp; lea -0x8(%rsp),%rsp; movl $T0x401009,(%rsp); movl $0x0,0x4(%rsp); jmpq T0x401109; jmpq T0x401009"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			p, err := PrepareDetour(c.body, addr, slot, ret)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p.Action != Detoured || p.Patch != c.patch || p.Trap != slot+9 {
+				t.Fatalf("action %d patch %#x trap %#x", p.Action, p.Patch, p.Trap)
+			}
+			if got, want := disasm(t, p.Slot, slot), detourPrologue+c.tramp; got != want {
+				t.Fatalf("trampoline:\n got %s\nwant %s", got, want)
+			}
+			if got, want := disasm(t, p.Jmp, p.Patch), fmt.Sprintf("jmpq T%#x", slot); got != want {
+				t.Fatalf("jmp: got %s, want %s", got, want)
+			}
+			off := p.Patch - addr
+			if string(p.Orig) != string(c.body[off:off+5]) {
+				t.Fatalf("orig % x, want % x", p.Orig, c.body[off:off+5])
+			}
+			if len(p.Slot) > MaxSlot {
+				t.Fatalf("trampoline of %d bytes > MaxSlot", len(p.Slot))
+			}
+		})
+	}
+	bad := map[string][]byte{
+		"too short": {0x31, 0xc0, 0xc3},
+		// xor %eax,%eax; inc %eax; cmp $9,%eax; jne (back to +2); ret
+		"loop into the displaced bytes": {0x31, 0xc0, 0xff, 0xc0, 0x83, 0xf8, 0x09, 0x75, 0xf9, 0xc3},
+		"int3":                          {0xcc, 0x90, 0x90, 0x90, 0x90, 0x90},
+		"loop insn":                     {0xe2, 0xfe, 0x90, 0x90, 0x90, 0xc3},
+	}
+	for name, body := range bad {
+		if _, err := PrepareDetour(body, addr, slot, ret); !errors.Is(err, ErrUnsupported) {
+			t.Errorf("%s: err %v, want ErrUnsupported", name, err)
 		}
 	}
 }
@@ -60,10 +163,16 @@ func TestPrepare(t *testing.T) {
 func FuzzPrepare(f *testing.F) {
 	f.Add([]byte{0x48, 0x8b, 0x05, 0, 1, 0, 0}, uint64(0x401000), uint64(0x7f0000000000))
 	f.Add([]byte{0x74, 0x03}, uint64(0x401000), uint64(0x402000))
+	f.Add([]byte{0x55, 0x48, 0x89, 0xe5, 0x89, 0x7d, 0xfc, 0x74, 0x02, 0xeb, 0xfe, 0xc3}, uint64(0x401000), uint64(0x400000))
+	f.Add([]byte{0x48, 0x83, 0xec, 0x08, 0xe8, 0, 1, 0, 0, 0x48, 0x83, 0xc4, 0x08, 0xc3}, uint64(0x401000), uint64(0x400000))
 	f.Fuzz(func(t *testing.T, code []byte, addr, slot uint64) {
-		p, err := Prepare(code, addr, slot)
-		if err == nil && p.Action == OutOfLine && len(p.Slot) > SlotSize {
+		if p, err := Prepare(code, addr, slot); err == nil && len(p.Slot) > MaxSlot {
 			t.Fatalf("slot of %d bytes", len(p.Slot))
+		}
+		if p, err := PrepareDetour(code, addr, slot, slot-0x1000); err == nil {
+			if len(p.Slot) > MaxSlot || len(p.Jmp) != 5 || len(p.Orig) != 5 || p.Trap != slot+9 {
+				t.Fatalf("detour: slot %d bytes, jmp % x, orig % x, trap %#x", len(p.Slot), p.Jmp, p.Orig, p.Trap)
+			}
 		}
 	})
 }
