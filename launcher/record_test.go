@@ -23,11 +23,8 @@ func TestMain(m *testing.M) {
 	if err != nil {
 		panic(err)
 	}
-	rtraceBin = filepath.Join(dir, "rtrace")
-	cmd := exec.Command("go", "build", "-o", rtraceBin, "./cmd/rtrace")
-	cmd.Dir = testutil.Root()
-	if out, err := cmd.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "building rtrace: %v\n%s", err, out)
+	if rtraceBin, err = testutil.BuildRtrace(dir); err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
 	code := m.Run()

@@ -50,6 +50,11 @@ func (s *uftraceSink) Task(ts uint64, tid, pid int) error { return s.w.Task(ts, 
 
 func (s *uftraceSink) Fork(ts uint64, pid, ppid int) error { return s.w.Fork(ts, pid, ppid) }
 
-func (s *uftraceSink) Record(tid int, r uftrace.Record) error {
-	return s.w.Append(tid, r, nil)
+func (s *uftraceSink) Records(tid int, recs []uftrace.Record) error {
+	for _, r := range recs {
+		if err := s.w.Append(tid, r, nil); err != nil {
+			return err
+		}
+	}
+	return nil
 }

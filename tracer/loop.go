@@ -54,6 +54,7 @@ func (t *Tracer) loop() error {
 // gone handles the end of a thread; the end of a process's leader ends the process.
 func (t *Tracer) gone(th *thread, ws unix.WaitStatus, ru *unix.Rusage, ts uint64) {
 	t.closeAll(th, ts)
+	t.flush(th)
 	delete(t.threads, th.tid)
 	if p := t.procs[th.tid]; p != nil {
 		delete(t.procs, th.tid)
@@ -241,13 +242,16 @@ func (t *Tracer) execed(th *thread, ts uint64) error {
 		// A non-leader thread exec'd: it now has the leader's tid.
 		if ft := t.threads[int(former)]; ft != nil {
 			t.closeAll(ft, ts)
+			t.flush(ft)
 			delete(t.threads, int(former))
 		}
 	}
 	t.closeAll(th, ts)
+	t.flush(th)
 	for tid, o := range t.threads {
 		if o.proc == old && tid != th.tid {
 			t.closeAll(o, ts)
+			t.flush(o)
 			delete(t.threads, tid)
 		}
 	}

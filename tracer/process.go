@@ -28,7 +28,8 @@ type thread struct {
 	tid   int
 	proc  *process
 	stack []frame
-	depth int // recorded frames open
+	batch []uftrace.Record // not yet handed to the sink
+	depth int              // recorded frames open
 	inF   int // -F frames open
 	outN  int // -N frames open
 }
@@ -93,5 +94,6 @@ func (th *thread) clone(tid int, p *process) *thread {
 	c := *th
 	c.tid, c.proc = tid, p
 	c.stack = append([]frame(nil), th.stack...)
+	c.batch = nil
 	return &c
 }

@@ -25,5 +25,7 @@ type Sink interface {
 	Maps(sid string, maps []byte) error
 	Task(time uint64, tid, pid int) error
 	Fork(time uint64, pid, ppid int) error
-	Record(tid int, r uftrace.Record) error
+	// Records takes a batch of one thread's records, in time order. The
+	// tracer reuses recs after the call returns.
+	Records(tid int, recs []uftrace.Record) error
 }

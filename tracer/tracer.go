@@ -122,6 +122,7 @@ func (t *Tracer) run(path string) error {
 	if t.cfg.Started != nil {
 		t.cfg.Started(pid)
 	}
+	defer t.flushAll()
 	return t.loop()
 }
 
@@ -194,9 +195,32 @@ func (t *Tracer) emit(err error) {
 	}
 }
 
+// batchLen is how many records a thread collects before handing them to
+// the sink in one call.
+const batchLen = 256
+
 func (t *Tracer) record(th *thread, r uftrace.Record) {
 	t.events.Add(1)
-	t.emit(t.sink.Record(th.tid, r))
+	th.batch = append(th.batch, r)
+	if len(th.batch) >= batchLen {
+		t.flush(th)
+	}
+}
+
+// flush hands th's pending records to the sink.
+func (t *Tracer) flush(th *thread) {
+	if len(th.batch) > 0 {
+		t.emit(t.sink.Records(th.tid, th.batch))
+		th.batch = th.batch[:0]
+	}
+}
+
+// flushAll hands every thread's pending records to the sink: at the end of
+// the trace, however it ends.
+func (t *Tracer) flushAll() {
+	for _, th := range t.threads {
+		t.flush(th)
+	}
 }
 
 // pinToCurrentCPU binds the calling (tracer) thread to the CPU it runs on;
