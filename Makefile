@@ -21,8 +21,10 @@ test: lint
 demo: build
 	@./scripts/demo.sh
 
+# One run of each benchmark, side by side with the peers, with the ratios
+# (RTRACE_BENCH_FIB=20 for a quick run).
 bench: build
-	$(GO) test -run '^$$' -bench . -benchtime 2s ./...
+	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m ./...
 
 # Every Fuzz target of every package, each for FUZZTIME.
 fuzz:

@@ -2,6 +2,7 @@ package testutil
 
 import (
 	"crypto/sha256"
+	"fmt"
 	"encoding/hex"
 	"os"
 	"os/exec"
@@ -99,4 +100,16 @@ func clip(s string) string {
 		return s[:2000] + "\n...\n" + s[len(s)-2000:]
 	}
 	return s
+}
+
+// BuildRtrace builds the rtrace command into dir and returns its path: tests
+// and benchmarks run it as users do, so signals and exit codes are real.
+func BuildRtrace(dir string) (string, error) {
+	bin := filepath.Join(dir, "rtrace")
+	cmd := exec.Command("go", "build", "-o", bin, "./cmd/rtrace")
+	cmd.Dir = Root()
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("building rtrace: %v\n%s", err, out)
+	}
+	return bin, nil
 }
