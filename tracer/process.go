@@ -30,8 +30,8 @@ type thread struct {
 	stack []frame
 	batch []uftrace.Record // not yet handed to the sink
 	depth int              // recorded frames open
-	inF   int // -F frames open
-	outN  int // -N frames open
+	inF   int              // -F frames open
+	outN  int              // -N frames open
 }
 
 // enter pushes a frame for a call of f and returns whether it is recorded,
