@@ -94,7 +94,8 @@ func Record(o RecordOptions) (int, error) {
 	if err != nil {
 		return 1, err
 	}
-	sink := &uftraceSink{w: w, warn: o.Stderr, modules: map[string]bool{}}
+	con := &console{w: o.Stderr}
+	sink := &uftraceSink{w: w, warn: con, modules: map[string]bool{}}
 	start := time.Now()
 
 	var mu sync.Mutex
@@ -102,6 +103,7 @@ func Record(o RecordOptions) (int, error) {
 	tr := tracer.New(tracer.Config{
 		Path: prog, Args: o.Args, Filter: filter, NoTrace: notrace, Depth: o.Depth,
 		Pin:     !o.NoPin,
+		Warn:    con,
 		Started: func(p int) { mu.Lock(); pid = p; mu.Unlock() },
 	}, sink)
 
@@ -127,7 +129,7 @@ func Record(o RecordOptions) (int, error) {
 			}
 		}
 	}()
-	stopStatus := startStatus(o, tr)
+	stopStatus := startStatus(o, con, tr)
 	res, runErr := tr.Run()
 	close(done)
 	stopStatus()
@@ -151,6 +153,11 @@ func Record(o RecordOptions) (int, error) {
 	if caught != nil {
 		fmt.Fprintf(o.Stderr, "rtrace: %v: target killed, trace saved in %s\n", caught, o.Dir)
 		return 128 + int(caught.(unix.Signal)), nil
+	}
+	if res.Status.Signaled() && !o.Quiet {
+		// The shell would have said so; under rtrace it sees an exit code.
+		sig := res.Status.Signal()
+		fmt.Fprintf(o.Stderr, "rtrace: %s terminated by signal %d (%v), trace saved in %s\n", o.Args[0], int(sig), sig, o.Dir)
 	}
 	return res.ExitCode(), nil
 }

@@ -2,7 +2,9 @@ package launcher
 
 import (
 	"fmt"
+	"io"
 	"os"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -11,10 +13,39 @@ import (
 	"rtrace/tracer"
 )
 
-// startStatus shows a status line (events, events/s, bytes) on stderr a few
-// times a second while tracing, when stderr is a terminal and -q is not set.
-// It returns a function that stops it and clears the line.
-func startStatus(o RecordOptions, tr *tracer.Tracer) func() {
+// console is rtrace's stderr while tracing: messages written to it clear
+// the status line first (the next tick redraws it), so the two never mix.
+type console struct {
+	mu    sync.Mutex
+	w     io.Writer
+	shown bool // a status line is on screen
+}
+
+func (c *console) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.clear()
+	return c.w.Write(p)
+}
+
+func (c *console) clear() {
+	if c.shown {
+		fmt.Fprint(c.w, "\r\033[K")
+		c.shown = false
+	}
+}
+
+func (c *console) status(line string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	fmt.Fprint(c.w, "\r\033[K"+line)
+	c.shown = true
+}
+
+// startStatus shows a status line (events, events/s, bytes) on the console
+// a few times a second while tracing, when stderr is a terminal and -q is
+// not set. It returns a function that stops it and clears the line.
+func startStatus(o RecordOptions, con *console, tr *tracer.Tracer) func() {
 	f, ok := o.Stderr.(*os.File)
 	if o.Quiet || !ok || !isTerminal(f) {
 		return func() {}
@@ -29,13 +60,15 @@ func startStatus(o RecordOptions, tr *tracer.Tracer) func() {
 		for {
 			select {
 			case <-stop:
-				fmt.Fprint(f, "\r\033[K")
+				con.mu.Lock()
+				con.clear()
+				con.mu.Unlock()
 				return
 			case <-tick.C:
 				n := tr.Events()
 				rate := float64(n) / time.Since(start).Seconds()
 				// Each event is one 16-byte record in the trace.
-				fmt.Fprintf(f, "\r\033[Krtrace: %d events, %.0f events/s, %s", n, rate, human(int64(n)*uftrace.RecordSize))
+				con.status(fmt.Sprintf("rtrace: %d events, %.0f events/s, %s", n, rate, human(int64(n)*uftrace.RecordSize)))
 			}
 		}
 	}()

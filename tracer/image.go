@@ -149,6 +149,9 @@ func (t *Tracer) setupImage(tid int) (*image, []byte, error) {
 		}
 		cands = append(cands, fn)
 	}
+	if len(cands) == 0 {
+		fmt.Fprintf(t.cfg.Warn, "rtrace: warning: %s has no function symbols (stripped?): no calls will be recorded\n", exe)
+	}
 	// Scratch: the return breakpoint, then one slot per function. Ask for it
 	// just below the executable so rip-relative operands and the detour
 	// jumps stay in rel32 range.

@@ -261,7 +261,7 @@ func (t *Tracer) execed(th *thread, ts uint64) error {
 		_, err = t.newImage(th.tid, ts+1)
 	}
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "rtrace: pid %d exec'd a program rtrace cannot trace, left untraced: %v\n", th.tid, err)
+		fmt.Fprintf(t.cfg.Warn, "rtrace: pid %d exec'd a program rtrace cannot trace, left untraced: %v\n", th.tid, err)
 		delete(t.procs, th.tid)
 		th.proc = nil
 		ptrace.Detach(th.tid, 0)

@@ -2,6 +2,7 @@ package tracer
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"regexp"
@@ -24,6 +25,8 @@ type Config struct {
 	NoTrace []*regexp.Regexp
 	Depth   int  // record at most this many nested levels; 0 = no limit
 	Pin     bool // run the tracer thread and the target on one CPU
+	// Warn receives rtrace's warnings while tracing (nil: os.Stderr).
+	Warn io.Writer
 	// Started is called with the target's pid once it runs.
 	Started func(pid int)
 }
@@ -69,6 +72,9 @@ func (t *Tracer) Events() uint64 { return t.events.Load() }
 
 // New prepares a tracer; Run starts the program.
 func New(cfg Config, sink Sink) *Tracer {
+	if cfg.Warn == nil {
+		cfg.Warn = os.Stderr
+	}
 	return &Tracer{cfg: cfg, sink: sink, procs: map[int]*process{}, threads: map[int]*thread{}}
 }
 

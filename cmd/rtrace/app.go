@@ -18,6 +18,7 @@ const exitNotImplemented = 2
 // run builds the CLI, runs it on args and returns the process exit status.
 func run(args []string) int {
 	app := newApp(os.Stdout, os.Stderr)
+	app.Metadata = map[string]any{"argv": args}
 	return exitStatus(app.Run(args), os.Stderr)
 }
 

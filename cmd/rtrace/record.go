@@ -9,6 +9,23 @@ import (
 	"rtrace/launcher"
 )
 
+// cmdline is rtrace's own command line as the shell would show it, for the
+// trace's info: the argv run was given, else the command and its arguments.
+func cmdline(c *cli.Context) string {
+	argv, ok := c.App.Metadata["argv"].([]string)
+	if !ok || len(argv) == 0 {
+		argv = append([]string{"rtrace", c.Command.Name}, c.Args().Slice()...)
+	}
+	quoted := make([]string, len(argv))
+	for i, a := range argv {
+		if a == "" || strings.ContainsAny(a, " \t\n'\"\\$`*?[]{}()<>|&;#~") {
+			a = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+		}
+		quoted[i] = a
+	}
+	return strings.Join(quoted, " ")
+}
+
 func recordCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "record",
@@ -48,7 +65,7 @@ Patterns are Go regular expressions matched against function names.`,
 				Quiet:   c.Bool("quiet"),
 				Verbose: c.Bool("verbose"),
 				NoPin:   c.Bool("no-pin"),
-				Cmdline: "rtrace " + strings.Join(c.Args().Slice(), " "),
+				Cmdline: cmdline(c),
 				Version: version,
 				Stderr:  c.App.ErrWriter,
 			})

@@ -235,6 +235,9 @@ func relocate(t []byte, inst x86asm.Inst, code []byte, addr, base uint64) ([]byt
 		}
 		return append(t, insn[inst.PCRelOff+4:]...), nil
 	}
+	if inst.PCRel == 1 {
+		return nil, fmt.Errorf("%w: %v has only a rel8 form", ErrUnsupported, inst.Op)
+	}
 	return nil, fmt.Errorf("%w: %d-byte pc-relative operand in %v", ErrUnsupported, inst.PCRel, inst)
 }
 

@@ -1,0 +1,259 @@
+package launcher_test
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"rtrace/internal/testutil"
+)
+
+// vfork: the child borrows the parent's stack until it execs or _exits.
+// uftrace -pg shows the child's calls in the parent's task (libmcount's
+// state is shared with the parent), so the expected trees are written out:
+// the child's calls are its own, after a FORK, at the inherited depth.
+func TestRecordVfork(t *testing.T) {
+	for _, v := range variants {
+		t.Run(v.name, func(t *testing.T) {
+			prog := build(t, "vfork.c", v, false, nil)
+			chain := build(t, "chain.c", v, false, nil)
+			for _, c := range []struct {
+				args  []string
+				child string
+			}{
+				{nil, "leaf()\n"},
+				{[]string{chain}, "main()\n  a()\n    b()\n      c()\n        d()\n      c()\n        d()\n  a()\n    b()\n      c()\n        d()\n      c()\n        d()\n"},
+			} {
+				tmp := t.TempDir()
+				got := runCmd(t, tmp, rtraceBin, append([]string{"record", "-q", "-d", "R", "--", prog}, c.args...)...)
+				if bare := runCmd(t, tmp, prog, c.args...); got != bare {
+					t.Errorf("under rtrace the program printed/exited differently:\nwithout: %+v\nwith:    %+v", bare, got)
+				}
+				trees := tree(replay(t, filepath.Join(tmp, "R")))
+				want := []string{c.child, "main()\n  spawn()\n  leaf()\n"}
+				if strings.Join(trees, "|") != strings.Join(want, "|") {
+					t.Errorf("args %v: trees\n%q\nwant\n%q", c.args, trees, want)
+				}
+			}
+		})
+	}
+}
+
+// A SIGSEGV is recorded: rtrace exits 128+11, says so, and the trace shows
+// the calls up to the crash with every frame closed.
+func TestRecordCrash(t *testing.T) {
+	uft := testutil.RequireTool(t, "uftrace")
+	for _, v := range variants {
+		t.Run(v.name, func(t *testing.T) {
+			prog := build(t, "crash.c", v, false, nil)
+			tmp := t.TempDir()
+			r := runCmd(t, tmp, rtraceBin, "record", "-d", "R", "--", prog)
+			if r.code != 128+int(syscall.SIGSEGV) || r.stdout != "crash\n" {
+				t.Errorf("exit %d stdout %q: want %d and the program's output", r.code, r.stdout, 128+int(syscall.SIGSEGV))
+			}
+			if !strings.Contains(r.stderr, "signal 11") {
+				t.Errorf("stderr %q does not report the crash", r.stderr)
+			}
+			if got, want := strings.Join(tree(replay(t, filepath.Join(tmp, "R"))), ""), "main()\n  middle()\n    crash()\n      leaf()\n"; got != want {
+				t.Errorf("tree %q, want %q", got, want)
+			}
+			entries, exits := countRecords(t, filepath.Join(tmp, "R"))
+			if entries != 4 || exits != 4 {
+				t.Errorf("%d entries, %d exits: want 4 closed frames", entries, exits)
+			}
+			info := testutil.Run(t, tmp, uft, "info", "-d", "R")
+			if !strings.Contains(info, "terminated by signal: 11") {
+				t.Errorf("info does not show the signal:\n%s", info)
+			}
+		})
+	}
+}
+
+// -F, -N and -D select the same calls as uftrace record's filters on the
+// -pg build.
+func TestRecordFilters(t *testing.T) {
+	uft := testutil.RequireTool(t, "uftrace")
+	for _, v := range variants[:2] {
+		plain := build(t, "chain.c", v, false, nil)
+		pg := build(t, "chain.c", v, true, nil)
+		for _, opts := range [][]string{
+			{"-F", "^b$"},
+			{"-N", "^c$"},
+			{"-D", "2"},
+			{"-F", "^a$", "-N", "^d$"},
+			{"-F", "^c$", "-D", "1"},
+		} {
+			t.Run(v.name+"/"+strings.Join(opts, " "), func(t *testing.T) {
+				tmp := t.TempDir()
+				args := append([]string{"record", "--no-libcall", "--no-event", "-d", "U"}, opts...)
+				runCmd(t, tmp, uft, append(args, pg)...)
+				want := tree(replay(t, filepath.Join(tmp, "U")))
+				r := runCmd(t, tmp, rtraceBin, append(append([]string{"record", "-q", "-d", "R"}, opts...), "--", plain)...)
+				if r.code != 18%7 {
+					t.Fatalf("rtrace: %+v", r)
+				}
+				got := tree(replay(t, filepath.Join(tmp, "R")))
+				if strings.Join(got, "|") != strings.Join(want, "|") || len(want) == 0 {
+					t.Errorf("uftrace %v:\n%s\nrtrace:\n%s", opts, strings.Join(want, "|"), strings.Join(got, "|"))
+				}
+			})
+		}
+	}
+}
+
+// A function whose first instruction cannot be displaced is skipped: the
+// summary counts it, -v names it with the reason and lists the functions
+// left with an int3 entry, and the rest is traced.
+func TestRecordSkipped(t *testing.T) {
+	prog := testutil.BuildC(t, "skip.c", "-O0")
+	tmp := t.TempDir()
+	r := runCmd(t, tmp, rtraceBin, "record", "-d", "R", "--", prog)
+	if r.code != 0 || r.stdout != "skip 42\n" || !strings.Contains(r.stderr, "1 function(s) not traced (-v lists them)") {
+		t.Errorf("without -v: %+v", r)
+	}
+	r = runCmd(t, tmp, rtraceBin, "record", "-v", "-d", "R", "--", prog)
+	if !regexp.MustCompile(`(?m)^  odd: .*jrcxz has only a rel8 form`).MatchString(strings.ToLower(r.stderr)) {
+		t.Errorf("-v does not explain the skip:\n%s", r.stderr)
+	}
+	if got, want := strings.Join(tree(replay(t, filepath.Join(tmp, "R"))), ""), "main()\n  even()\n"; got != want {
+		t.Errorf("tree %q, want %q", got, want)
+	}
+	// -O2 keeps functions too short for a detour jump: -v lists them.
+	small := testutil.BuildC(t, "chain.c", "-O2", "-fno-inline")
+	r = runCmd(t, tmp, rtraceBin, "record", "-v", "-d", "R", "--", small)
+	if !regexp.MustCompile(`(?m)int3 entry instead of a detour jump:\n(  \w+: .*too short.*\n)+`).MatchString(r.stderr) {
+		t.Errorf("-v does not list the int3 entries:\n%s", r.stderr)
+	}
+}
+
+// A setuid program would run without its privileges under ptrace: refused.
+func TestRecordRefusesSetuid(t *testing.T) {
+	tmp := t.TempDir()
+	prog := filepath.Join(tmp, "suid")
+	b, err := os.ReadFile(testutil.BuildC(t, "chain.c", "-O0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(prog, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(prog, 0o755|os.ModeSetuid); err != nil {
+		t.Fatal(err)
+	}
+	r := runCmd(t, tmp, rtraceBin, "record", "-d", "R", "--", prog)
+	if r.code != 126 || !strings.Contains(r.stderr, "setuid") || r.stdout != "" {
+		t.Errorf("setuid program: %+v, want exit 126 and a refusal before it runs", r)
+	}
+}
+
+// A stripped executable has no function symbols: rtrace says so and still
+// runs the program.
+func TestRecordStripped(t *testing.T) {
+	strip := testutil.RequireTool(t, "strip")
+	tmp := t.TempDir()
+	prog := filepath.Join(tmp, "stripped")
+	testutil.Run(t, tmp, strip, "-o", prog, testutil.BuildC(t, "chain.c", "-O0"))
+	r := runCmd(t, tmp, rtraceBin, "record", "-d", "R", "--", prog)
+	if r.code != 18%7 || r.stdout != "chain 18\n" || !strings.Contains(r.stderr, "no function symbols") {
+		t.Errorf("stripped program: %+v, want its output and a warning", r)
+	}
+	testutil.Run(t, tmp, testutil.RequireTool(t, "uftrace"), "info", "-d", "R")
+}
+
+// The trace's info holds rtrace's real command line, flags included.
+func TestRecordInfoCmdline(t *testing.T) {
+	prog := testutil.BuildC(t, "chain.c", "-O0")
+	tmp := t.TempDir()
+	runCmd(t, tmp, rtraceBin, "record", "-q", "-D", "3", "-d", "R", "--", prog, "an arg")
+	info := testutil.Run(t, tmp, testutil.RequireTool(t, "uftrace"), "info", "-d", "R")
+	want := fmt.Sprintf("%s record -q -D 3 -d R -- %s 'an arg'", rtraceBin, prog)
+	if !strings.Contains(info, "cmdline             : "+want+"\n") {
+		t.Errorf("info:\n%s\nwant cmdline %q", info, want)
+	}
+}
+
+// openPty returns the two ends of a new pseudo-terminal.
+func openPty(t *testing.T) (master, slave *os.File) {
+	t.Helper()
+	m, err := os.OpenFile("/dev/ptmx", os.O_RDWR|unix.O_NOCTTY, 0)
+	if err != nil {
+		t.Fatalf("opening /dev/ptmx: %v", err)
+	}
+	if err := unix.IoctlSetPointerInt(int(m.Fd()), unix.TIOCSPTLCK, 0); err != nil {
+		t.Fatal(err)
+	}
+	n, err := unix.IoctlGetInt(int(m.Fd()), unix.TIOCGPTN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|unix.O_NOCTTY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m, s
+}
+
+// On a terminal, stderr shows a status line refreshed a few times a second;
+// with -q, or when stderr is not a terminal, nothing.
+func TestStatusLine(t *testing.T) {
+	prog := testutil.BuildC(t, "loop.c", "-O0")
+	status := regexp.MustCompile(`\r\x1b\[Krtrace: (\d+) events, \d+ events/s, [\d.]+ (B|KiB|MiB)`)
+	for _, quiet := range []bool{false, true} {
+		t.Run(fmt.Sprintf("quiet=%v", quiet), func(t *testing.T) {
+			m, s := openPty(t)
+			defer m.Close()
+			args := []string{"record", "-d", filepath.Join(t.TempDir(), "R")}
+			if quiet {
+				args = append(args, "-q")
+			}
+			cmd := exec.Command(rtraceBin, append(args, "--", prog)...)
+			cmd.Stderr = s
+			out, _ := cmd.StdoutPipe()
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			s.Close()
+			bufio.NewReader(out).ReadString('\n') // "started"
+			var tty strings.Builder
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				buf := make([]byte, 4096)
+				for {
+					n, err := m.Read(buf)
+					tty.Write(buf[:n])
+					if err != nil {
+						return
+					}
+				}
+			}()
+			time.Sleep(1200 * time.Millisecond)
+			cmd.Process.Signal(syscall.SIGINT)
+			cmd.Wait()
+			m.SetReadDeadline(time.Now().Add(time.Second))
+			<-done
+			lines := status.FindAllStringSubmatch(tty.String(), -1)
+			if quiet {
+				if len(lines) > 0 {
+					t.Errorf("-q: status line shown: %q", tty.String())
+				}
+				return
+			}
+			if len(lines) < 3 {
+				t.Fatalf("%d status lines in 1.2 s, want several: %q", len(lines), tty.String())
+			}
+			if lines[len(lines)-1][1] == lines[0][1] {
+				t.Errorf("event count does not move: %q", tty.String())
+			}
+		})
+	}
+}
