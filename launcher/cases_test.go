@@ -257,3 +257,19 @@ func TestStatusLine(t *testing.T) {
 		})
 	}
 }
+
+// replay --srcline shows the same source lines as for uftrace's own
+// recording of the -pg build: rtrace's .dbg file is read.
+func TestRecordSrcline(t *testing.T) {
+	uft := testutil.RequireTool(t, "uftrace")
+	tmp := t.TempDir()
+	plain := build(t, "chain.c", variants[0], false, nil)
+	pg := build(t, "chain.c", variants[0], true, nil)
+	runCmd(t, tmp, uft, "record", "--srcline", "--no-libcall", "--no-event", "-d", "U", pg)
+	runCmd(t, tmp, rtraceBin, "record", "-q", "-d", "R", "--", plain)
+	want := testutil.Run(t, tmp, uft, "replay", "--no-pager", "--srcline", "-f", "none", "-d", "U")
+	got := testutil.Run(t, tmp, uft, "replay", "--no-pager", "--srcline", "-f", "none", "-d", "R")
+	if !strings.Contains(got, "d(); /* "+filepath.Join(testutil.Root(), "testdata", "chain.c")+":4 */") || got != want {
+		t.Errorf("--srcline:\n%s\nuftrace's own:\n%s", got, want)
+	}
+}

@@ -129,6 +129,7 @@ func TestRecordMatchesUftrace(t *testing.T) {
 		{src: "signal.c"},
 		{src: "exit.c"},
 		{src: "cxx.cc"},
+		{src: "tail.c"},
 	}
 	for _, f := range fixtures {
 		for _, v := range variants {
