@@ -130,6 +130,7 @@ func TestRecordMatchesUftrace(t *testing.T) {
 		{src: "exit.c"},
 		{src: "cxx.cc"},
 		{src: "tail.c"},
+		{src: "cold.c"},
 	}
 	for _, f := range fixtures {
 		for _, v := range variants {

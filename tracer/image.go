@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -140,8 +141,13 @@ func (t *Tracer) setupImage(tid int) (*image, []byte, error) {
 		}
 	}
 	var cands []elfx.Func
+	starts := make([]uint64, 0, len(f.Funcs))
 	for _, fn := range f.Funcs {
-		if crtFuncs[fn.Name] || strings.HasPrefix(fn.Name, "__x86.get_pc_thunk") || !inExec(f, fn.Value) {
+		starts = append(starts, fn.Value)
+	}
+	slices.Sort(starts)
+	for _, fn := range f.Funcs {
+		if crtFuncs[fn.Name] || strings.HasPrefix(fn.Name, "__x86.get_pc_thunk") || isFragment(fn.Name) || !inExec(f, fn.Value) {
 			continue
 		}
 		if own != nil && !own[fn.Value] {
@@ -193,6 +199,11 @@ func (t *Tracer) setupImage(tid int) (*image, []byte, error) {
 		// entry breakpoint must not land inside a detour jump.
 		if c.Size > 0 && c.Size <= uint64(n) && (im.entry < addr || im.entry >= addr+c.Size) {
 			plan, err = bp.PrepareDetour(body[:c.Size], addr, slot, im.retAddr)
+			// Another symbol starting inside the jump (an alias into the
+			// prologue, hand-written code) would be entered mid-jump.
+			if err == nil && symbolWithin(starts, c.Value+(plan.Patch-addr), c.Value+(plan.Patch-addr)+uint64(len(plan.Jmp))) {
+				err = errSymbolInside
+			}
 		}
 		if err != nil {
 			why := err.Error()
@@ -244,6 +255,21 @@ func removeInternal(tid int, b *bp.Breakpoint) error {
 	return ptrace.WriteText(tid, b.Addr, []byte{b.Orig})
 }
 
+// fragment matches the parts gcc splits off a function (foo.cold,
+// foo.cold.3): reached by a jump from foo, never called, so their (%rsp)
+// is not a return address.
+var fragment = regexp.MustCompile(`\.cold(\.\d+)?$`)
+
+// symbolWithin reports whether a symbol of sorted starts lies in (lo, hi).
+func symbolWithin(starts []uint64, lo, hi uint64) bool {
+	i, _ := slices.BinarySearch(starts, lo+1)
+	return i < len(starts) && starts[i] < hi
+}
+
+func isFragment(name string) bool {
+	return strings.Contains(name, ".cold") && fragment.MatchString(name)
+}
+
 func inExec(f *elfx.File, vaddr uint64) bool {
 	for _, l := range f.Loads {
 		if l.Exec && vaddr >= l.Vaddr && vaddr < l.Vaddr+l.Memsz {
@@ -263,6 +289,7 @@ func matchAny(res []*regexp.Regexp, name string) bool {
 }
 
 var (
-	errNoStack    = errors.New("return breakpoint hit with an empty shadow stack")
-	errEntryPoint = errors.New("holds the program's entry point")
+	errNoStack      = errors.New("return breakpoint hit with an empty shadow stack")
+	errEntryPoint   = errors.New("holds the program's entry point")
+	errSymbolInside = errors.New("another symbol starts inside the detour jump")
 )

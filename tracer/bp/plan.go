@@ -130,7 +130,7 @@ func PrepareDetour(body []byte, addr, slot, ret uint64) (Plan, error) {
 		n += inst.Len
 	}
 	end := patch + uint64(n-start)
-	if err := checkTargets(body, addr, patch, end); err != nil {
+	if err := checkTargets(body, addr, patch, patch+5); err != nil {
 		return Plan{}, err
 	}
 	t := append([]byte(nil), detourHead...)
@@ -166,7 +166,8 @@ func PrepareDetour(body []byte, addr, slot, ret uint64) (Plan, error) {
 
 // checkTargets decodes body (the function at addr) and fails if a direct
 // branch lands strictly inside [patch, end): after the detour those bytes
-// are the middle of a jmp.
+// are the middle of the jmp. Displaced bytes past the jmp are unchanged, so
+// a branch there still runs the original code.
 func checkTargets(body []byte, addr, patch, end uint64) error {
 	for off := 0; off < len(body); {
 		if bytes.HasPrefix(body[off:], endbr64) {
