@@ -100,11 +100,19 @@ func Record(o RecordOptions) (int, error) {
 
 	var mu sync.Mutex
 	pid := 0
+	var caught os.Signal
 	tr := tracer.New(tracer.Config{
 		Path: prog, Args: o.Args, Filter: filter, NoTrace: notrace, Depth: o.Depth,
 		Pin:     !o.NoPin,
 		Warn:    con,
-		Started: func(p int) { mu.Lock(); pid = p; mu.Unlock() },
+		Started: func(p int) {
+			mu.Lock()
+			defer mu.Unlock()
+			pid = p
+			if caught != nil { // Ctrl-C while the target was being set up
+				unix.Kill(pid, unix.SIGKILL)
+			}
+		},
 	}, sink)
 
 	// Ctrl-C and SIGTERM kill the target; the tracer then sees it die,
@@ -112,7 +120,6 @@ func Record(o RecordOptions) (int, error) {
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, unix.SIGINT, unix.SIGTERM, unix.SIGHUP)
 	defer signal.Stop(sigs)
-	var caught os.Signal
 	done := make(chan struct{})
 	go func() {
 		for {
