@@ -103,8 +103,8 @@ func Record(o RecordOptions) (int, error) {
 	var caught os.Signal
 	tr := tracer.New(tracer.Config{
 		Path: prog, Args: o.Args, Filter: filter, NoTrace: notrace, Depth: o.Depth,
-		Pin:     !o.NoPin,
-		Warn:    con,
+		Pin:  !o.NoPin,
+		Warn: con,
 		Started: func(p int) {
 			mu.Lock()
 			defer mu.Unlock()
