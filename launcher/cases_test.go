@@ -273,3 +273,26 @@ func TestRecordSrcline(t *testing.T) {
 		t.Errorf("--srcline:\n%s\nuftrace's own:\n%s", got, want)
 	}
 }
+
+// pthread_exit two traced frames deep: its forced unwind must get past the
+// hijacked return addresses, or work()'s cleanup never runs. uftrace -pg
+// loses that cleanup itself (it prints nothing), so the tree is written
+// out: done() runs under work() as the unwind passes it.
+func TestRecordPthreadExit(t *testing.T) {
+	for _, v := range variants {
+		t.Run(v.name, func(t *testing.T) {
+			prog := build(t, "pexit.c", v, false, []string{"-pthread", "-fexceptions"})
+			tmp := t.TempDir()
+			got := runCmd(t, tmp, rtraceBin, "record", "-q", "-d", "R", "--", prog)
+			bare := runCmd(t, tmp, prog)
+			if got != bare || !strings.Contains(bare.stdout, "cleanup 1") {
+				t.Errorf("under rtrace the program printed/exited differently:\nwithout: %+v\nwith:    %+v", bare, got)
+			}
+			trees := tree(replay(t, filepath.Join(tmp, "R")))
+			want := []string{"main()\n  leaf()\n", "start()\n  work()\n    quit()\n      leaf()\n    done()\n"}
+			if strings.Join(trees, "|") != strings.Join(want, "|") {
+				t.Errorf("trees\n%q\nwant\n%q", trees, want)
+			}
+		})
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"rtrace/internal/elfx"
 	"rtrace/internal/testutil"
 )
 
@@ -113,6 +114,9 @@ type fixture struct {
 	src  string
 	args func(t *testing.T, v variant, pg bool) []string // extra program arguments
 	libs []string
+	// libcalls: uftrace needs its library-call hooks to follow this program
+	// (longjmp); they are recorded and then dropped from its tree.
+	libcalls bool
 }
 
 func TestRecordMatchesUftrace(t *testing.T) {
@@ -131,6 +135,8 @@ func TestRecordMatchesUftrace(t *testing.T) {
 		{src: "cxx.cc"},
 		{src: "tail.c"},
 		{src: "cold.c"},
+		{src: "throw.cc"},
+		{src: "longjmp.c", libcalls: true},
 	}
 	for _, f := range fixtures {
 		for _, v := range variants {
@@ -146,7 +152,7 @@ func TestRecordMatchesUftrace(t *testing.T) {
 					plainArgs, pgArgs = f.args(t, v, false), f.args(t, v, true)
 				}
 				tmp := t.TempDir()
-				wantTree, err := uftraceTree(t, tmp, uft, pg, pgArgs)
+				wantTree, err := uftraceTree(t, tmp, uft, pg, pgArgs, f.libcalls)
 				if err != nil {
 					// uftrace 0.13 records nothing for some -O2 -pg builds
 					// (exit.c: "No data available"); -fno-inline keeps the
@@ -156,7 +162,7 @@ func TestRecordMatchesUftrace(t *testing.T) {
 					if f.args != nil {
 						pgArgs = f.args(t, o0, true)
 					}
-					if wantTree, err = uftraceTree(t, tmp, uft, build(t, f.src, o0, true, f.libs), pgArgs); err != nil {
+					if wantTree, err = uftraceTree(t, tmp, uft, build(t, f.src, o0, true, f.libs), pgArgs, f.libcalls); err != nil {
 						t.Fatal(err)
 					}
 				}
@@ -178,17 +184,51 @@ func TestRecordMatchesUftrace(t *testing.T) {
 }
 
 // uftraceTree records prog (a -pg build) with the real uftrace and returns
-// the tree of its replay.
-func uftraceTree(t *testing.T, tmp, uft, prog string, args []string) ([]string, error) {
+// the tree of its replay. With libcalls, uftrace records library calls too
+// and the tree keeps only the program's own functions.
+func uftraceTree(t *testing.T, tmp, uft, prog string, args []string, libcalls bool) ([]string, error) {
 	t.Helper()
 	dir := filepath.Join(tmp, "U")
 	os.RemoveAll(dir)
-	runCmd(t, tmp, uft, append([]string{"record", "--no-libcall", "--no-event", "-d", dir, prog}, args...)...)
+	rec := []string{"record", "--no-event", "-d", dir}
+	if !libcalls {
+		rec = append(rec, "--no-libcall")
+	}
+	runCmd(t, tmp, uft, append(append(rec, prog), args...)...)
 	r := runCmd(t, tmp, uft, "replay", "--no-pager", "-f", "tid", "-d", dir)
 	if r.code != 0 {
 		return nil, fmt.Errorf("uftrace replay: exit %d: %s", r.code, strings.TrimSpace(r.stderr))
 	}
-	return tree(r.stdout), nil
+	out := tree(r.stdout)
+	if libcalls {
+		out = ownFunctions(t, prog, out)
+	}
+	return out, nil
+}
+
+// ownFunctions drops from trees the lines of functions prog does not define.
+func ownFunctions(t *testing.T, prog string, trees []string) []string {
+	f, err := elfx.Open(prog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	own := map[string]bool{}
+	for _, fn := range f.Funcs {
+		own[fn.Name+"()"] = true
+	}
+	var out []string
+	for _, tr := range trees {
+		var b strings.Builder
+		for _, line := range strings.SplitAfter(tr, "\n") {
+			if own[strings.TrimSpace(line)] {
+				b.WriteString(line)
+			}
+		}
+		if b.Len() > 0 {
+			out = append(out, b.String())
+		}
+	}
+	return out
 }
 
 func build(t *testing.T, src string, v variant, pg bool, libs []string) string {

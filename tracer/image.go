@@ -35,6 +35,8 @@ type image struct {
 	entry   uint64 // the program's entry point (internal breakpoint)
 	bps     *bp.Table
 	funcs   []fn
+	// Scratch room for hook breakpoints planted after setup.
+	hookNext, hookEnd uint64
 }
 
 // crtFuncs are functions the C runtime adds to every executable (crt1.o,
@@ -161,7 +163,7 @@ func (t *Tracer) setupImage(tid int) (*image, []byte, error) {
 	// Scratch: the return breakpoint, then one slot per function. Ask for it
 	// just below the executable so rip-relative operands and the detour
 	// jumps stay in rel32 range.
-	size := uint64(16+len(cands)*bp.MaxSlot+4095) &^ 4095
+	size := uint64(16+(len(cands)+hookSlots)*bp.MaxSlot+4095) &^ 4095
 	hint := (bias + f.MinVaddr() - size - 1<<20) &^ 4095
 	if hint > bias+f.MinVaddr() { // wrapped around
 		hint = 0
@@ -236,6 +238,8 @@ func (t *Tracer) setupImage(tid int) (*image, []byte, error) {
 			return nil, nil, fmt.Errorf("instrumenting the function at %#x: %w", p.addr, err)
 		}
 	}
+	im.hookNext = (scratch + uint64(len(code)) + 15) &^ 15
+	im.hookEnd = scratch + size
 	buf := make([]byte, 1)
 	// A temporary breakpoint at the entry point tells when the loader has
 	// mapped the libraries; it is removed when hit.
@@ -292,4 +296,5 @@ var (
 	errNoStack      = errors.New("return breakpoint hit with an empty shadow stack")
 	errEntryPoint   = errors.New("holds the program's entry point")
 	errSymbolInside = errors.New("another symbol starts inside the detour jump")
+	errNotELF       = errors.New("not an ELF object")
 )

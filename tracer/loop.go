@@ -139,6 +139,7 @@ func (t *Tracer) trap(th *thread, regs *unix.PtraceRegs, ts uint64) error {
 		th.proc.entered = true
 		if maps, err := readMaps(th.proc.pid); err == nil {
 			t.emit(t.sink.Maps(th.proc.sid, maps))
+			t.plantHooks(th.tid, th.proc, maps)
 		}
 		if b.Kind == bp.Internal {
 			if err := removeInternal(th.tid, b); err != nil {
@@ -152,6 +153,9 @@ func (t *Tracer) trap(th *thread, regs *unix.PtraceRegs, ts uint64) error {
 	}
 	if b.Kind&bp.FuncEntry != 0 {
 		t.entry(th, b, regs, ts)
+	}
+	if b.Kind&bp.Hook != 0 {
+		t.hook(th, b, regs, ts)
 	}
 	if b.Plan.Action != bp.Detoured {
 		if err := ptrace.SetPC(th.tid, b.Plan.Resume); err != nil {
@@ -177,6 +181,12 @@ func (t *Tracer) entry(th *thread, b *bp.Breakpoint, regs *unix.PtraceRegs, ts u
 		if err := ptrace.PokeWord(th.tid, regs.Rsp, im.retAddr); err != nil {
 			return
 		}
+	}
+	if th.unhooked {
+		// A call from a landing pad while an exception unwinds: the frames
+		// at or below its return address slot have been unwound (uftrace's
+		// mcount_rstack_reset_exception does the same).
+		t.popBelow(th, regs.Rsp+1, ts)
 	}
 	fr, rec := th.enter(f, ret, regs.Rsp, &t.cfg)
 	if rec {

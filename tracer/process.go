@@ -32,6 +32,10 @@ type thread struct {
 	depth int              // recorded frames open
 	inF   int              // -F frames open
 	outN  int              // -N frames open
+	// unhooked: the real return addresses are back on the stack while an
+	// exception unwinds it (see hookUnwind).
+	unhooked bool
+	jmpbufs  map[uint64]int // shadow stack depth at setjmp, by jmp_buf address
 }
 
 // enter pushes a frame for a call of f and returns whether it is recorded,
@@ -95,5 +99,6 @@ func (th *thread) clone(tid int, p *process) *thread {
 	c.tid, c.proc = tid, p
 	c.stack = append([]frame(nil), th.stack...)
 	c.batch = nil
+	c.jmpbufs = nil
 	return &c
 }

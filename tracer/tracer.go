@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"rtrace/internal/elfx"
 	"rtrace/internal/uftrace"
 	"rtrace/tracer/ptrace"
 )
@@ -57,9 +58,10 @@ type Tracer struct {
 	cfg     Config
 	sink    Sink
 	th      *ptrace.Thread
-	procs   map[int]*process // by pid (tgid)
-	threads map[int]*thread  // by tid
-	root    int              // pid of the launched process
+	procs   map[int]*process      // by pid (tgid)
+	threads map[int]*thread       // by tid
+	libs    map[string]*elfx.File // parsed libraries by path; nil: not ELF
+	root    int                   // pid of the launched process
 	skipped []Skip
 	int3s   []Skip
 	events  atomic.Uint64
@@ -75,7 +77,7 @@ func New(cfg Config, sink Sink) *Tracer {
 	if cfg.Warn == nil {
 		cfg.Warn = os.Stderr
 	}
-	return &Tracer{cfg: cfg, sink: sink, procs: map[int]*process{}, threads: map[int]*thread{}}
+	return &Tracer{cfg: cfg, sink: sink, procs: map[int]*process{}, threads: map[int]*thread{}, libs: map[string]*elfx.File{}}
 }
 
 // Run launches the program and traces it until every traced process has

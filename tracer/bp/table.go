@@ -10,6 +10,7 @@ const (
 	Internal                   // rtrace's own (program entry point, loader rendezvous)
 	Module                     // a resource function of a tracing module
 	Probe                      // a USDT probe site
+	Hook                       // a runtime function whose effect on the stack the tracer follows
 )
 
 // Breakpoint is one int3 planted in the tracee.
@@ -18,7 +19,8 @@ type Breakpoint struct {
 	Orig byte // the byte the int3 replaced
 	Kind Kind
 	Plan Plan
-	Func int // index of the function in the tracer's function list, -1 if none
+	Func int   // index of the function in the tracer's function list, -1 if none
+	Hook uint8 // for Hook: what the tracer does there (its own enumeration)
 }
 
 // Table is the breakpoints of one address space, keyed by address.

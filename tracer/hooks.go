@@ -1,0 +1,190 @@
+package tracer
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+
+	"golang.org/x/sys/unix"
+
+	"rtrace/internal/elfx"
+	"rtrace/internal/uftrace"
+	"rtrace/tracer/bp"
+	"rtrace/tracer/ptrace"
+)
+
+// hookKind is what a hook breakpoint on a runtime-library function does.
+// Hooks keep the shadow stacks right where control flow bypasses returns,
+// as uftrace's libmcount wrappers do (libmcount/wrap.c).
+type hookKind uint8
+
+const (
+	// hookUnwind: the unwinder is about to walk this thread's stack (a C++
+	// throw or rethrow, pthread_exit's forced unwind). Put the real return
+	// addresses back: the unwinder finds no unwind info for the return
+	// breakpoint and would terminate the program.
+	hookUnwind hookKind = iota + 1
+	// hookCatch: __cxa_begin_catch, called from the landing pad of the frame
+	// that caught. Frames below it were unwound: record their exits, then
+	// hijack the live frames' return addresses again.
+	hookCatch
+	// hookSetjmp: remember the shadow stack depth of the jmp_buf in rdi.
+	hookSetjmp
+	// hookLongjmp: close the frames above the depth saved for the jmp_buf
+	// in rdi, at the time of the jump.
+	hookLongjmp
+)
+
+// hookNames maps the runtime functions rtrace hooks to what it does there.
+// Aliases at one address need only one name to match.
+var hookNames = map[string]hookKind{
+	"_Unwind_RaiseException":    hookUnwind,
+	"_Unwind_Resume_or_Rethrow": hookUnwind,
+	"_Unwind_ForcedUnwind":      hookUnwind,
+	"pthread_exit":              hookUnwind,
+	"__cxa_begin_catch":         hookCatch,
+	"_setjmp":                   hookSetjmp,
+	"setjmp":                    hookSetjmp,
+	"__sigsetjmp":               hookSetjmp,
+	"sigsetjmp":                 hookSetjmp,
+	"longjmp":                   hookLongjmp,
+	"_longjmp":                  hookLongjmp,
+	"siglongjmp":                hookLongjmp,
+	"__libc_siglongjmp":         hookLongjmp,
+	"__longjmp_chk":             hookLongjmp,
+}
+
+// hookSlots is the scratch room kept for hook breakpoints' out-of-line copies.
+const hookSlots = 32
+
+// plantHooks plants the hook breakpoints of every module mapped in the
+// stopped process p: the executable (a static one holds libc) and the
+// libraries the loader mapped. Called once the program's entry point is
+// reached. A module that cannot be read is left unhooked with a warning.
+func (t *Tracer) plantHooks(tid int, p *process, maps []byte) {
+	mm, err := uftrace.ParseMaps(bytes.NewReader(maps))
+	if err != nil {
+		return
+	}
+	im := p.image
+	mem, err := os.OpenFile(fmt.Sprintf("/proc/%d/mem", tid), os.O_RDWR, 0)
+	if err != nil {
+		return
+	}
+	defer mem.Close()
+	for _, mod := range uftrace.Modules(mm) {
+		f := im.elf
+		if mod.Path != im.exe {
+			if f, err = t.library(mod.Path); err != nil {
+				continue // not an ELF object (a locale archive, a data file)
+			}
+		}
+		bias := f.Bias(mod.Base)
+		for _, fn := range f.Funcs {
+			kind := hookNames[fn.Name]
+			if kind == 0 {
+				continue
+			}
+			if err := t.plantHook(mem, im, fn, fn.Value+bias, kind); err != nil {
+				fmt.Fprintf(t.cfg.Warn, "rtrace: warning: cannot hook %s in %s: %v\n", fn.Name, mod.Path, err)
+			}
+		}
+	}
+}
+
+// library returns the parsed ELF file of a library, parsed once per run.
+func (t *Tracer) library(path string) (*elfx.File, error) {
+	if f, ok := t.libs[path]; ok {
+		if f == nil {
+			return nil, errNotELF
+		}
+		return f, nil
+	}
+	f, err := elfx.Open(path)
+	t.libs[path] = f
+	if err != nil {
+		t.libs[path] = nil
+		return nil, err
+	}
+	return f, nil
+}
+
+// plantHook plants an int3 hook at addr, its displaced instruction run out
+// of line from the scratch room kept for hooks.
+func (t *Tracer) plantHook(mem *os.File, im *image, fn elfx.Func, addr uint64, kind hookKind) error {
+	if b := im.bps.At(addr); b != nil {
+		b.Kind |= bp.Hook
+		b.Hook = uint8(kind)
+		return nil
+	}
+	if im.hookNext+bp.MaxSlot > im.hookEnd {
+		return fmt.Errorf("no scratch room left for hooks")
+	}
+	code := make([]byte, 16)
+	if _, err := mem.ReadAt(code, int64(addr)); err != nil {
+		return err
+	}
+	plan, err := bp.Prepare(code, addr, im.hookNext)
+	if err != nil {
+		return err
+	}
+	if len(plan.Slot) > 0 {
+		if _, err := mem.WriteAt(plan.Slot, int64(im.hookNext)); err != nil {
+			return err
+		}
+		im.hookNext += uint64(len(plan.Slot)+15) &^ 15
+	}
+	if _, err := mem.WriteAt([]byte{bp.Int3}, int64(addr)); err != nil {
+		return err
+	}
+	im.bps.Add(&bp.Breakpoint{Addr: addr, Orig: code[0], Kind: bp.Hook, Plan: plan, Func: -1, Hook: uint8(kind)})
+	return nil
+}
+
+// hook runs the hook of b for th, stopped at its entry.
+func (t *Tracer) hook(th *thread, b *bp.Breakpoint, regs *unix.PtraceRegs, ts uint64) {
+	switch hookKind(b.Hook) {
+	case hookUnwind:
+		// Frames below rsp are dead (skipped by an unhooked longjmp): their
+		// slots may now hold live data of the current frames.
+		t.popBelow(th, regs.Rsp, ts)
+		ret := th.proc.image.retAddr
+		for i := len(th.stack) - 1; i >= 0; i-- {
+			// Top down: of two frames sharing a slot (a tail call), the
+			// lower one's real return address is the one that stays.
+			if fr := th.stack[i]; fr.ret != ret {
+				ptrace.PokeWord(th.tid, fr.slot, fr.ret)
+			}
+		}
+		th.unhooked = true
+	case hookCatch:
+		// rsp is the catching frame's, less __cxa_begin_catch's return address.
+		t.popBelow(th, regs.Rsp+8, ts)
+		if th.unhooked {
+			ret := th.proc.image.retAddr
+			for _, fr := range th.stack {
+				ptrace.PokeWord(th.tid, fr.slot, ret)
+			}
+			th.unhooked = false
+		}
+	case hookSetjmp:
+		if th.jmpbufs == nil {
+			th.jmpbufs = map[uint64]int{}
+		}
+		th.jmpbufs[regs.Rdi] = len(th.stack)
+	case hookLongjmp:
+		if n, ok := th.jmpbufs[regs.Rdi]; ok {
+			for len(th.stack) > n {
+				t.exit(th, ts)
+			}
+		}
+	}
+}
+
+// popBelow records the exits of th's frames whose return address slot is
+// below sp: frames that are gone from the stack.
+func (t *Tracer) popBelow(th *thread, sp uint64, ts uint64) {
+	for len(th.stack) > 0 && th.stack[len(th.stack)-1].slot < sp {
+		t.exit(th, ts)
+	}
+}
