@@ -22,17 +22,20 @@ import (
 
 // RecordOptions are the options of `rtrace record`.
 type RecordOptions struct {
-	Dir     string   // output directory (default uftrace.data)
-	Args    []string // program and its arguments
-	Filter  []string // -F regexes
-	NoTrace []string // -N regexes
-	Depth   int
-	Quiet   bool
-	Verbose bool
-	NoPin   bool
-	Cmdline string // rtrace's own command line, for info
-	Version string
-	Stderr  io.Writer
+	Dir      string   // output directory (default uftrace.data)
+	Args     []string // program and its arguments
+	Filter   []string // -F regexes
+	NoTrace  []string // -N regexes
+	ArgSpecs []string // -A argument specs (uftrace syntax: func@arg1/i32,arg2/s)
+	RetSpecs []string // -R return-value specs (func@retval/s)
+	AutoArgs bool     // -a: specs of every function from DWARF
+	Depth    int
+	Quiet    bool
+	Verbose  bool
+	NoPin    bool
+	Cmdline  string // rtrace's own command line, for info
+	Version  string
+	Stderr   io.Writer
 }
 
 // UsageError is a bad option or argument: the CLI exits 2 with its message.
@@ -40,10 +43,17 @@ type UsageError struct{ Msg string }
 
 func (e *UsageError) Error() string { return e.Msg }
 
+// compile compiles -F/-N patterns as uftrace does: a pattern with regex
+// characters is a regex (matching anywhere in the name, as regexec), one
+// without matches one name exactly.
 func compile(kind string, pats []string) ([]*regexp.Regexp, error) {
 	var out []*regexp.Regexp
 	for _, p := range pats {
-		re, err := regexp.Compile(p)
+		expr := p
+		if !strings.ContainsAny(p, uftrace.RegexChars) {
+			expr = "^" + regexp.QuoteMeta(p) + "$"
+		}
+		re, err := regexp.Compile(expr)
 		if err != nil {
 			return nil, &UsageError{fmt.Sprintf("%s pattern %q: %v", kind, p, err)}
 		}
@@ -66,6 +76,10 @@ func Record(o RecordOptions) (int, error) {
 	if err != nil {
 		return 2, err
 	}
+	specLines, specs, err := argSpecs(o)
+	if err != nil {
+		return 2, err
+	}
 	if o.Depth < 0 {
 		return 2, &UsageError{fmt.Sprintf("-D %d: depth must be positive", o.Depth)}
 	}
@@ -84,10 +98,11 @@ func Record(o RecordOptions) (int, error) {
 		return 1, err
 	}
 	info := uftrace.Info{
-		ExeName: prog,
-		BuildID: ef.BuildID,
-		Cmdline: o.Cmdline,
-		Version: "rtrace " + o.Version,
+		ExeName:  prog,
+		BuildID:  ef.BuildID,
+		Cmdline:  o.Cmdline,
+		Version:  "rtrace " + o.Version,
+		ArgSpecs: specLines,
 	}
 	uftrace.FillSystemInfo(&info)
 	w, err := uftrace.Create(o.Dir, info)
@@ -103,8 +118,9 @@ func Record(o RecordOptions) (int, error) {
 	var caught os.Signal
 	tr := tracer.New(tracer.Config{
 		Path: prog, Args: o.Args, Filter: filter, NoTrace: notrace, Depth: o.Depth,
-		Pin:  !o.NoPin,
-		Warn: con,
+		Pin:   !o.NoPin,
+		Warn:  con,
+		Specs: specs,
 		Started: func(p int) {
 			mu.Lock()
 			defer mu.Unlock()
@@ -250,4 +266,39 @@ func lookPath(prog string) (string, error) {
 		return "", fmt.Errorf("%s: not an executable file", prog)
 	}
 	return abs, nil
+}
+
+// argSpecs checks -A and -R and returns info's argspec lines and the lookup
+// the tracer uses to find each function's specs, nil without any.
+func argSpecs(o RecordOptions) ([]uftrace.ArgSpecLine, func(exe, name string) (args, rets []uftrace.ArgSpec), error) {
+	var lines []uftrace.ArgSpecLine
+	for _, g := range []struct {
+		flag, key string
+		specs     []string
+	}{{"-A", "argspec", o.ArgSpecs}, {"-R", "retspec", o.RetSpecs}} {
+		if len(g.specs) == 0 {
+			continue
+		}
+		for _, s := range g.specs {
+			fs, err := uftrace.ParseFuncSpec(s)
+			if err == nil && fs.Pattern == "" {
+				err = fmt.Errorf("no function before '@'")
+			}
+			if err == nil {
+				_, err = regexp.Compile(fs.Pattern)
+			}
+			if err != nil {
+				return nil, nil, &UsageError{fmt.Sprintf("%s %q: %v", g.flag, s, err)}
+			}
+		}
+		lines = append(lines, uftrace.ArgSpecLine{Key: g.key, Value: strings.Join(g.specs, ";")})
+	}
+	if len(lines) == 0 {
+		return nil, nil, nil
+	}
+	table, err := uftrace.NewSpecs(lines, "regex")
+	if err != nil {
+		return nil, nil, &UsageError{err.Error()}
+	}
+	return lines, func(_, name string) (args, rets []uftrace.ArgSpec) { return table.Lookup(name) }, nil
 }

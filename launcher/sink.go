@@ -50,9 +50,9 @@ func (s *uftraceSink) Task(ts uint64, tid, pid int) error { return s.w.Task(ts, 
 
 func (s *uftraceSink) Fork(ts uint64, pid, ppid int) error { return s.w.Fork(ts, pid, ppid) }
 
-func (s *uftraceSink) Records(tid int, recs []uftrace.Record) error {
+func (s *uftraceSink) Records(tid int, recs []tracer.Rec) error {
 	for _, r := range recs {
-		if err := s.w.Append(tid, r, nil); err != nil {
+		if err := s.w.Append(tid, r.Record, r.Payload); err != nil {
 			return err
 		}
 	}

@@ -175,7 +175,7 @@ func (t *Tracer) hook(th *thread, b *bp.Breakpoint, regs *unix.PtraceRegs, ts ui
 	case hookLongjmp:
 		if n, ok := th.jmpbufs[regs.Rdi]; ok {
 			for len(th.stack) > n {
-				t.exit(th, ts)
+				t.exit(th, ts, nil)
 			}
 		}
 	}
@@ -185,6 +185,6 @@ func (t *Tracer) hook(th *thread, b *bp.Breakpoint, regs *unix.PtraceRegs, ts ui
 // below sp: frames that are gone from the stack.
 func (t *Tracer) popBelow(th *thread, sp uint64, ts uint64) {
 	for len(th.stack) > 0 && th.stack[len(th.stack)-1].slot < sp {
-		t.exit(th, ts)
+		t.exit(th, ts, nil)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"rtrace/internal/elfx"
+	"rtrace/internal/uftrace"
 	"rtrace/tracer/bp"
 	"rtrace/tracer/ptrace"
 )
@@ -23,6 +24,8 @@ type fn struct {
 	addr uint64 // runtime address
 	// Filter flags from -F/-N, decided once at planting.
 	in, out bool
+	// Argument and return-value specs (-A, -R, -a), in payload order.
+	args, rets []uftrace.ArgSpec
 }
 
 // image is one address space: the breakpoints and scratch page planted in
@@ -218,7 +221,11 @@ func (t *Tracer) setupImage(tid int) (*image, []byte, error) {
 		code = append(code, plan.Slot...)
 		code = append(code, make([]byte, -len(code)&15)...)
 		idx := len(im.funcs)
-		im.funcs = append(im.funcs, fn{name: c.Name, addr: addr, in: matchAny(t.cfg.Filter, c.Name), out: matchAny(t.cfg.NoTrace, c.Name)})
+		fi := fn{name: c.Name, addr: addr, in: matchAny(t.cfg.Filter, c.Name), out: matchAny(t.cfg.NoTrace, c.Name)}
+		if t.cfg.Specs != nil {
+			fi.args, fi.rets = t.cfg.Specs(exe, c.Name)
+		}
+		im.funcs = append(im.funcs, fi)
 		b := &bp.Breakpoint{Addr: addr, Orig: body[0], Kind: bp.FuncEntry, Plan: plan, Func: idx}
 		if plan.Action == bp.Detoured {
 			b.Addr = plan.Trap

@@ -190,7 +190,11 @@ func (t *Tracer) entry(th *thread, b *bp.Breakpoint, regs *unix.PtraceRegs, ts u
 	}
 	fr, rec := th.enter(f, ret, regs.Rsp, &t.cfg)
 	if rec {
-		t.record(th, uftrace.Record{Time: ts, Type: uftrace.Entry, Depth: fr.depth, Addr: f.addr})
+		var payload []byte
+		if len(f.args) > 0 {
+			payload = t.values(th, f.args, regs)
+		}
+		t.record(th, uftrace.Record{Time: ts, Type: uftrace.Entry, Depth: fr.depth, Addr: f.addr}, payload)
 	}
 }
 
@@ -202,13 +206,13 @@ func (t *Tracer) ret(th *thread, regs *unix.PtraceRegs, ts uint64) error {
 	// Frames below this one on the stack were skipped (longjmp, exception
 	// unwinding): close them first.
 	for len(th.stack) > 1 && th.stack[len(th.stack)-1].slot < slot {
-		t.exit(th, ts)
+		t.exit(th, ts, nil)
 	}
 	if len(th.stack) == 0 {
 		unix.Kill(th.tid, unix.SIGKILL)
 		return fmt.Errorf("tid %d: %w (pc %#x)", th.tid, errNoStack, regs.Rip)
 	}
-	fr := t.exit(th, ts)
+	fr := t.exit(th, ts, regs)
 	if err := ptrace.SetPC(th.tid, fr.ret); err != nil {
 		return nil
 	}

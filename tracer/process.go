@@ -1,6 +1,8 @@
 package tracer
 
 import (
+	"golang.org/x/sys/unix"
+
 	"rtrace/internal/uftrace"
 )
 
@@ -17,7 +19,7 @@ type process struct {
 type frame struct {
 	ret   uint64 // the real return address
 	slot  uint64 // where it lives on the stack (rsp at entry)
-	addr  uint64 // function address, for the EXIT record
+	f     *fn    // the function called
 	depth int    // record depth, -1 when the call is not recorded
 	in    bool   // this frame entered a -F function
 	out   bool   // this frame entered a -N function
@@ -28,10 +30,10 @@ type thread struct {
 	tid   int
 	proc  *process
 	stack []frame
-	batch []uftrace.Record // not yet handed to the sink
-	depth int              // recorded frames open
-	inF   int              // -F frames open
-	outN  int              // -N frames open
+	batch []Rec // not yet handed to the sink
+	depth int   // recorded frames open
+	inF   int   // -F frames open
+	outN  int   // -N frames open
 	// unhooked: the real return addresses are back on the stack while an
 	// exception unwinds it (see hookUnwind).
 	unhooked bool
@@ -43,7 +45,7 @@ type thread struct {
 // -F shows only functions called (directly or not) from a matching one, -D
 // limits the recorded depth.
 func (th *thread) enter(f *fn, ret, slot uint64, cfg *Config) (frame, bool) {
-	fr := frame{ret: ret, slot: slot, addr: f.addr, depth: -1, in: f.in, out: f.out}
+	fr := frame{ret: ret, slot: slot, f: f, depth: -1, in: f.in, out: f.out}
 	if f.out {
 		th.outN++
 	}
@@ -76,11 +78,16 @@ func (th *thread) leave() frame {
 }
 
 // exit pops the top frame of th, records its EXIT when the call was
-// recorded, and returns it.
-func (t *Tracer) exit(th *thread, ts uint64) frame {
+// recorded, and returns it. The return value is known only at a return
+// (regs non-nil); frames closed otherwise (exit(), exec, unwinding) have none.
+func (t *Tracer) exit(th *thread, ts uint64, regs *unix.PtraceRegs) frame {
 	fr := th.leave()
 	if fr.depth >= 0 {
-		t.record(th, uftrace.Record{Time: ts, Type: uftrace.Exit, Depth: fr.depth, Addr: fr.addr})
+		var payload []byte
+		if regs != nil && len(fr.f.rets) > 0 {
+			payload = t.values(th, fr.f.rets, regs)
+		}
+		t.record(th, uftrace.Record{Time: ts, Type: uftrace.Exit, Depth: fr.depth, Addr: fr.f.addr}, payload)
 	}
 	return fr
 }
@@ -88,7 +95,7 @@ func (t *Tracer) exit(th *thread, ts uint64) frame {
 // closeAll exits every open frame: at exit(), exec, or the death of the thread.
 func (t *Tracer) closeAll(th *thread, ts uint64) {
 	for len(th.stack) > 0 {
-		t.exit(th, ts)
+		t.exit(th, ts, nil)
 	}
 }
 

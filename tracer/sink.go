@@ -27,5 +27,12 @@ type Sink interface {
 	Fork(time uint64, pid, ppid int) error
 	// Records takes a batch of one thread's records, in time order. The
 	// tracer reuses recs after the call returns.
-	Records(tid int, recs []uftrace.Record) error
+	Records(tid int, recs []Rec) error
+}
+
+// Rec is one record with its payload: the arguments of an ENTRY or the
+// return value of an EXIT (More set), or nil.
+type Rec struct {
+	uftrace.Record
+	Payload []byte
 }

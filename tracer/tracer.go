@@ -28,6 +28,9 @@ type Config struct {
 	Pin     bool // run the tracer thread and the target on one CPU
 	// Warn receives rtrace's warnings while tracing (nil: os.Stderr).
 	Warn io.Writer
+	// Specs returns the argument and return-value specs of function name
+	// of the executable exe, in payload order (nil: none).
+	Specs func(exe, name string) (args, rets []uftrace.ArgSpec)
 	// Started is called with the target's pid once it runs.
 	Started func(pid int)
 }
@@ -207,9 +210,10 @@ func (t *Tracer) emit(err error) {
 // the sink in one call.
 const batchLen = 256
 
-func (t *Tracer) record(th *thread, r uftrace.Record) {
+func (t *Tracer) record(th *thread, r uftrace.Record, payload []byte) {
 	t.events.Add(1)
-	th.batch = append(th.batch, r)
+	r.More = len(payload) > 0
+	th.batch = append(th.batch, Rec{r, payload})
 	if len(th.batch) >= batchLen {
 		t.flush(th)
 	}

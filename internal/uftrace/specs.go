@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path"
 	"regexp"
+	"strings"
 )
 
 // specTable finds the argument and return-value specs of a function the way
@@ -20,9 +21,12 @@ type patternSpec struct {
 }
 
 func (r *Reader) loadSpecs() (*specTable, error) {
-	auto := r.Info.AutoArgs()
+	return newSpecTable(r.Info.ArgSpecs, r.Info.PatternType, r.Info.AutoArgs())
+}
+
+func newSpecTable(lines []ArgSpecLine, patternType string, auto bool) (*specTable, error) {
 	t := &specTable{auto: auto}
-	for _, l := range r.Info.ArgSpecs {
+	for _, l := range lines {
 		switch l.Key {
 		case "argspec", "retspec":
 		case "argauto", "retauto":
@@ -37,7 +41,7 @@ func (r *Reader) loadSpecs() (*specTable, error) {
 			return nil, fmt.Errorf("%s: %w", l.Key, err)
 		}
 		for _, f := range fs {
-			m, err := matcher(r.Info.PatternType, f.Pattern)
+			m, err := matcher(patternType, f.Pattern)
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", l.Key, err)
 			}
@@ -47,8 +51,42 @@ func (r *Reader) loadSpecs() (*specTable, error) {
 	return t, nil
 }
 
+// Specs finds the argument and return-value specs of functions by name from
+// info's argspec/retspec lines, exactly as the reader will: a recorder that
+// writes payloads in this order writes what uftrace decodes.
+type Specs struct{ t *specTable }
+
+// NewSpecs compiles info argspec lines of the given pattern type.
+func NewSpecs(lines []ArgSpecLine, patternType string) (*Specs, error) {
+	t, err := newSpecTable(lines, patternType, false)
+	if err != nil {
+		return nil, err
+	}
+	return &Specs{t}, nil
+}
+
+// Lookup returns the argument and return-value specs of function name,
+// each list in payload order.
+func (s *Specs) Lookup(name string) (args, rets []ArgSpec) { return s.t.lookup(name, nil, 0) }
+
+// Merge adds more specs (the .dbg A:/R: lines of a function, with
+// auto-args) to args and rets, as the reader merges them.
+func Merge(args, rets []ArgSpec, more []ArgSpec) ([]ArgSpec, []ArgSpec) {
+	all := mergeSpecs(append(append([]ArgSpec(nil), args...), rets...), more)
+	return FuncSpec{Args: all}.Split()
+}
+
+// RegexChars are the characters that make a pattern a regex for uftrace;
+// a pattern without them matches one name exactly (utils/filter.c).
+const RegexChars = ".?*+-^$|()[]{}"
+
 // matcher compiles a function pattern of the given pattern type.
 func matcher(kind, pat string) (func(string) bool, error) {
+	if kind == "" || kind == "regex" {
+		if !strings.ContainsAny(pat, RegexChars) {
+			kind = "simple"
+		}
+	}
 	switch kind {
 	case "simple":
 		return func(s string) bool { return s == pat }, nil
@@ -96,7 +134,9 @@ func (t *specTable) lookup(name string, s *Session, addr uint64) (args, rets []A
 }
 
 // mergeSpecs adds specs to list, a later spec of the same argument
-// replacing the earlier one.
+// replacing the earlier one, a new one appended: payload values follow this
+// order (checked against uftrace 0.13 by the synthetic trace test, whose
+// args_misc spec lists fparg1 after arg4).
 func mergeSpecs(list, add []ArgSpec) []ArgSpec {
 	for _, a := range add {
 		replaced := false

@@ -64,6 +64,21 @@ func SetRegs(pid int, regs *unix.PtraceRegs) error {
 	return ptrace(unix.PTRACE_SETREGS, pid, 0, uintptr(unsafe.Pointer(regs)))
 }
 
+// FPRegs is the FXSAVE area PTRACE_GETFPREGS fills (user_fpregs_struct).
+type FPRegs [512]byte
+
+// XMM returns the low 8 bytes of register xmm<i>.
+func (f *FPRegs) XMM(i int) uint64 {
+	o := 160 + 16*i // 32 bytes of control words, then 8 x87 registers of 16
+	return uint64(f[o]) | uint64(f[o+1])<<8 | uint64(f[o+2])<<16 | uint64(f[o+3])<<24 |
+		uint64(f[o+4])<<32 | uint64(f[o+5])<<40 | uint64(f[o+6])<<48 | uint64(f[o+7])<<56
+}
+
+// GetFPRegs reads the floating-point and SSE registers of pid.
+func GetFPRegs(pid int, f *FPRegs) error {
+	return ptrace(unix.PTRACE_GETFPREGS, pid, 0, uintptr(unsafe.Pointer(f)))
+}
+
 // SetPC writes only rip (PTRACE_POKEUSER): a third the cost of SETREGS.
 func SetPC(pid int, pc uint64) error {
 	return ptrace(unix.PTRACE_POKEUSR, pid, offRip, uintptr(pc))
