@@ -17,6 +17,7 @@ import (
 
 	"rtrace/internal/elfx"
 	"rtrace/internal/uftrace"
+	"rtrace/resolver"
 	"rtrace/tracer"
 )
 
@@ -110,7 +111,7 @@ func Record(o RecordOptions) (int, error) {
 		return 1, err
 	}
 	con := &console{w: o.Stderr}
-	sink := &uftraceSink{w: w, warn: con, modules: map[string]bool{}}
+	sink := &uftraceSink{w: w, warn: con, modules: map[string]bool{}, autoArgs: o.AutoArgs}
 	start := time.Now()
 
 	var mu sync.Mutex
@@ -269,8 +270,10 @@ func lookPath(prog string) (string, error) {
 }
 
 // argSpecs checks -A and -R and returns info's argspec lines and the lookup
-// the tracer uses to find each function's specs, nil without any.
-func argSpecs(o RecordOptions) ([]uftrace.ArgSpecLine, func(exe, name string) (args, rets []uftrace.ArgSpec), error) {
+// the tracer uses to find each function's specs, nil without any. With -a
+// (auto-args), each executable's DWARF adds the specs the resolver writes
+// as its .dbg A:/R: lines, merged as uftrace's reader merges them.
+func argSpecs(o RecordOptions) ([]uftrace.ArgSpecLine, func(exe *elfx.File, name string) (args, rets []uftrace.ArgSpec), error) {
 	var lines []uftrace.ArgSpecLine
 	for _, g := range []struct {
 		flag, key string
@@ -293,6 +296,9 @@ func argSpecs(o RecordOptions) ([]uftrace.ArgSpecLine, func(exe, name string) (a
 		}
 		lines = append(lines, uftrace.ArgSpecLine{Key: g.key, Value: strings.Join(g.specs, ";")})
 	}
+	if o.AutoArgs {
+		lines = append(lines, uftrace.ArgSpecLine{Key: "auto-args", Value: "1"})
+	}
 	if len(lines) == 0 {
 		return nil, nil, nil
 	}
@@ -300,5 +306,25 @@ func argSpecs(o RecordOptions) ([]uftrace.ArgSpecLine, func(exe, name string) (a
 	if err != nil {
 		return nil, nil, &UsageError{err.Error()}
 	}
-	return lines, func(_, name string) (args, rets []uftrace.ArgSpec) { return table.Lookup(name) }, nil
+	auto := map[string]map[string][]uftrace.ArgSpec{} // by executable, by function
+	return lines, func(exe *elfx.File, name string) (args, rets []uftrace.ArgSpec) {
+		args, rets = table.Lookup(name)
+		if !o.AutoArgs {
+			return args, rets
+		}
+		specs, ok := auto[exe.Path]
+		if !ok {
+			specs = map[string][]uftrace.ArgSpec{}
+			dbg, _ := resolver.DebugFuncs(exe.Path, exe, true) // no DWARF: no auto specs
+			for _, d := range dbg {
+				for _, s := range []string{d.ArgSpec, d.RetSpec} {
+					if fs, err := uftrace.ParseFuncSpec(s); err == nil {
+						specs[d.Name] = append(specs[d.Name], fs.Args...)
+					}
+				}
+			}
+			auto[exe.Path] = specs
+		}
+		return uftrace.Merge(args, rets, specs[name])
+	}, nil
 }

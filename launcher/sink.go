@@ -15,6 +15,8 @@ type uftraceSink struct {
 	w       *uftrace.Writer
 	warn    io.Writer
 	modules map[string]bool
+	// autoArgs: write each function's DWARF argument specs into its .dbg.
+	autoArgs bool
 }
 
 func (s *uftraceSink) Session(ss tracer.Session) error {
@@ -30,7 +32,7 @@ func (s *uftraceSink) Session(ss tracer.Session) error {
 	if err := s.w.Symbols(name, ss.Exe, ss.ELF.BuildID, syms, end); err != nil {
 		return err
 	}
-	dbg, err := resolver.DebugFuncs(ss.Exe, ss.ELF)
+	dbg, err := resolver.DebugFuncs(ss.Exe, ss.ELF, s.autoArgs)
 	if err != nil {
 		fmt.Fprintf(s.warn, "rtrace: warning: no source lines for %s: %v\n", ss.Exe, err)
 		return nil

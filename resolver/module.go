@@ -29,9 +29,10 @@ func Symbols(f *elfx.File) ([]uftrace.Symbol, uint64) {
 }
 
 // DebugFuncs returns the .dbg function blocks of the ELF file at path: each
-// function's declaration line and file from DWARF. A file without DWARF
-// gives nil; corrupt DWARF gives an error and no blocks.
-func DebugFuncs(path string, f *elfx.File) ([]uftrace.DebugFunc, error) {
+// function's declaration line and file from DWARF, and with auto its
+// argument and return-value specs (AutoSpecs). A file without DWARF gives
+// nil; corrupt DWARF gives an error and no blocks.
+func DebugFuncs(path string, f *elfx.File, auto bool) ([]uftrace.DebugFunc, error) {
 	subs, err := elfx.Subprograms(path)
 	if err != nil {
 		return nil, err
@@ -43,9 +44,15 @@ func DebugFuncs(path string, f *elfx.File) ([]uftrace.DebugFunc, error) {
 	base := f.MinVaddr()
 	var out []uftrace.DebugFunc
 	for _, s := range subs {
-		if name := names[s.Low]; name != "" && s.Line > 0 {
-			out = append(out, uftrace.DebugFunc{Addr: s.Low - base, Name: name, Line: s.Line, File: s.File})
+		name := names[s.Low]
+		if name == "" || s.Line == 0 && !auto {
+			continue
 		}
+		df := uftrace.DebugFunc{Addr: s.Low - base, Name: name, Line: s.Line, File: s.File}
+		if auto {
+			df.ArgSpec, df.RetSpec, df.Enums = AutoSpecs(&s)
+		}
+		out = append(out, df)
 	}
 	return out, nil
 }

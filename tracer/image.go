@@ -223,7 +223,7 @@ func (t *Tracer) setupImage(tid int) (*image, []byte, error) {
 		idx := len(im.funcs)
 		fi := fn{name: c.Name, addr: addr, in: matchAny(t.cfg.Filter, c.Name), out: matchAny(t.cfg.NoTrace, c.Name)}
 		if t.cfg.Specs != nil {
-			fi.args, fi.rets = t.cfg.Specs(exe, c.Name)
+			fi.args, fi.rets = t.cfg.Specs(f, c.Name)
 		}
 		im.funcs = append(im.funcs, fi)
 		b := &bp.Breakpoint{Addr: addr, Orig: body[0], Kind: bp.FuncEntry, Plan: plan, Func: idx}

@@ -30,7 +30,7 @@ type Config struct {
 	Warn io.Writer
 	// Specs returns the argument and return-value specs of function name
 	// of the executable exe, in payload order (nil: none).
-	Specs func(exe, name string) (args, rets []uftrace.ArgSpec)
+	Specs func(exe *elfx.File, name string) (args, rets []uftrace.ArgSpec)
 	// Started is called with the target's pid once it runs.
 	Started func(pid int)
 }

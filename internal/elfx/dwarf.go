@@ -14,6 +14,12 @@ type Subprogram struct {
 	Low  uint64
 	Line int
 	File string
+	// Params are the types of the formal parameters, in order; Return is
+	// the return type, nil for void. Types are as debug/dwarf resolves them.
+	Params []dwarf.Type
+	Return dwarf.Type
+	// Variadic: the parameter list ends in "...".
+	Variadic bool
 }
 
 // Subprograms lists the functions with code that the DWARF of path
@@ -66,9 +72,52 @@ func Subprograms(path string) (subs []Subprogram, err error) {
 			if fi > 0 && int(fi) < len(files) && files[fi] != nil && line > 0 {
 				s.Line, s.File = int(line), filepath.Clean(files[fi].Name)
 			}
+			if off, ok := e.Val(dwarf.AttrType).(dwarf.Offset); ok {
+				s.Return, _ = d.Type(off)
+			}
+			if e.Children {
+				if err := params(r, d, &s); err != nil {
+					return nil, fmt.Errorf("%s: reading DWARF: %w", path, err)
+				}
+			}
 			subs = append(subs, s)
 		}
 	}
 	sort.Slice(subs, func(i, j int) bool { return subs[i].Low < subs[j].Low })
 	return subs, nil
+}
+
+// params reads the children of a subprogram entry, collecting its formal
+// parameters (direct children only) into s.
+func params(r *dwarf.Reader, d *dwarf.Data, s *Subprogram) error {
+	depth := 1
+	for depth > 0 {
+		e, err := r.Next()
+		if err != nil {
+			return err
+		}
+		if e == nil {
+			return nil
+		}
+		if e.Tag == 0 {
+			depth--
+			continue
+		}
+		if depth == 1 {
+			switch e.Tag {
+			case dwarf.TagFormalParameter:
+				var t dwarf.Type
+				if off, ok := e.Val(dwarf.AttrType).(dwarf.Offset); ok {
+					t, _ = d.Type(off)
+				}
+				s.Params = append(s.Params, t)
+			case dwarf.TagUnspecifiedParameters:
+				s.Variadic = true
+			}
+		}
+		if e.Children {
+			depth++
+		}
+	}
+	return nil
 }

@@ -31,6 +31,20 @@ func WriteDebug(w io.Writer, path, buildID string, funcs []DebugFunc) error {
 	if buildID != "" {
 		fmt.Fprintf(bw, "# build-id: %s\n", buildID)
 	}
+	// Enums first, once each, as uftrace writes them: they are global to
+	// the module.
+	seen := map[string]bool{}
+	for _, f := range sorted {
+		for _, e := range f.Enums {
+			if strings.ContainsAny(e, "\n") {
+				return fmt.Errorf("debug info of %s: enum %q contains a newline", f.Name, e)
+			}
+			if !seen[e] {
+				seen[e] = true
+				fmt.Fprintf(bw, "E: %s\n", e)
+			}
+		}
+	}
 	for _, f := range sorted {
 		for _, s := range []string{f.Name, f.File, f.ArgSpec, f.RetSpec} {
 			if strings.ContainsAny(s, "\n") {
@@ -47,9 +61,6 @@ func WriteDebug(w io.Writer, path, buildID string, funcs []DebugFunc) error {
 		if f.RetSpec != "" {
 			fmt.Fprintf(bw, "R: %s\n", f.RetSpec)
 		}
-		for _, e := range f.Enums {
-			fmt.Fprintf(bw, "E: %s\n", e)
-		}
 	}
 	return bw.Flush()
 }
@@ -57,6 +68,7 @@ func WriteDebug(w io.Writer, path, buildID string, funcs []DebugFunc) error {
 // ParseDebug reads a .dbg file.
 func ParseDebug(r io.Reader) ([]DebugFunc, error) {
 	var out []DebugFunc
+	var pending []string
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 4096), 16<<20)
 	for n := 1; sc.Scan(); n++ {
@@ -75,6 +87,13 @@ func ParseDebug(r io.Reader) ([]DebugFunc, error) {
 				return nil, fmt.Errorf("line %d: want \"F: <hex addr> <name>\", got %q", n, truncate(line, 60))
 			}
 			out = append(out, DebugFunc{Addr: addr, Name: name})
+			if len(out) == 1 {
+				out[0].Enums, pending = pending, nil
+			}
+			continue
+		}
+		if line[0] == 'E' && len(out) == 0 {
+			pending = append(pending, v) // uftrace writes enums before any F:
 			continue
 		}
 		if len(out) == 0 {
