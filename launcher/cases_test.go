@@ -398,3 +398,26 @@ func TestRecordAutoArgs(t *testing.T) {
 		})
 	}
 }
+
+// -t keeps the calls that last at least the threshold, as uftrace -t does:
+// slow() sleeps 20 ms, everything else returns at once (even under rtrace).
+func TestRecordTimeFilter(t *testing.T) {
+	uft := testutil.RequireTool(t, "uftrace")
+	plain := build(t, "slow.c", variants[0], false, nil)
+	pg := build(t, "slow.c", variants[0], true, nil)
+	tmp := t.TempDir()
+	runCmd(t, tmp, uft, "record", "--no-libcall", "--no-event", "-t", "5ms", "-d", "U", pg)
+	r := runCmd(t, tmp, rtraceBin, "record", "-q", "-t", "5ms", "-d", "R", "--", plain)
+	if r.code != 0 || r.stdout != "slow 12\n" {
+		t.Fatalf("rtrace: %+v", r)
+	}
+	want := testutil.Run(t, tmp, uft, "replay", "--no-pager", "-f", "none", "-d", "U")
+	got := testutil.Run(t, tmp, uft, "replay", "--no-pager", "-f", "none", "-d", "R")
+	if got != want || got != "main() {\n  slow();\n  slow();\n} /* main */\n" {
+		t.Errorf("-t 5ms:\nuftrace:\n%s\nrtrace:\n%s", want, got)
+	}
+	r = runCmd(t, tmp, rtraceBin, "record", "-t", "5", "--", plain)
+	if r.code != 2 || !strings.Contains(r.stderr, `-t "5"`) || r.stdout != "" {
+		t.Errorf("-t without a unit: %+v", r)
+	}
+}

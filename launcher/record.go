@@ -4,11 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -30,6 +32,7 @@ type RecordOptions struct {
 	ArgSpecs []string // -A argument specs (uftrace syntax: func@arg1/i32,arg2/s)
 	RetSpecs []string // -R return-value specs (func@retval/s)
 	AutoArgs bool     // -a: specs of every function from DWARF
+	Time     string   // -t: leave out calls shorter than this ("100us", "2ms")
 	Depth    int
 	Quiet    bool
 	Verbose  bool
@@ -81,6 +84,10 @@ func Record(o RecordOptions) (int, error) {
 	if err != nil {
 		return 2, err
 	}
+	threshold, err := parseTime(o.Time)
+	if err != nil {
+		return 2, err
+	}
 	if o.Depth < 0 {
 		return 2, &UsageError{fmt.Sprintf("-D %d: depth must be positive", o.Depth)}
 	}
@@ -119,9 +126,10 @@ func Record(o RecordOptions) (int, error) {
 	var caught os.Signal
 	tr := tracer.New(tracer.Config{
 		Path: prog, Args: o.Args, Filter: filter, NoTrace: notrace, Depth: o.Depth,
-		Pin:   !o.NoPin,
-		Warn:  con,
-		Specs: specs,
+		Pin:        !o.NoPin,
+		TimeFilter: threshold,
+		Warn:       con,
+		Specs:      specs,
 		Started: func(p int) {
 			mu.Lock()
 			defer mu.Unlock()
@@ -327,4 +335,26 @@ func argSpecs(o RecordOptions) ([]uftrace.ArgSpecLine, func(exe *elfx.File, name
 		}
 		return uftrace.Merge(args, rets, specs[name])
 	}, nil
+}
+
+// parseTime parses a -t threshold: a number with a unit, ns, us, ms, s or m
+// as uftrace writes them. A bare number is refused rather than guessed.
+func parseTime(s string) (uint64, error) {
+	if s == "" {
+		return 0, nil
+	}
+	units := []struct {
+		suffix string
+		ns     float64
+	}{{"ns", 1}, {"us", 1e3}, {"ms", 1e6}, {"s", 1e9}, {"m", 60e9}}
+	for _, u := range units {
+		if num, ok := strings.CutSuffix(s, u.suffix); ok {
+			v, err := strconv.ParseFloat(num, 64)
+			if err != nil || v < 0 || math.IsInf(v, 0) || math.IsNaN(v) {
+				break
+			}
+			return uint64(v * u.ns), nil
+		}
+	}
+	return 0, &UsageError{fmt.Sprintf("-t %q: want a duration with a unit: 500ns, 20us, 1.5ms, 2s, 1m", s)}
 }

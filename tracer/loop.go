@@ -194,7 +194,12 @@ func (t *Tracer) entry(th *thread, b *bp.Breakpoint, regs *unix.PtraceRegs, ts u
 		if len(f.args) > 0 {
 			payload = t.values(th, f.args, regs)
 		}
-		t.record(th, uftrace.Record{Time: ts, Type: uftrace.Entry, Depth: fr.depth, Addr: f.addr}, payload)
+		r := uftrace.Record{Time: ts, Type: uftrace.Entry, Depth: fr.depth, Addr: f.addr}
+		if t.cfg.TimeFilter > 0 {
+			th.stack[len(th.stack)-1].pending = &Rec{r, payload}
+		} else {
+			t.record(th, r, payload)
+		}
 	}
 }
 

@@ -23,6 +23,9 @@ type frame struct {
 	depth int    // record depth, -1 when the call is not recorded
 	in    bool   // this frame entered a -F function
 	out   bool   // this frame entered a -N function
+	// With a time filter (-t), the ENTRY waits here until the call proves
+	// long enough or a callee's record is written.
+	pending *Rec
 }
 
 // thread is one traced thread with its shadow stack.
@@ -82,6 +85,13 @@ func (th *thread) leave() frame {
 // (regs non-nil); frames closed otherwise (exit(), exec, unwinding) have none.
 func (t *Tracer) exit(th *thread, ts uint64, regs *unix.PtraceRegs) frame {
 	fr := th.leave()
+	if fr.pending != nil {
+		if ts-fr.pending.Time < t.cfg.TimeFilter {
+			return fr // a short call with no callee written: as if untraced
+		}
+		t.writePending(th)
+		t.record(th, fr.pending.Record, fr.pending.Payload)
+	}
 	if fr.depth >= 0 {
 		var payload []byte
 		if regs != nil && len(fr.f.rets) > 0 {
@@ -106,6 +116,20 @@ func (th *thread) clone(tid int, p *process) *thread {
 	c.tid, c.proc = tid, p
 	c.stack = append([]frame(nil), th.stack...)
 	c.batch = nil
+	for i := range c.stack {
+		c.stack[i].pending = nil // the parent writes those entries
+	}
 	c.jmpbufs = nil
 	return &c
+}
+
+// writePending writes the held ENTRY records of th's open frames, outermost
+// first: a record inside them is about to be written.
+func (t *Tracer) writePending(th *thread) {
+	for i := range th.stack {
+		if p := th.stack[i].pending; p != nil {
+			th.stack[i].pending = nil
+			t.record(th, p.Record, p.Payload)
+		}
+	}
 }

@@ -24,8 +24,11 @@ type Config struct {
 	Env     []string // nil: the caller's environment
 	Filter  []*regexp.Regexp
 	NoTrace []*regexp.Regexp
-	Depth   int  // record at most this many nested levels; 0 = no limit
-	Pin     bool // run the tracer thread and the target on one CPU
+	Depth   int // record at most this many nested levels; 0 = no limit
+	// TimeFilter: leave out calls shorter than this many nanoseconds
+	// whose callees are all left out too (uftrace record -t).
+	TimeFilter uint64
+	Pin        bool // run the tracer thread and the target on one CPU
 	// Warn receives rtrace's warnings while tracing (nil: os.Stderr).
 	Warn io.Writer
 	// Specs returns the argument and return-value specs of function name
