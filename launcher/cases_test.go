@@ -91,6 +91,8 @@ func TestRecordFilters(t *testing.T) {
 			{"-D", "2"},
 			{"-F", "^a$", "-N", "^d$"},
 			{"-F", "^c$", "-D", "1"},
+			{"--max-stack", "3"},
+			{"-N", "^b$", "--max-stack", "2"},
 		} {
 			t.Run(v.name+"/"+strings.Join(opts, " "), func(t *testing.T) {
 				tmp := t.TempDir()

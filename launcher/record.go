@@ -33,6 +33,7 @@ type RecordOptions struct {
 	RetSpecs []string // -R return-value specs (func@retval/s)
 	AutoArgs bool     // -a: specs of every function from DWARF
 	Time     string   // -t: leave out calls shorter than this ("100us", "2ms")
+	MaxStack int      // --max-stack: record no call nested deeper (0: no limit)
 	Depth    int
 	Quiet    bool
 	Verbose  bool
@@ -88,6 +89,9 @@ func Record(o RecordOptions) (int, error) {
 	if err != nil {
 		return 2, err
 	}
+	if o.MaxStack < 0 {
+		return 2, &UsageError{fmt.Sprintf("--max-stack %d: depth must be positive", o.MaxStack)}
+	}
 	if o.Depth < 0 {
 		return 2, &UsageError{fmt.Sprintf("-D %d: depth must be positive", o.Depth)}
 	}
@@ -128,6 +132,7 @@ func Record(o RecordOptions) (int, error) {
 		Path: prog, Args: o.Args, Filter: filter, NoTrace: notrace, Depth: o.Depth,
 		Pin:        !o.NoPin,
 		TimeFilter: threshold,
+		MaxStack:   o.MaxStack,
 		Warn:       con,
 		Specs:      specs,
 		Started: func(p int) {

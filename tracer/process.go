@@ -55,7 +55,8 @@ func (th *thread) enter(f *fn, ret, slot uint64, cfg *Config) (frame, bool) {
 	if f.in {
 		th.inF++
 	}
-	rec := th.outN == 0 && (len(cfg.Filter) == 0 || th.inF > 0) && (cfg.Depth == 0 || th.depth < cfg.Depth)
+	rec := th.outN == 0 && (len(cfg.Filter) == 0 || th.inF > 0) && (cfg.Depth == 0 || th.depth < cfg.Depth) &&
+		(cfg.MaxStack == 0 || len(th.stack) < cfg.MaxStack)
 	if rec {
 		fr.depth = th.depth
 		th.depth++

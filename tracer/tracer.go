@@ -25,6 +25,9 @@ type Config struct {
 	Filter  []*regexp.Regexp
 	NoTrace []*regexp.Regexp
 	Depth   int // record at most this many nested levels; 0 = no limit
+	// MaxStack: record no call nested deeper than this, counting the calls
+	// filters hide (uftrace record --max-stack); 0 = no limit.
+	MaxStack int
 	// TimeFilter: leave out calls shorter than this many nanoseconds
 	// whose callees are all left out too (uftrace record -t).
 	TimeFilter uint64
