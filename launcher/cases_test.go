@@ -423,3 +423,61 @@ func TestRecordTimeFilter(t *testing.T) {
 		t.Errorf("-t without a unit: %+v", r)
 	}
 }
+
+// C++: -F and -A patterns match the short demangled names uftrace shows
+// (geo::Shape::area, count), and /S reads a std::string's characters.
+func TestRecordCxxNames(t *testing.T) {
+	uft := testutil.RequireTool(t, "uftrace")
+	for _, c := range []struct {
+		src  string
+		opts []string
+	}{
+		{"cxx.cc", []string{"-F", "geo::Shape::area"}},
+		{"cxx.cc", []string{"-N", "^geo::twice$"}},
+		{"strarg.cc", []string{"-A", "count@arg1/S", "-R", "count@retval/i32"}},
+	} {
+		t.Run(c.src+" "+strings.Join(c.opts, " "), func(t *testing.T) {
+			plain := build(t, c.src, variants[0], false, nil)
+			pg := build(t, c.src, variants[0], true, nil)
+			tmp := t.TempDir()
+			runCmd(t, tmp, uft, append(append([]string{"record", "--no-libcall", "--no-event", "-d", "U"}, c.opts...), pg)...)
+			runCmd(t, tmp, rtraceBin, append(append([]string{"record", "-q", "-d", "R"}, c.opts...), "--", plain)...)
+			want := testutil.Run(t, tmp, uft, "replay", "--no-pager", "-f", "none", "-d", "U")
+			got := testutil.Run(t, tmp, uft, "replay", "--no-pager", "-f", "none", "-d", "R")
+			if got != want || len(got) < 10 {
+				t.Errorf("uftrace:\n%s\nrtrace:\n%s", want, got)
+			}
+		})
+	}
+}
+
+// A static executable without DWARF: every function is traced, libc's
+// included, and glibc's jumps from one function into the first bytes of
+// another (__mempcpy_* into __memcpy_*+3) keep working.
+func TestRecordStaticNoDWARF(t *testing.T) {
+	prog := testutil.BuildC(t, "chain.c", "-O2", "-static")
+	tmp := t.TempDir()
+	got := runCmd(t, tmp, rtraceBin, "record", "-q", "-d", "R", "--", prog)
+	if bare := runCmd(t, tmp, prog); got != bare {
+		t.Fatalf("under rtrace the program printed/exited differently:\nwithout: %+v\nwith:    %+v", bare, got)
+	}
+	out := testutil.Run(t, tmp, testutil.RequireTool(t, "uftrace"), "replay", "--no-pager", "-f", "none", "-d", "R")
+	if !strings.Contains(out, "  main() {\n") || !strings.Contains(out, "printf() {") {
+		t.Errorf("replay does not show main and libc's printf:\n%.2000s", out)
+	}
+}
+
+// -t in a forked child: entries still held when the child was forked are
+// the parent's to write; the child writes neither them nor their exits.
+func TestRecordTimeFilterFork(t *testing.T) {
+	prog := build(t, "fork.c", variants[0], false, nil)
+	tmp := t.TempDir()
+	r := runCmd(t, tmp, rtraceBin, "record", "-q", "-t", "1s", "-d", "R", "--", prog)
+	if r.code != 0 {
+		t.Fatalf("rtrace: %+v", r)
+	}
+	entries, exits := countRecords(t, filepath.Join(tmp, "R"))
+	if entries != 0 || exits != 0 {
+		t.Errorf("-t 1s on calls of microseconds: %d entries, %d exits, want none", entries, exits)
+	}
+}

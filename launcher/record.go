@@ -17,6 +17,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"rtrace/internal/cxxname"
 	"rtrace/internal/elfx"
 	"rtrace/internal/uftrace"
 	"rtrace/resolver"
@@ -321,7 +322,7 @@ func argSpecs(o RecordOptions) ([]uftrace.ArgSpecLine, func(exe *elfx.File, name
 	}
 	auto := map[string]map[string][]uftrace.ArgSpec{} // by executable, by function
 	return lines, func(exe *elfx.File, name string) (args, rets []uftrace.ArgSpec) {
-		args, rets = table.Lookup(name)
+		args, rets = table.Lookup(cxxname.Short(name)) // as uftrace's reader matches
 		if !o.AutoArgs {
 			return args, rets
 		}

@@ -136,6 +136,7 @@ func TestRecordMatchesUftrace(t *testing.T) {
 		{src: "tail.c"},
 		{src: "cold.c"},
 		{src: "throw.cc"},
+		{src: "nested.cc"},
 		{src: "longjmp.c", libcalls: true},
 	}
 	for _, f := range fixtures {

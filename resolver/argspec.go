@@ -19,6 +19,9 @@ import (
 func AutoSpecs(s *elfx.Subprogram) (args, ret string, enums []string) {
 	var items []string
 	ints, floats := 0, 0
+	// rdi carries the address of a returned struct too big for registers:
+	// uftrace then names each integer argument's register (arg1%RSI).
+	sret := inMemory(s.Return)
 	for _, t := range s.Params {
 		class, format, enum := classify(t)
 		if class == 0 {
@@ -33,6 +36,13 @@ func AutoSpecs(s *elfx.Subprogram) (args, ret string, enums []string) {
 			continue
 		}
 		ints++
+		if sret {
+			if ints >= len(intRegNames) {
+				break
+			}
+			items = append(items, fmt.Sprintf("arg%d%s%%%s", ints, format, intRegNames[ints]))
+			continue
+		}
 		items = append(items, fmt.Sprintf("arg%d%s", ints, format))
 	}
 	if len(items) > 0 {
@@ -126,4 +136,21 @@ func enumLine(e *dwarf.EnumType) string {
 	}
 	b.WriteByte('}')
 	return b.String()
+}
+
+// intRegNames are the SysV integer argument registers as uftrace names them.
+var intRegNames = []string{"RDI", "RSI", "RDX", "RCX", "R8", "R9"}
+
+// inMemory reports whether a value of type t is returned through a hidden
+// pointer argument: an aggregate larger than 16 bytes (SysV x86-64 ABI,
+// class MEMORY).
+func inMemory(t dwarf.Type) bool {
+	if t == nil {
+		return false
+	}
+	switch v := strip(t).(type) {
+	case *dwarf.StructType, *dwarf.ArrayType:
+		return v.Size() > 16
+	}
+	return false
 }

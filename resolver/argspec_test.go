@@ -50,6 +50,12 @@ func TestAutoSpecsMatchUftrace(t *testing.T) {
 			if g.ArgSpec != "@fparg1/32,fparg2/64" || g.RetSpec != w.RetSpec {
 				t.Errorf("fd: %q %q", g.ArgSpec, g.RetSpec)
 			}
+		case w.Name == "mk":
+			// uftrace: "@arg1%RSI,arg2%RDX" and "@retval/t32:big"; rtrace
+			// does not record structs by value.
+			if g.ArgSpec != w.ArgSpec || g.RetSpec != "" {
+				t.Errorf("mk: %q %q, uftrace %q", g.ArgSpec, g.RetSpec, w.ArgSpec)
+			}
 		case w.Name == "fst":
 			if g.ArgSpec != "" || g.RetSpec != "" {
 				t.Errorf("fst: %q %q, want no specs", g.ArgSpec, g.RetSpec)

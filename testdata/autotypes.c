@@ -19,3 +19,8 @@ int main(void) {
 	fi(1,2,3,4,5,6); fc('a','b','c',1); fs("x","y",(const unsigned char*)"z"); fd(1,2,3); ff(1); fp(0,0,cb,&p); fe(GREEN); fst(p); ft(9); fv();
 	return 0;
 }
+
+/* A struct too big for registers comes back through a hidden pointer in rdi. */
+struct big { long a, b, c, d; };
+struct big mk(long x, long y) { struct big r = {x, y, x + y, x * y}; return r; }
+long use_mk(void) { return mk(3, 4).d; }

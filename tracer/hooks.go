@@ -156,17 +156,30 @@ func (t *Tracer) hook(th *thread, b *bp.Breakpoint, regs *unix.PtraceRegs, ts ui
 				ptrace.PokeWord(th.tid, fr.slot, fr.ret)
 			}
 		}
+		// Frames below this mark belong to this unwind; an exception thrown
+		// and caught meanwhile (in a destructor) must leave them alone.
+		th.unwinds = append(th.unwinds, len(th.stack))
 		th.unhooked = true
 	case hookCatch:
 		// rsp is the catching frame's, less __cxa_begin_catch's return address.
 		t.popBelow(th, regs.Rsp+8, ts)
-		if th.unhooked {
-			ret := th.proc.image.retAddr
-			for _, fr := range th.stack {
-				ptrace.PokeWord(th.tid, fr.slot, ret)
-			}
-			th.unhooked = false
+		if !th.unhooked {
+			break
 		}
+		// This catch ends the innermost unwind. The frames an outer unwind,
+		// still running, is walking keep their real return addresses.
+		from := 0
+		if n := len(th.unwinds); n > 0 {
+			th.unwinds = th.unwinds[:n-1]
+			if n > 1 {
+				from = min(th.unwinds[n-2], len(th.stack))
+			}
+		}
+		ret := th.proc.image.retAddr
+		for _, fr := range th.stack[from:] {
+			ptrace.PokeWord(th.tid, fr.slot, ret)
+		}
+		th.unhooked = len(th.unwinds) > 0
 	case hookSetjmp:
 		if th.jmpbufs == nil {
 			th.jmpbufs = map[uint64]int{}

@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"rtrace/internal/cxxname"
 	"rtrace/internal/elfx"
 	"rtrace/internal/uftrace"
 	"rtrace/tracer/bp"
@@ -152,7 +153,9 @@ func (t *Tracer) setupImage(tid int) (*image, []byte, error) {
 	}
 	slices.Sort(starts)
 	for _, fn := range f.Funcs {
-		if crtFuncs[fn.Name] || strings.HasPrefix(fn.Name, "__x86.get_pc_thunk") || isFragment(fn.Name) || !inExec(f, fn.Value) {
+		// Hooked runtime functions are never traced: a hijacked return
+		// address in setjmp or the unwinder breaks what they do.
+		if crtFuncs[fn.Name] || hookNames[fn.Name] != 0 || strings.HasPrefix(fn.Name, "__x86.get_pc_thunk") || isFragment(fn.Name) || !inExec(f, fn.Value) {
 			continue
 		}
 		if own != nil && !own[fn.Value] {
@@ -187,14 +190,26 @@ func (t *Tracer) setupImage(tid int) (*image, []byte, error) {
 	type patch struct {
 		addr uint64
 		b    []byte
+		orig []byte
 	}
 	var patches []patch
+	text := readText(mem, f, bias)
+	// Every direct branch target of the executable's code: a detour must
+	// not put the middle of its jmp where another function jumps to
+	// (glibc's __mempcpy_* jump into __memcpy_*+3).
+	var targets []uint64
+	for _, fn := range f.Funcs {
+		if b := text.code(fn.Value+bias, fn.Size); b != nil {
+			targets = append(targets, bp.BranchTargets(b, fn.Value+bias)...)
+		}
+	}
+	slices.Sort(targets)
 	for _, c := range cands {
 		addr := c.Value + bias
-		body := make([]byte, max(c.Size, 16))
-		n, err := mem.ReadAt(body, int64(addr))
+		body := text.code(addr, max(c.Size, 16))
+		n := len(body)
 		if n < 16 {
-			t.skipped = append(t.skipped, Skip{c.Name, fmt.Sprintf("reading code at %#x: %v", addr, err)})
+			t.skipped = append(t.skipped, Skip{c.Name, fmt.Sprintf("no code at %#x", addr)})
 			continue
 		}
 		slot := scratch + uint64(len(code))
@@ -209,6 +224,9 @@ func (t *Tracer) setupImage(tid int) (*image, []byte, error) {
 			if err == nil && symbolWithin(starts, c.Value+(plan.Patch-addr), c.Value+(plan.Patch-addr)+uint64(len(plan.Jmp))) {
 				err = errSymbolInside
 			}
+			if err == nil && symbolWithin(targets, plan.Patch, plan.Patch+uint64(len(plan.Jmp))) {
+				err = errBranchInside
+			}
 		}
 		if err != nil {
 			why := err.Error()
@@ -221,7 +239,12 @@ func (t *Tracer) setupImage(tid int) (*image, []byte, error) {
 		code = append(code, plan.Slot...)
 		code = append(code, make([]byte, -len(code)&15)...)
 		idx := len(im.funcs)
-		fi := fn{name: c.Name, addr: addr, in: matchAny(t.cfg.Filter, c.Name), out: matchAny(t.cfg.NoTrace, c.Name)}
+		// Patterns match the mangled symbol or the short demangled name
+		// uftrace shows (geo::Shape::area).
+		short := cxxname.Short(c.Name)
+		fi := fn{name: c.Name, addr: addr,
+			in:  matchAny(t.cfg.Filter, c.Name) || matchAny(t.cfg.Filter, short),
+			out: matchAny(t.cfg.NoTrace, c.Name) || matchAny(t.cfg.NoTrace, short)}
 		if t.cfg.Specs != nil {
 			fi.args, fi.rets = t.cfg.Specs(f, c.Name)
 		}
@@ -229,9 +252,9 @@ func (t *Tracer) setupImage(tid int) (*image, []byte, error) {
 		b := &bp.Breakpoint{Addr: addr, Orig: body[0], Kind: bp.FuncEntry, Plan: plan, Func: idx}
 		if plan.Action == bp.Detoured {
 			b.Addr = plan.Trap
-			patches = append(patches, patch{plan.Patch, plan.Jmp})
+			patches = append(patches, patch{plan.Patch, plan.Jmp, plan.Orig})
 		} else {
-			patches = append(patches, patch{addr, []byte{bp.Int3}})
+			patches = append(patches, patch{addr, []byte{bp.Int3}, body[:1]})
 		}
 		im.bps.Add(b)
 	}
@@ -240,8 +263,13 @@ func (t *Tracer) setupImage(tid int) (*image, []byte, error) {
 	if _, err := mem.WriteAt(code, int64(scratch)); err != nil {
 		return nil, nil, fmt.Errorf("writing the scratch page: %w", err)
 	}
-	for _, p := range patches {
+	for i, p := range patches {
 		if _, err := mem.WriteAt(p.b, int64(p.addr)); err != nil {
+			// Undo: the caller may leave this process untraced, and a jmp to
+			// a trampoline's int3 would kill it.
+			for _, q := range patches[:i] {
+				mem.WriteAt(q.orig, int64(q.addr))
+			}
 			return nil, nil, fmt.Errorf("instrumenting the function at %#x: %w", p.addr, err)
 		}
 	}
@@ -303,5 +331,40 @@ var (
 	errNoStack      = errors.New("return breakpoint hit with an empty shadow stack")
 	errEntryPoint   = errors.New("holds the program's entry point")
 	errSymbolInside = errors.New("another symbol starts inside the detour jump")
+	errBranchInside = errors.New("another function branches inside the detour jump")
 	errNotELF       = errors.New("not an ELF object")
 )
+
+// textImage is the executable code of an image as read from the process.
+type textImage []struct {
+	start uint64
+	data  []byte
+}
+
+// readText reads the executable PT_LOAD segments of f, loaded at bias.
+func readText(mem *os.File, f *elfx.File, bias uint64) textImage {
+	var out textImage
+	for _, l := range f.Loads {
+		if !l.Exec || l.Filesz == 0 || l.Filesz > 1<<30 {
+			continue
+		}
+		buf := make([]byte, l.Filesz)
+		n, _ := mem.ReadAt(buf, int64(l.Vaddr+bias))
+		out = append(out, struct {
+			start uint64
+			data  []byte
+		}{l.Vaddr + bias, buf[:n]})
+	}
+	return out
+}
+
+// code returns up to size bytes at addr, nil when addr is not in the text.
+func (t textImage) code(addr, size uint64) []byte {
+	for _, s := range t {
+		if addr >= s.start && addr < s.start+uint64(len(s.data)) {
+			off := addr - s.start
+			return s.data[off:min(off+size, uint64(len(s.data)))]
+		}
+	}
+	return nil
+}

@@ -275,6 +275,7 @@ func (t *Tracer) execed(th *thread, ts uint64) error {
 		}
 	}
 	th.stack, th.depth, th.inF, th.outN = nil, 0, 0, 0
+	th.unhooked, th.unwinds, th.jmpbufs = false, nil, nil
 	err := leaveExec(th.tid)
 	if err == nil {
 		_, err = t.newImage(th.tid, ts+1)

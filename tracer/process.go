@@ -1,6 +1,9 @@
 package tracer
 
 import (
+	"maps"
+	"slices"
+
 	"golang.org/x/sys/unix"
 
 	"rtrace/internal/uftrace"
@@ -26,6 +29,7 @@ type frame struct {
 	// With a time filter (-t), the ENTRY waits here until the call proves
 	// long enough or a callee's record is written.
 	pending *Rec
+	noExit  bool // a forked child's copy of a frame whose entry it never wrote
 }
 
 // thread is one traced thread with its shadow stack.
@@ -40,6 +44,7 @@ type thread struct {
 	// unhooked: the real return addresses are back on the stack while an
 	// exception unwinds it (see hookUnwind).
 	unhooked bool
+	unwinds  []int          // shadow stack depth at each running unwind, outermost first
 	jmpbufs  map[uint64]int // shadow stack depth at setjmp, by jmp_buf address
 }
 
@@ -86,6 +91,9 @@ func (th *thread) leave() frame {
 // (regs non-nil); frames closed otherwise (exit(), exec, unwinding) have none.
 func (t *Tracer) exit(th *thread, ts uint64, regs *unix.PtraceRegs) frame {
 	fr := th.leave()
+	if fr.noExit {
+		return fr
+	}
 	if fr.pending != nil {
 		if ts-fr.pending.Time < t.cfg.TimeFilter {
 			return fr // a short call with no callee written: as if untraced
@@ -117,10 +125,16 @@ func (th *thread) clone(tid int, p *process) *thread {
 	c.tid, c.proc = tid, p
 	c.stack = append([]frame(nil), th.stack...)
 	c.batch = nil
+	c.jmpbufs = maps.Clone(th.jmpbufs) // a longjmp in the child may use them
+	c.unwinds = slices.Clone(th.unwinds)
 	for i := range c.stack {
-		c.stack[i].pending = nil // the parent writes those entries
+		if c.stack[i].pending != nil {
+			// The parent writes this entry, or drops it with its exit: the
+			// child must not write an EXIT for it either way.
+			c.stack[i].pending = nil
+			c.stack[i].noExit = true
+		}
 	}
-	c.jmpbufs = nil
 	return &c
 }
 

@@ -34,8 +34,9 @@ type Config struct {
 	Pin        bool // run the tracer thread and the target on one CPU
 	// Warn receives rtrace's warnings while tracing (nil: os.Stderr).
 	Warn io.Writer
-	// Specs returns the argument and return-value specs of function name
-	// of the executable exe, in payload order (nil: none).
+	// Specs returns the argument and return-value specs of the function
+	// whose symbol is name in the executable exe, in payload order (nil:
+	// none).
 	Specs func(exe *elfx.File, name string) (args, rets []uftrace.ArgSpec)
 	// Started is called with the target's pid once it runs.
 	Started func(pid int)

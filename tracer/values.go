@@ -3,6 +3,8 @@ package tracer
 import (
 	"bytes"
 	"math"
+	"strconv"
+	"strings"
 
 	"golang.org/x/sys/unix"
 
@@ -56,8 +58,11 @@ func (t *Tracer) values(th *thread, specs []uftrace.ArgSpec, regs *unix.PtraceRe
 		float := a.Fmt == 'f' || a.Kind == uftrace.FloatArg
 		switch {
 		case a.Loc != "":
-			if r, ok := namedRegs[a.Loc]; ok {
+			loc := strings.ToLower(a.Loc) // uftrace writes arg1%RSI
+			if r, ok := namedRegs[loc]; ok {
 				raw = r(regs)
+			} else if n, err := strconv.Atoi(strings.TrimPrefix(loc, "stack+")); err == nil && strings.HasPrefix(loc, "stack+") && n > 0 {
+				raw, _ = ptrace.PeekWord(th.tid, regs.Rsp+8*uint64(n))
 			}
 		case a.Kind == uftrace.RetVal && float:
 			raw = xmm(0)
@@ -72,7 +77,16 @@ func (t *Tracer) values(th *thread, specs []uftrace.ArgSpec, regs *unix.PtraceRe
 			raw, _ = ptrace.PeekWord(th.tid, regs.Rsp+8*uint64(a.Index-len(intArgRegs)))
 		}
 		switch {
-		case a.Fmt == 's' || a.Fmt == 'S':
+		case a.Fmt == 'S':
+			// A std::string: its first word points at the characters
+			// (libstdc++'s _M_p), as uftrace reads it.
+			p, err := ptrace.PeekWord(th.tid, raw)
+			if err != nil {
+				vals[i].Str = uftrace.UnreadableString(raw)
+			} else {
+				vals[i].Str = t.readString(th.tid, p)
+			}
+		case a.Fmt == 's':
 			vals[i].Str = t.readString(th.tid, raw)
 		case float && a.Size == 4:
 			vals[i].Float = float64(math.Float32frombits(uint32(raw)))

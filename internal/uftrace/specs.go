@@ -5,6 +5,8 @@ import (
 	"path"
 	"regexp"
 	"strings"
+
+	"rtrace/internal/cxxname"
 )
 
 // specTable finds the argument and return-value specs of a function the way
@@ -108,8 +110,9 @@ func matcher(kind, pat string) (func(string) bool, error) {
 // addr in session s.
 func (t *specTable) lookup(name string, s *Session, addr uint64) (args, rets []ArgSpec) {
 	var all []ArgSpec
+	short := cxxname.Short(name) // uftrace matches the demangled name
 	for _, p := range t.patterns {
-		if p.match(name) {
+		if p.match(short) {
 			all = mergeSpecs(all, p.spec.Args)
 		}
 	}

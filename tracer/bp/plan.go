@@ -210,16 +210,14 @@ func relocate(t []byte, inst x86asm.Inst, code []byte, addr, base uint64) ([]byt
 	}
 	rel, isRel := inst.Args[0].(x86asm.Rel)
 	switch {
+	case inst.Op == x86asm.CALL && !isRel:
+		return relocateIndirectCall(t, inst, insn, addr, base)
 	case inst.PCRel == 0:
 		return append(t, insn...), nil
 	case inst.Op == x86asm.CALL && isRel:
 		// Push the original return address, so unwinders and exceptions see
-		// the real caller: lea -8(%rsp),%rsp; movl $lo,(%rsp); movl $hi,4(%rsp).
-		t = append(t, 0x48, 0x8d, 0x64, 0x24, 0xf8, 0xc7, 0x04, 0x24)
-		t = binary.LittleEndian.AppendUint32(t, uint32(next))
-		t = append(t, 0xc7, 0x44, 0x24, 0x04)
-		t = binary.LittleEndian.AppendUint32(t, uint32(next>>32))
-		return jumpBack(t, base, uint64(int64(next)+int64(rel))), nil
+		// the real caller.
+		return jumpBack(pushReturn(t, next), base, uint64(int64(next)+int64(rel))), nil
 	case inst.Op == x86asm.JMP && isRel:
 		return jumpBack(t, base, uint64(int64(next)+int64(rel))), nil
 	case inst.PCRel == 1 && insn[0] >= 0x70 && insn[0] <= 0x7f && inst.Len == 2:
@@ -263,4 +261,79 @@ func jumpBack(t []byte, base, target uint64) []byte {
 	}
 	t = append(t, 0xff, 0x25, 0, 0, 0, 0)
 	return binary.LittleEndian.AppendUint64(t, target)
+}
+
+// pushReturn appends code that pushes ret without touching a register or
+// the flags the callee could see: lea -8(%rsp),%rsp; movl $lo,(%rsp);
+// movl $hi,4(%rsp).
+func pushReturn(t []byte, ret uint64) []byte {
+	t = append(t, 0x48, 0x8d, 0x64, 0x24, 0xf8, 0xc7, 0x04, 0x24)
+	t = binary.LittleEndian.AppendUint32(t, uint32(ret))
+	t = append(t, 0xc7, 0x44, 0x24, 0x04)
+	return binary.LittleEndian.AppendUint32(t, uint32(ret>>32))
+}
+
+// relocateIndirectCall appends an indirect call (call *%reg, call *mem,
+// call *disp(%rip)) as a push of its original return address and the
+// matching indirect jmp, so the callee returns to the real caller and an
+// unwinder never sees the scratch page. Operands based on rsp are refused:
+// the push moves rsp before the jmp reads them.
+func relocateIndirectCall(t []byte, inst x86asm.Inst, insn []byte, addr, base uint64) ([]byte, error) {
+	if m, ok := inst.Args[0].(x86asm.Mem); ok && (m.Base == x86asm.RSP || m.Index == x86asm.RSP) {
+		return nil, fmt.Errorf("%w: indirect call through the stack (%v)", ErrUnsupported, inst)
+	}
+	if r, ok := inst.Args[0].(x86asm.Reg); ok && r == x86asm.RSP {
+		return nil, fmt.Errorf("%w: %v", ErrUnsupported, inst)
+	}
+	i := 0
+	for i < len(insn) && (isLegacyPrefix(insn[i]) || insn[i]&0xf0 == 0x40) {
+		i++
+	}
+	if i+1 >= len(insn) || insn[i] != 0xff || (insn[i+1]>>3)&7 != 2 {
+		return nil, fmt.Errorf("%w: unexpected call encoding % x", ErrUnsupported, insn)
+	}
+	t = pushReturn(t, addr+uint64(len(insn)))
+	jmp := append([]byte(nil), insn...)
+	jmp[i+1] = jmp[i+1]&^0x38 | 4<<3 // ff /2 (call) -> ff /4 (jmp)
+	if inst.PCRel == 4 {
+		pos := base + uint64(len(t))
+		old := int64(int32(binary.LittleEndian.Uint32(jmp[inst.PCRelOff:])))
+		rel := int64(addr) + int64(len(insn)) + old - int64(pos+uint64(len(jmp)))
+		if rel < math.MinInt32 || rel > math.MaxInt32 {
+			return nil, fmt.Errorf("%w: rip-relative %v out of rel32 range of the scratch page", ErrUnsupported, inst)
+		}
+		binary.LittleEndian.PutUint32(jmp[inst.PCRelOff:], uint32(int32(rel)))
+	}
+	return append(t, jmp...), nil
+}
+
+func isLegacyPrefix(b byte) bool {
+	switch b {
+	case 0x66, 0x67, 0xf2, 0xf3, 0x2e, 0x3e, 0x26, 0x64, 0x65, 0x36:
+		return true
+	}
+	return false
+}
+
+// BranchTargets returns the targets of the direct jumps and calls in body
+// (code at addr). Bytes that do not decode are stepped over one at a time:
+// a wrong target only makes a caller more careful.
+func BranchTargets(body []byte, addr uint64) []uint64 {
+	var out []uint64
+	for off := 0; off < len(body); {
+		if bytes.HasPrefix(body[off:], endbr64) {
+			off += 4
+			continue
+		}
+		inst, err := x86asm.Decode(body[off:], 64)
+		if err != nil {
+			off++
+			continue
+		}
+		if rel, ok := inst.Args[0].(x86asm.Rel); ok && inst.PCRel > 0 {
+			out = append(out, uint64(int64(addr)+int64(off+inst.Len)+int64(rel)))
+		}
+		off += inst.Len
+	}
+	return out
 }

@@ -57,6 +57,12 @@ func TestPrepare(t *testing.T) {
 		{"rip-relative", []byte{0x48, 0x8b, 0x05, 0x00, 0x01, 0, 0}, OutOfLine, slot,
 			"mov T0x401107,%rax; jmpq T0x401007"},
 		{"je rel8", []byte{0x74, 0x03}, OutOfLine, slot, "je T0x401005; jmpq T0x401002"},
+		// An indirect call through rip: push the return address, jmp *.
+		{"call *rip", []byte{0xff, 0x15, 0x00, 0x01, 0, 0}, OutOfLine, slot,
+			"lea -0x8(%rsp),%rsp; movl $T0x401006,(%rsp); movl $0x0,0x4(%rsp); jmpq *T0x401106; jmpq T0x401006"},
+		// call *%rax
+		{"call *rax", []byte{0xff, 0xd0}, OutOfLine, slot,
+			"lea -0x8(%rsp),%rsp; movl $T0x401002,(%rsp); movl $0x0,0x4(%rsp); jmp *%rax; jmpq T0x401002"},
 		// A call pushes its original return address, then jumps.
 		{"call", []byte{0xe8, 0x00, 0x01, 0, 0}, OutOfLine, slot,
 			"lea -0x8(%rsp),%rsp; movl $T0x401005,(%rsp); movl $0x0,0x4(%rsp); jmpq T0x401105; jmpq T0x401005"},
@@ -78,7 +84,7 @@ func TestPrepare(t *testing.T) {
 			}
 		})
 	}
-	for _, bad := range [][]byte{{0xcc}, {0xe2, 0x05}, {0x06}} {
+	for _, bad := range [][]byte{{0xcc}, {0xe2, 0x05}, {0x06}, {0xff, 0x54, 0x24, 0x08}} {
 		if _, err := Prepare(pad(bad), addr, slot); !errors.Is(err, ErrUnsupported) {
 			t.Errorf("% x: err %v, want ErrUnsupported", bad, err)
 		}

@@ -1,0 +1,32 @@
+package cxxname
+
+import "testing"
+
+func TestShort(t *testing.T) {
+	// The forms uftrace 0.13 shows for these symbols (launcher's C++ and
+	// exception fixtures, libstdc++).
+	for sym, want := range map[string]string{
+		"_ZN3geo5ShapeC2Ei":      "geo::Shape::Shape",
+		"_ZN3geo5twiceIiEET_S1_": "geo::twice",
+		"_ZN5GuardD2Ev":          "Guard::~Guard",
+		"_ZNSt7__cxx1112basic_stringIcSt11char_traitsIcESaIcEEC2IS3_EEPKcRKS3_": "std::__cxx11::basic_string::basic_string",
+		"_ZN3geo5Shape4areaEv.cold": "geo::Shape::area",
+		"main":                      "main",
+		"_Z":                        "_Z",
+		"_Zbogus":                   "_Zbogus",
+	} {
+		if got := Short(sym); got != want {
+			t.Errorf("Short(%q) = %q, want %q", sym, got, want)
+		}
+	}
+}
+
+func FuzzShort(f *testing.F) {
+	f.Add("_ZN3geo5twiceIiEET_S1_")
+	f.Add("_ZNSt7__cxx1112basic_stringIcSt11char_traitsIcESaIcEEC2IS3_EEPKcRKS3_")
+	f.Fuzz(func(t *testing.T, s string) {
+		if Short(s) == "" && s != "" {
+			t.Fatalf("Short(%q) is empty", s)
+		}
+	})
+}
