@@ -207,8 +207,8 @@ func (t *Tracer) setupImage(tid int) (*image, []byte, error) {
 	for _, c := range cands {
 		addr := c.Value + bias
 		body := text.code(addr, max(c.Size, 16))
-		n := len(body)
-		if n < 16 {
+		n := len(body) // fewer than 16 bytes at the end of the text
+		if n == 0 {
 			t.skipped = append(t.skipped, Skip{c.Name, fmt.Sprintf("no code at %#x", addr)})
 			continue
 		}
