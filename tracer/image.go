@@ -195,12 +195,19 @@ func (t *Tracer) setupImage(tid int) (*image, []byte, error) {
 	var patches []patch
 	text := readText(mem, f, bias)
 	// Every direct branch target of the executable's code: a detour must
-	// not put the middle of its jmp where another function jumps to
-	// (glibc's __mempcpy_* jump into __memcpy_*+3).
+	// not put the middle of its jmp where a function jumps to, its own
+	// loops or another function (glibc's __mempcpy_* jump into
+	// __memcpy_*+3). A function whose code does not all decode is not
+	// detoured: its own branches are not all known.
 	var targets []uint64
+	undecoded := map[uint64]error{}
 	for _, fn := range f.Funcs {
 		if b := text.code(fn.Value+bias, fn.Size); b != nil {
-			targets = append(targets, bp.BranchTargets(b, fn.Value+bias)...)
+			ts, err := bp.Branches(b, fn.Value+bias)
+			targets = append(targets, ts...)
+			if err != nil {
+				undecoded[fn.Value] = err
+			}
 		}
 	}
 	slices.Sort(targets)
@@ -217,7 +224,9 @@ func (t *Tracer) setupImage(tid int) (*image, []byte, error) {
 		err = errEntryPoint
 		// The function holding the entry point keeps an int3 entry: the
 		// entry breakpoint must not land inside a detour jump.
-		if c.Size > 0 && c.Size <= uint64(n) && (im.entry < addr || im.entry >= addr+c.Size) {
+		if derr := undecoded[c.Value]; derr != nil {
+			err = derr
+		} else if c.Size > 0 && c.Size <= uint64(n) && (im.entry < addr || im.entry >= addr+c.Size) {
 			plan, err = bp.PrepareDetour(body[:c.Size], addr, slot, im.retAddr)
 			// Another symbol starting inside the jump (an alias into the
 			// prologue, hand-written code) would be entered mid-jump.
@@ -331,7 +340,7 @@ var (
 	errNoStack      = errors.New("return breakpoint hit with an empty shadow stack")
 	errEntryPoint   = errors.New("holds the program's entry point")
 	errSymbolInside = errors.New("another symbol starts inside the detour jump")
-	errBranchInside = errors.New("another function branches inside the detour jump")
+	errBranchInside = errors.New("a branch lands inside the detour jump")
 	errNotELF       = errors.New("not an ELF object")
 )
 

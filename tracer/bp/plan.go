@@ -105,10 +105,10 @@ var detourHead = []byte{0x4c, 0x89, 0x5c, 0x24, 0xf0, 0x4c, 0x8b, 0x1c, 0x24, In
 // and jumps back. The trampoline is within rel32 range of the function.
 //
 // It fails with ErrUnsupported when the displaced bytes cannot be moved: a
-// function shorter than the jmp, an instruction x86asm cannot decode, a
-// branch of the function into the displaced bytes (found by decoding the
-// whole body; jump tables are not followed), or an instruction that cannot
-// be relocated. The caller then falls back to Prepare.
+// function shorter than the jmp, an instruction x86asm cannot decode, or an
+// instruction that cannot be relocated. The caller then falls back to
+// Prepare. The caller also checks, with the Branches of every function of
+// the image, that no branch lands inside the jmp's five bytes.
 func PrepareDetour(body []byte, addr, slot, ret uint64) (Plan, error) {
 	patch := addr
 	if bytes.HasPrefix(body, endbr64) {
@@ -130,9 +130,6 @@ func PrepareDetour(body []byte, addr, slot, ret uint64) (Plan, error) {
 		n += inst.Len
 	}
 	end := patch + uint64(n-start)
-	if err := checkTargets(body, addr, patch, patch+5); err != nil {
-		return Plan{}, err
-	}
 	t := append([]byte(nil), detourHead...)
 	// lea ret(%rip),%r11; mov %r11,(%rsp); mov -0x10(%rsp),%r11
 	t = append(t, 0x4c, 0x8d, 0x1d)
@@ -162,32 +159,6 @@ func PrepareDetour(body []byte, addr, slot, ret uint64) (Plan, error) {
 		Orig: append([]byte(nil), body[start:start+5]...),
 		Trap: slot + uint64(len(detourHead)) - 1,
 	}, nil
-}
-
-// checkTargets decodes body (the function at addr) and fails if a direct
-// branch lands strictly inside [patch, end): after the detour those bytes
-// are the middle of the jmp. Displaced bytes past the jmp are unchanged, so
-// a branch there still runs the original code.
-func checkTargets(body []byte, addr, patch, end uint64) error {
-	for off := 0; off < len(body); {
-		if bytes.HasPrefix(body[off:], endbr64) {
-			off += 4
-			continue
-		}
-		pc := addr + uint64(off)
-		inst, err := decode(body[off:], pc)
-		if err != nil {
-			return fmt.Errorf("%w: decoding the function body at +%#x: %v", ErrUnsupported, off, err)
-		}
-		off += inst.Len
-		if rel, ok := inst.Args[0].(x86asm.Rel); ok && inst.PCRel > 0 {
-			target := uint64(int64(pc) + int64(inst.Len) + int64(rel))
-			if target > patch && target < end {
-				return fmt.Errorf("%w: %v at %#x branches into the displaced bytes", ErrUnsupported, inst.Op, pc)
-			}
-		}
-	}
-	return nil
 }
 
 func decode(code []byte, addr uint64) (x86asm.Inst, error) {
@@ -315,25 +286,29 @@ func isLegacyPrefix(b byte) bool {
 	return false
 }
 
-// BranchTargets returns the targets of the direct jumps and calls in body
-// (code at addr). Bytes that do not decode are stepped over one at a time:
-// a wrong target only makes a caller more careful.
-func BranchTargets(body []byte, addr uint64) []uint64 {
-	var out []uint64
+// Branches returns the targets of the direct jumps and calls in body, the
+// code of the function at addr (jump tables are not followed). Bytes that
+// do not decode are stepped over one at a time and the first is reported
+// in err: targets after it may be missing, so a detour must not rely on
+// them for this function.
+func Branches(body []byte, addr uint64) (targets []uint64, err error) {
 	for off := 0; off < len(body); {
 		if bytes.HasPrefix(body[off:], endbr64) {
 			off += 4
 			continue
 		}
-		inst, err := x86asm.Decode(body[off:], 64)
-		if err != nil {
+		inst, derr := x86asm.Decode(body[off:], 64)
+		if derr != nil {
+			if err == nil {
+				err = fmt.Errorf("%w: decoding the function body at +%#x: %v", ErrUnsupported, off, derr)
+			}
 			off++
 			continue
 		}
 		if rel, ok := inst.Args[0].(x86asm.Rel); ok && inst.PCRel > 0 {
-			out = append(out, uint64(int64(addr)+int64(off+inst.Len)+int64(rel)))
+			targets = append(targets, uint64(int64(addr)+int64(off+inst.Len)+int64(rel)))
 		}
 		off += inst.Len
 	}
-	return out
+	return targets, err
 }

@@ -154,15 +154,29 @@ func TestPrepareDetour(t *testing.T) {
 	}
 	bad := map[string][]byte{
 		"too short": {0x31, 0xc0, 0xc3},
-		// xor %eax,%eax; inc %eax; cmp $9,%eax; jne (back to +2); ret
-		"loop into the displaced bytes": {0x31, 0xc0, 0xff, 0xc0, 0x83, 0xf8, 0x09, 0x75, 0xf9, 0xc3},
-		"int3":                          {0xcc, 0x90, 0x90, 0x90, 0x90, 0x90},
-		"loop insn":                     {0xe2, 0xfe, 0x90, 0x90, 0x90, 0xc3},
+		"int3":      {0xcc, 0x90, 0x90, 0x90, 0x90, 0x90},
+		"loop insn": {0xe2, 0xfe, 0x90, 0x90, 0x90, 0xc3},
 	}
 	for name, body := range bad {
 		if _, err := PrepareDetour(body, addr, slot, ret); !errors.Is(err, ErrUnsupported) {
 			t.Errorf("%s: err %v, want ErrUnsupported", name, err)
 		}
+	}
+}
+
+func TestBranches(t *testing.T) {
+	// xor %eax,%eax; inc %eax; cmp $9,%eax; jne (back to +2); call +0x10;
+	// ret: a loop into what a detour would displace, and a call.
+	body := []byte{0x31, 0xc0, 0xff, 0xc0, 0x83, 0xf8, 0x09, 0x75, 0xf9, 0xe8, 0x10, 0, 0, 0, 0xc3}
+	got, err := Branches(body, 0x401000)
+	if err != nil || fmt.Sprint(got) != fmt.Sprint([]uint64{0x401002, 0x40101e}) {
+		t.Fatalf("Branches = %#x, %v", got, err)
+	}
+	// An undecodable byte (0x06, push %es, is invalid in 64-bit mode) is
+	// reported, and decoding goes on after it.
+	got, err = Branches([]byte{0x06, 0xeb, 0xfe}, 0x401000)
+	if !errors.Is(err, ErrUnsupported) || fmt.Sprint(got) != fmt.Sprint([]uint64{0x401001}) {
+		t.Fatalf("Branches = %#x, %v", got, err)
 	}
 }
 
@@ -175,6 +189,7 @@ func FuzzPrepare(f *testing.F) {
 		if p, err := Prepare(code, addr, slot); err == nil && len(p.Slot) > MaxSlot {
 			t.Fatalf("slot of %d bytes", len(p.Slot))
 		}
+		Branches(code, addr)
 		if p, err := PrepareDetour(code, addr, slot, slot-0x1000); err == nil {
 			if len(p.Slot) > MaxSlot || len(p.Jmp) != 5 || len(p.Orig) != 5 || p.Trap != slot+9 {
 				t.Fatalf("detour: slot %d bytes, jmp % x, orig % x, trap %#x", len(p.Slot), p.Jmp, p.Orig, p.Trap)
