@@ -5,7 +5,6 @@ import (
 	"strconv"
 	"syscall"
 	"time"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -27,18 +26,7 @@ func Floor(prog string, hits int, pin bool) (time.Duration, error) {
 
 func floor(prog string, hits int, pin bool) (time.Duration, error) {
 	if pin {
-		var cpu uint32
-		unix.RawSyscall(unix.SYS_GETCPU, uintptr(unsafe.Pointer(&cpu)), 0, 0)
-		var set unix.CPUSet
-		set.Set(int(cpu))
-		unix.SchedSetaffinity(0, &set)
-		defer func() {
-			set.Zero()
-			for i := 0; i < 1024; i++ {
-				set.Set(i)
-			}
-			unix.SchedSetaffinity(0, &set)
-		}()
+		defer ptrace.PinToCurrentCPU()()
 	}
 	pid, err := syscall.ForkExec(prog, []string{prog, strconv.Itoa(hits)}, &syscall.ProcAttr{
 		Files: []uintptr{0, 1, 2},

@@ -8,7 +8,6 @@ import (
 	"regexp"
 	"sync/atomic"
 	"syscall"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -113,7 +112,7 @@ func (t *Tracer) Run() (*Result, error) {
 // run is the whole trace, on the tracer thread.
 func (t *Tracer) run(path string) error {
 	if t.cfg.Pin {
-		pinToCurrentCPU()
+		ptrace.PinToCurrentCPU()
 	}
 	env := t.cfg.Env
 	if env == nil {
@@ -240,17 +239,4 @@ func (t *Tracer) flushAll() {
 	for _, th := range t.threads {
 		t.flush(th)
 	}
-}
-
-// pinToCurrentCPU binds the calling (tracer) thread to the CPU it runs on;
-// a child forked from it inherits the mask. Cross-CPU wake-ups cost ~15x a
-// same-CPU breakpoint stop on these VMs (FIELD-NOTES.md).
-func pinToCurrentCPU() {
-	var cpu uint32
-	if _, _, e := unix.RawSyscall(unix.SYS_GETCPU, uintptr(unsafe.Pointer(&cpu)), 0, 0); e != 0 {
-		return
-	}
-	var set unix.CPUSet
-	set.Set(int(cpu))
-	unix.SchedSetaffinity(0, &set)
 }

@@ -1,6 +1,11 @@
 package ptrace
 
-import "runtime"
+import (
+	"runtime"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
 
 // Thread is a goroutine locked to one OS thread for its whole life: the
 // tracer thread. Delve's native backend does the same (pkg/proc/native,
@@ -32,3 +37,21 @@ func (t *Thread) Do(f func()) {
 
 // Close ends the thread once pending calls are done.
 func (t *Thread) Close() { close(t.reqs) }
+
+// PinToCurrentCPU binds the calling (locked, tracer) thread to the CPU it
+// runs on; a child forked from it inherits the mask. Cross-CPU wake-ups
+// cost ~15x a same-CPU breakpoint stop on these VMs (FIELD-NOTES.md). It
+// returns a function that restores the previous mask.
+func PinToCurrentCPU() (restore func()) {
+	var old, set unix.CPUSet
+	var cpu uint32
+	if unix.SchedGetaffinity(0, &old) != nil {
+		return func() {}
+	}
+	if _, _, e := unix.RawSyscall(unix.SYS_GETCPU, uintptr(unsafe.Pointer(&cpu)), 0, 0); e != 0 {
+		return func() {}
+	}
+	set.Set(int(cpu))
+	unix.SchedSetaffinity(0, &set)
+	return func() { unix.SchedSetaffinity(0, &old) }
+}
