@@ -1,6 +1,7 @@
 package tracer
 
 import (
+	"bytes"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -90,22 +91,18 @@ func readMaps(pid int) ([]byte, error) {
 	return b, nil
 }
 
-// exeBias finds the load bias of exe from the maps: the lowest mapping of
-// the file minus the page-aligned vaddr of its first PT_LOAD.
+// exeBias finds the load bias of exe from the maps: where its first mapping
+// starts, less the page-aligned vaddr of its first PT_LOAD. Libraries get
+// theirs the same way (plantHooks).
 func exeBias(maps []byte, exe string, f *elfx.File) (uint64, error) {
-	for _, line := range strings.Split(string(maps), "\n") {
-		fields := strings.Fields(line)
-		if len(fields) < 6 || strings.Join(fields[5:], " ") != exe {
-			continue
+	mm, err := uftrace.ParseMaps(bytes.NewReader(maps))
+	if err != nil {
+		return 0, fmt.Errorf("maps of the target: %w", err)
+	}
+	for _, m := range uftrace.Modules(mm) {
+		if m.Path == exe {
+			return f.Bias(m.Base), nil
 		}
-		var start, end, off uint64
-		if _, err := fmt.Sscanf(fields[0], "%x-%x", &start, &end); err != nil {
-			continue
-		}
-		if _, err := fmt.Sscanf(fields[2], "%x", &off); err != nil || off != 0 {
-			continue
-		}
-		return f.Bias(start), nil
 	}
 	return 0, fmt.Errorf("%s is not in the maps of the target", exe)
 }
