@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"rtrace/internal/testutil"
-	"rtrace/internal/uftrace"
 )
 
 // fibCalls is how many times fib(n) of testdata/fib.c calls fib.
@@ -32,29 +31,6 @@ func wall(b *testing.B, name string, args ...string) time.Duration {
 		b.Fatalf("%s %v: %v", name, args, err)
 	}
 	return time.Since(start)
-}
-
-// countEvents counts the entry and exit records of a uftrace.data directory.
-func countEvents(b *testing.B, dir string) int {
-	b.Helper()
-	r, err := uftrace.Open(dir)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer r.Close()
-	n := 0
-	for {
-		it, err := r.Next()
-		if err == io.EOF {
-			return n
-		}
-		if err != nil {
-			b.Fatal(err)
-		}
-		if it.Type == uftrace.Entry || it.Type == uftrace.Exit {
-			n++
-		}
-	}
 }
 
 // BenchmarkFib traces fib(N) (testdata/fib.c at -O0; N from RTRACE_BENCH_FIB,
@@ -101,8 +77,8 @@ func BenchmarkFib(b *testing.B) {
 		floor = float64(d)
 		out := filepath.Join(tmp, "uftrace.data")
 		rt = per(wall(b, rtrace, "record", "-q", "-d", out, "--", fib, arg), native, events)
-		if got := countEvents(b, out); got != events {
-			b.Fatalf("rtrace recorded %d events of fib(%d), want %d", got, n, events)
+		if entries, exits := testutil.CountRecords(b, out); entries+exits != events {
+			b.Fatalf("rtrace recorded %d entries and %d exits of fib(%d), want %d events", entries, exits, n, events)
 		}
 		// ltrace also shows the two library calls (atoi, printf).
 		lt = per(wall(b, ltrace, "-x", "fib", "-o", os.DevNull, fib, arg), native, events+4)

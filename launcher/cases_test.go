@@ -66,7 +66,7 @@ func TestRecordCrash(t *testing.T) {
 			if got, want := strings.Join(tree(replay(t, filepath.Join(tmp, "R"))), ""), "main()\n  middle()\n    crash()\n      leaf()\n"; got != want {
 				t.Errorf("tree %q, want %q", got, want)
 			}
-			entries, exits := countRecords(t, filepath.Join(tmp, "R"))
+			entries, exits := testutil.CountRecords(t, filepath.Join(tmp, "R"))
 			if entries != 4 || exits != 4 {
 				t.Errorf("%d entries, %d exits: want 4 closed frames", entries, exits)
 			}
@@ -479,7 +479,7 @@ func TestRecordTimeFilterFork(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("rtrace: %+v", r)
 	}
-	entries, exits := countRecords(t, filepath.Join(tmp, "R"))
+	entries, exits := testutil.CountRecords(t, filepath.Join(tmp, "R"))
 	if entries != 0 || exits != 0 {
 		t.Errorf("-t 1s on calls of microseconds: %d entries, %d exits, want none", entries, exits)
 	}

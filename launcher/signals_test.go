@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"rtrace/internal/testutil"
-	"rtrace/internal/uftrace"
 )
 
 // startLoop runs rtrace on the looping fixture and waits until it prints.
@@ -50,31 +49,6 @@ func childPids(t *testing.T, pid int) []string {
 	return out
 }
 
-// countRecords reads a trace with rtrace's reader; it must be whole.
-func countRecords(t *testing.T, dir string) (entries, exits int) {
-	t.Helper()
-	r, err := uftrace.Open(dir)
-	if err != nil {
-		t.Fatalf("trace unreadable: %v", err)
-	}
-	defer r.Close()
-	for {
-		it, err := r.Next()
-		if err == io.EOF {
-			return
-		}
-		if err != nil {
-			t.Fatalf("trace unreadable: %v", err)
-		}
-		switch it.Type {
-		case uftrace.Entry:
-			entries++
-		case uftrace.Exit:
-			exits++
-		}
-	}
-}
-
 func TestInterruptKillsTargetAndKeepsTrace(t *testing.T) {
 	uft := testutil.RequireTool(t, "uftrace")
 	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
@@ -99,7 +73,7 @@ func TestInterruptKillsTargetAndKeepsTrace(t *testing.T) {
 					}
 				}
 			}
-			entries, exits := countRecords(t, filepath.Join(dir, "R"))
+			entries, exits := testutil.CountRecords(t, filepath.Join(dir, "R"))
 			if entries < 100 || entries != exits {
 				t.Errorf("%d entries, %d exits: want many, every frame closed", entries, exits)
 			}
@@ -132,7 +106,7 @@ func TestSIGKILLLeavesReadableTrace(t *testing.T) {
 		}
 	}
 	// Readable up to the last whole record (frames stay open: no flush).
-	countRecords(t, filepath.Join(dir, "R"))
+	testutil.CountRecords(t, filepath.Join(dir, "R"))
 }
 
 func TestRefusals(t *testing.T) {

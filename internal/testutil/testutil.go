@@ -4,12 +4,15 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
+
+	"rtrace/internal/uftrace"
 )
 
 // Root returns the repository root.
@@ -112,4 +115,31 @@ func BuildRtrace(dir string) (string, error) {
 		return "", fmt.Errorf("building rtrace: %v\n%s", err, out)
 	}
 	return bin, nil
+}
+
+// CountRecords reads a uftrace.data directory with rtrace's reader, which
+// fails the test unless the trace is whole, and counts its ENTRY and EXIT
+// records.
+func CountRecords(t testing.TB, dir string) (entries, exits int) {
+	t.Helper()
+	r, err := uftrace.Open(dir)
+	if err != nil {
+		t.Fatalf("trace unreadable: %v", err)
+	}
+	defer r.Close()
+	for {
+		it, err := r.Next()
+		if err == io.EOF {
+			return entries, exits
+		}
+		if err != nil {
+			t.Fatalf("trace unreadable: %v", err)
+		}
+		switch it.Type {
+		case uftrace.Entry:
+			entries++
+		case uftrace.Exit:
+			exits++
+		}
+	}
 }
