@@ -302,6 +302,20 @@ func TestRecordPthreadExit(t *testing.T) {
 	}
 }
 
+// sideBySide records the -pg build with `uftrace record --no-libcall
+// --no-event` into tmp/U and the plain build with `rtrace record -q` into
+// tmp/R, both with opts, and returns rtrace's run and the `replay -f none`
+// of each: uftrace's, then rtrace's.
+func sideBySide(t *testing.T, tmp, pg, plain string, opts ...string) (r run, want, got string) {
+	t.Helper()
+	uft := testutil.RequireTool(t, "uftrace")
+	runCmd(t, tmp, uft, append(append([]string{"record", "--no-libcall", "--no-event", "-d", "U"}, opts...), pg)...)
+	r = runCmd(t, tmp, rtraceBin, append(append([]string{"record", "-q", "-d", "R"}, opts...), "--", plain)...)
+	want = testutil.Run(t, tmp, uft, "replay", "--no-pager", "-f", "none", "-d", "U")
+	got = testutil.Run(t, tmp, uft, "replay", "--no-pager", "-f", "none", "-d", "R")
+	return r, want, got
+}
+
 // argSpecs are the -A/-R options of TestRecordArguments: every spec kind.
 var argSpecs = []string{
 	"-A", "ints@arg1/i8,arg2/i16,arg3/i32,arg4,arg5/u32",
@@ -331,13 +345,10 @@ func TestRecordArguments(t *testing.T) {
 			plain := build(t, "args.c", v, false, nil)
 			pg := build(t, "args.c", v, true, nil)
 			tmp := t.TempDir()
-			runCmd(t, tmp, uft, append(append([]string{"record", "--no-libcall", "--no-event", "-d", "U"}, argSpecs...), pg)...)
-			r := runCmd(t, tmp, rtraceBin, append(append([]string{"record", "-q", "-d", "R"}, argSpecs...), "--", plain)...)
+			r, want, got := sideBySide(t, tmp, pg, plain, argSpecs...)
 			if bare := runCmd(t, tmp, plain); r != bare {
 				t.Errorf("under rtrace the program printed/exited differently:\nwithout: %+v\nwith:    %+v", bare, r)
 			}
-			want := testutil.Run(t, tmp, uft, "replay", "--no-pager", "-f", "none", "-d", "U")
-			got := testutil.Run(t, tmp, uft, "replay", "--no-pager", "-f", "none", "-d", "R")
 			if got != want || !strings.Contains(got, `strs("hello", "NULL", "a string`) {
 				t.Errorf("replay differs\nuftrace -pg:\n%s\nrtrace:\n%s", want, got)
 			}
@@ -381,16 +392,12 @@ func TestRecordFloatReturn(t *testing.T) {
 // -a types every function's arguments and return value from DWARF, as
 // uftrace -a does for the -pg build: replay shows the same calls and values.
 func TestRecordAutoArgs(t *testing.T) {
-	uft := testutil.RequireTool(t, "uftrace")
 	for _, v := range variants[:2] {
 		t.Run(v.name, func(t *testing.T) {
 			plain := build(t, "args.c", v, false, nil)
 			pg := build(t, "args.c", v, true, nil)
 			tmp := t.TempDir()
-			runCmd(t, tmp, uft, "record", "--no-libcall", "--no-event", "-a", "-d", "U", pg)
-			runCmd(t, tmp, rtraceBin, "record", "-q", "-a", "-d", "R", "--", plain)
-			want := testutil.Run(t, tmp, uft, "replay", "--no-pager", "-f", "none", "-d", "U")
-			got := testutil.Run(t, tmp, uft, "replay", "--no-pager", "-f", "none", "-d", "R")
+			_, want, got := sideBySide(t, tmp, pg, plain, "-a")
 			// uftrace -pg records floats()'s double return value as 0 (see
 			// TestRecordFloatReturn): compare that line by its arguments.
 			fix := regexp.MustCompile(`(?m)^(  floats\(.*\)) = .*;$`)
@@ -407,17 +414,13 @@ func TestRecordAutoArgs(t *testing.T) {
 // -t keeps the calls that last at least the threshold, as uftrace -t does:
 // slow() sleeps 20 ms, everything else returns at once (even under rtrace).
 func TestRecordTimeFilter(t *testing.T) {
-	uft := testutil.RequireTool(t, "uftrace")
 	plain := build(t, "slow.c", variants[0], false, nil)
 	pg := build(t, "slow.c", variants[0], true, nil)
 	tmp := t.TempDir()
-	runCmd(t, tmp, uft, "record", "--no-libcall", "--no-event", "-t", "5ms", "-d", "U", pg)
-	r := runCmd(t, tmp, rtraceBin, "record", "-q", "-t", "5ms", "-d", "R", "--", plain)
+	r, want, got := sideBySide(t, tmp, pg, plain, "-t", "5ms")
 	if r.code != 0 || r.stdout != "slow 12\n" {
 		t.Fatalf("rtrace: %+v", r)
 	}
-	want := testutil.Run(t, tmp, uft, "replay", "--no-pager", "-f", "none", "-d", "U")
-	got := testutil.Run(t, tmp, uft, "replay", "--no-pager", "-f", "none", "-d", "R")
 	if got != want || got != "main() {\n  slow();\n  slow();\n} /* main */\n" {
 		t.Errorf("-t 5ms:\nuftrace:\n%s\nrtrace:\n%s", want, got)
 	}
@@ -430,7 +433,6 @@ func TestRecordTimeFilter(t *testing.T) {
 // C++: -F and -A patterns match the short demangled names uftrace shows
 // (geo::Shape::area, count), and /S reads a std::string's characters.
 func TestRecordCxxNames(t *testing.T) {
-	uft := testutil.RequireTool(t, "uftrace")
 	for _, c := range []struct {
 		src  string
 		opts []string
@@ -443,10 +445,7 @@ func TestRecordCxxNames(t *testing.T) {
 			plain := build(t, c.src, variants[0], false, nil)
 			pg := build(t, c.src, variants[0], true, nil)
 			tmp := t.TempDir()
-			runCmd(t, tmp, uft, append(append([]string{"record", "--no-libcall", "--no-event", "-d", "U"}, c.opts...), pg)...)
-			runCmd(t, tmp, rtraceBin, append(append([]string{"record", "-q", "-d", "R"}, c.opts...), "--", plain)...)
-			want := testutil.Run(t, tmp, uft, "replay", "--no-pager", "-f", "none", "-d", "U")
-			got := testutil.Run(t, tmp, uft, "replay", "--no-pager", "-f", "none", "-d", "R")
+			_, want, got := sideBySide(t, tmp, pg, plain, c.opts...)
 			if got != want || len(got) < 10 {
 				t.Errorf("uftrace:\n%s\nrtrace:\n%s", want, got)
 			}
