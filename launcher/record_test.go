@@ -255,4 +255,7 @@ func TestRecordStatic(t *testing.T) {
 	if w, g := tree(replay(t, filepath.Join(tmp, "U"))), tree(replay(t, filepath.Join(tmp, "R"))); strings.Join(w, "") != strings.Join(g, "") {
 		t.Errorf("call trees differ\nuftrace -pg (dynamic):\n%s\nrtrace (static):\n%s", strings.Join(w, "\n"), strings.Join(g, "\n"))
 	}
+	for _, cmd := range [][]string{{"report"}, {"graph"}, {"info"}, {"dump", "--chrome"}} {
+		testutil.Run(t, tmp, uft, append(cmd, "--no-pager", "-d", "R")...)
+	}
 }
