@@ -45,7 +45,10 @@ Ctrl-C or SIGTERM kills PROG and keeps everything recorded so far.
 
 Filters follow uftrace record: -F shows only functions called from a
 matching one, -N hides a function and its callees, -D limits the depth.
-Patterns are Go regular expressions matched against function names.`,
+As in uftrace, a pattern with regex characters (.?*+-^$|()[]{}) is a Go
+regular expression matched anywhere in the name; one without them matches
+one name exactly. C++ functions match by their short demangled name
+(geo::Shape::area) or their symbol. -A and -R patterns work the same way.`,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "data", Aliases: []string{"d"}, Value: "uftrace.data", Usage: "write the trace to `DIR`"},
 			&cli.StringSliceFlag{Name: "filter", Aliases: []string{"F"}, Usage: "trace only functions matching `REGEX` and their callees (repeatable)"},
