@@ -34,7 +34,7 @@ func TestRecordVfork(t *testing.T) {
 				{[]string{chain}, "main()\n  a()\n    b()\n      c()\n        d()\n      c()\n        d()\n  a()\n    b()\n      c()\n        d()\n      c()\n        d()\n"},
 			} {
 				tmp := t.TempDir()
-				got := runCmd(t, tmp, rtraceBin, append([]string{"record", "-q", "-d", "R", "--", prog}, c.args...)...)
+				got := runCmd(t, tmp, rtraceBin, append([]string{"record", "--no-libcall", "-q", "-d", "R", "--", prog}, c.args...)...)
 				if bare := runCmd(t, tmp, prog, c.args...); got != bare {
 					t.Errorf("under rtrace the program printed/exited differently:\nwithout: %+v\nwith:    %+v", bare, got)
 				}
@@ -63,12 +63,12 @@ func TestRecordCrash(t *testing.T) {
 			if !strings.Contains(r.stderr, "signal 11") {
 				t.Errorf("stderr %q does not report the crash", r.stderr)
 			}
-			if got, want := strings.Join(tree(replay(t, filepath.Join(tmp, "R"))), ""), "main()\n  middle()\n    crash()\n      leaf()\n"; got != want {
+			if got, want := strings.Join(tree(replay(t, filepath.Join(tmp, "R"))), ""), "main()\n  puts()\n  fflush()\n  middle()\n    crash()\n      leaf()\n"; got != want {
 				t.Errorf("tree %q, want %q", got, want)
 			}
 			entries, exits := testutil.CountRecords(t, filepath.Join(tmp, "R"))
-			if entries != 4 || exits != 4 {
-				t.Errorf("%d entries, %d exits: want 4 closed frames", entries, exits)
+			if entries != 6 || exits != 6 {
+				t.Errorf("%d entries, %d exits: want 6 closed frames", entries, exits)
 			}
 			info := testutil.Run(t, tmp, uft, "info", "-d", "R")
 			if !strings.Contains(info, "terminated by signal: 11") {
@@ -99,7 +99,7 @@ func TestRecordFilters(t *testing.T) {
 				args := append([]string{"record", "--no-libcall", "--no-event", "-d", "U"}, opts...)
 				runCmd(t, tmp, uft, append(args, pg)...)
 				want := tree(replay(t, filepath.Join(tmp, "U")))
-				r := runCmd(t, tmp, rtraceBin, append(append([]string{"record", "-q", "-d", "R"}, opts...), "--", plain)...)
+				r := runCmd(t, tmp, rtraceBin, append(append([]string{"record", "--no-libcall", "-q", "-d", "R"}, opts...), "--", plain)...)
 				if r.code != 18%7 {
 					t.Fatalf("rtrace: %+v", r)
 				}
@@ -129,7 +129,7 @@ func TestRecordSkipped(t *testing.T) {
 	if !regexp.MustCompile(`(?m)^  loopy: a branch lands inside the detour jump$`).MatchString(r.stderr) {
 		t.Errorf("-v does not say why loopy keeps an int3 entry:\n%s", r.stderr)
 	}
-	if got, want := strings.Join(tree(replay(t, filepath.Join(tmp, "R"))), ""), "main()\n  even()\n    loopy()\n"; got != want {
+	if got, want := strings.Join(tree(replay(t, filepath.Join(tmp, "R"))), ""), "main()\n  even()\n    loopy()\n  printf()\n"; got != want {
 		t.Errorf("tree %q, want %q", got, want)
 	}
 	// -O2 keeps functions too short for a detour jump: -v lists them.
@@ -271,7 +271,7 @@ func TestRecordSrcline(t *testing.T) {
 	plain := build(t, "chain.c", variants[0], false, nil)
 	pg := build(t, "chain.c", variants[0], true, nil)
 	runCmd(t, tmp, uft, "record", "--srcline", "--no-libcall", "--no-event", "-d", "U", pg)
-	runCmd(t, tmp, rtraceBin, "record", "-q", "-d", "R", "--", plain)
+	runCmd(t, tmp, rtraceBin, "record", "--no-libcall", "-q", "-d", "R", "--", plain)
 	want := testutil.Run(t, tmp, uft, "replay", "--no-pager", "--srcline", "-f", "none", "-d", "U")
 	got := testutil.Run(t, tmp, uft, "replay", "--no-pager", "--srcline", "-f", "none", "-d", "R")
 	if !strings.Contains(got, "d(); /* "+filepath.Join(testutil.Root(), "testdata", "chain.c")+":4 */") || got != want {
@@ -282,7 +282,8 @@ func TestRecordSrcline(t *testing.T) {
 // pthread_exit two traced frames deep: its forced unwind must get past the
 // hijacked return addresses, or work()'s cleanup never runs. uftrace -pg
 // loses that cleanup itself (it prints nothing), so the tree is written
-// out: done() runs under work() as the unwind passes it.
+// out: done() runs under work() as the unwind passes it, and its printf()
+// (a tail call at -O2) under it.
 func TestRecordPthreadExit(t *testing.T) {
 	for _, v := range variants {
 		t.Run(v.name, func(t *testing.T) {
@@ -294,7 +295,8 @@ func TestRecordPthreadExit(t *testing.T) {
 				t.Errorf("under rtrace the program printed/exited differently:\nwithout: %+v\nwith:    %+v", bare, got)
 			}
 			trees := tree(replay(t, filepath.Join(tmp, "R")))
-			want := []string{"main()\n  leaf()\n", "start()\n  work()\n    quit()\n      leaf()\n    done()\n"}
+			want := []string{"main()\n  pthread_create()\n  pthread_join()\n  leaf()\n  printf()\n",
+				"start()\n  work()\n    quit()\n      leaf()\n      pthread_exit()\n    done()\n      printf()\n"}
 			if strings.Join(trees, "|") != strings.Join(want, "|") {
 				t.Errorf("trees\n%q\nwant\n%q", trees, want)
 			}
@@ -303,14 +305,15 @@ func TestRecordPthreadExit(t *testing.T) {
 }
 
 // sideBySide records the -pg build with `uftrace record --no-libcall
-// --no-event` into tmp/U and the plain build with `rtrace record -q` into
+// --no-event` into tmp/U and the plain build with `rtrace record
+// --no-libcall -q` into
 // tmp/R, both with opts, and returns rtrace's run and the `replay -f none`
 // of each: uftrace's, then rtrace's.
 func sideBySide(t *testing.T, tmp, pg, plain string, opts ...string) (r run, want, got string) {
 	t.Helper()
 	uft := testutil.RequireTool(t, "uftrace")
 	runCmd(t, tmp, uft, append(append([]string{"record", "--no-libcall", "--no-event", "-d", "U"}, opts...), pg)...)
-	r = runCmd(t, tmp, rtraceBin, append(append([]string{"record", "-q", "-d", "R"}, opts...), "--", plain)...)
+	r = runCmd(t, tmp, rtraceBin, append(append([]string{"record", "--no-libcall", "-q", "-d", "R"}, opts...), "--", plain)...)
 	want = testutil.Run(t, tmp, uft, "replay", "--no-pager", "-f", "none", "-d", "U")
 	got = testutil.Run(t, tmp, uft, "replay", "--no-pager", "-f", "none", "-d", "R")
 	return r, want, got

@@ -26,22 +26,23 @@ import (
 
 // RecordOptions are the options of `rtrace record`.
 type RecordOptions struct {
-	Dir      string   // output directory (default uftrace.data)
-	Args     []string // program and its arguments
-	Filter   []string // -F regexes
-	NoTrace  []string // -N regexes
-	ArgSpecs []string // -A argument specs (uftrace syntax: func@arg1/i32,arg2/s)
-	RetSpecs []string // -R return-value specs (func@retval/s)
-	AutoArgs bool     // -a: specs of every function from DWARF
-	Time     string   // -t: leave out calls shorter than this ("100us", "2ms")
-	MaxStack int      // --max-stack: record no call nested deeper (0: no limit)
-	Depth    int
-	Quiet    bool
-	Verbose  bool
-	NoPin    bool
-	Cmdline  string // rtrace's own command line, for info
-	Version  string
-	Stderr   io.Writer
+	Dir       string   // output directory (default uftrace.data)
+	Args      []string // program and its arguments
+	Filter    []string // -F regexes
+	NoTrace   []string // -N regexes
+	ArgSpecs  []string // -A argument specs (uftrace syntax: func@arg1/i32,arg2/s)
+	RetSpecs  []string // -R return-value specs (func@retval/s)
+	AutoArgs  bool     // -a: specs of every function from DWARF
+	Time      string   // -t: leave out calls shorter than this ("100us", "2ms")
+	MaxStack  int      // --max-stack: record no call nested deeper (0: no limit)
+	NoLibcall bool     // --no-libcall: leave out calls into shared libraries
+	Depth     int
+	Quiet     bool
+	Verbose   bool
+	NoPin     bool
+	Cmdline   string // rtrace's own command line, for info
+	Version   string
+	Stderr    io.Writer
 }
 
 // UsageError is a bad option or argument: the CLI exits 2 with its message.
@@ -134,6 +135,7 @@ func Record(o RecordOptions) (int, error) {
 		Pin:        !o.NoPin,
 		TimeFilter: threshold,
 		MaxStack:   o.MaxStack,
+		Libcalls:   !o.NoLibcall,
 		Warn:       con,
 		Specs:      specs,
 		Started: func(p int) {

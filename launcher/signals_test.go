@@ -78,7 +78,7 @@ func TestInterruptKillsTargetAndKeepsTrace(t *testing.T) {
 				t.Errorf("%d entries, %d exits: want many, every frame closed", entries, exits)
 			}
 			out := testutil.Run(t, dir, uft, "replay", "--no-pager", "-f", "none", "-d", "R")
-			if !strings.HasPrefix(out, "main() {\n  work();\n") || !strings.HasSuffix(out, "} /* main */\n") {
+			if !strings.HasPrefix(out, "main() {\n  puts();\n  fflush();\n  work();\n") || !strings.HasSuffix(out, "} /* main */\n") {
 				t.Errorf("replay does not show a closed main: %.200s ... %s", out, out[max(0, len(out)-100):])
 			}
 		})

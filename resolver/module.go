@@ -25,6 +25,25 @@ func Symbols(f *elfx.File) ([]uftrace.Symbol, uint64) {
 			end = e
 		}
 	}
+	// Library functions get a P symbol where rtrace records their calls:
+	// the PLT stub, or the GOT slot for code built with -fno-plt. An end
+	// marker after each keeps the gap to the next symbol unnamed.
+	starts := map[uint64]bool{}
+	for _, s := range syms {
+		starts[s.Addr] = true
+	}
+	for _, im := range f.Imports {
+		addr, _ := im.Site()
+		syms = append(syms, uftrace.Symbol{Addr: addr - base, Type: 'P', Name: im.Name})
+		starts[addr-base] = true
+	}
+	for _, im := range f.Imports {
+		addr, size := im.Site()
+		if e := addr + size - base; !starts[e] {
+			syms = append(syms, uftrace.Symbol{Addr: e, Type: '?', Name: "__dynsym_end"})
+			starts[e] = true
+		}
+	}
 	return syms, end
 }
 

@@ -72,6 +72,7 @@ func (t *Tracer) plantHooks(tid int, p *process, maps []byte) {
 		return
 	}
 	defer mem.Close()
+	t.patchGOT(mem, im)
 	for _, mod := range uftrace.Modules(mm) {
 		f := im.elf
 		if mod.Path != im.exe {

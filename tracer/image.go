@@ -28,6 +28,40 @@ type fn struct {
 	in, out bool
 	// Argument and return-value specs (-A, -R, -a), in payload order.
 	args, rets []uftrace.ArgSpec
+	// libcall: a library function, entered through its PLT stub or GOT
+	// slot in the calling module; addr is the stub's or the slot's.
+	libcall bool
+	// jump: setjmp, which returns twice. Its entry and exit are recorded
+	// at the call and its return address is left alone: setjmp saves it in
+	// the jmp_buf, where a hijacked one would send the longjmp to the
+	// return breakpoint.
+	jump bool
+	// personality: a personality routine, called by the unwinder.
+	personality bool
+}
+
+// libcallSkip are library functions whose calls are not recorded, as
+// uftrace's PLT hooks skip them (libmcount/plthook.c): the start-up call
+// that never returns, and the C++ runtime calls that exceptions unwind
+// through. Their effect on the stack is followed by the hooks instead.
+// longjmp is left out too: uftrace's replay rewinds its display stack at a
+// record named longjmp, which would misplace the EXITs rtrace writes for
+// the frames a longjmp skips (hookLongjmp).
+var libcallSkip = map[string]bool{
+	"longjmp": true, "_longjmp": true, "siglongjmp": true, "__longjmp_chk": true,
+	"__libc_start_main": true, "__cxa_finalize": true, "__cxa_throw": true,
+	"__cxa_rethrow": true, "__cxa_begin_catch": true, "__cxa_end_catch": true,
+	"_Unwind_Resume": true, "_mcleanup": true, "mcount": true, "_mcount": true,
+	"__fentry__": true, "__gnu_mcount_nc": true,
+	"__cyg_profile_func_enter": true, "__cyg_profile_func_exit": true,
+}
+
+// cand is code setupImage instruments: a function of the executable or a
+// PLT stub (libcall).
+type cand struct {
+	name        string
+	value, size uint64 // link-time address and size
+	libcall     bool
 }
 
 // image is one address space: the breakpoints and scratch page planted in
@@ -40,6 +74,12 @@ type image struct {
 	entry   uint64 // the program's entry point (internal breakpoint)
 	bps     *bp.Table
 	funcs   []fn
+	// text is the executable's code (runtime addresses): a library call
+	// is recorded when it comes from there.
+	textLo, textHi uint64
+	// gotCalls are the imports the executable calls through their GOT slot
+	// (-fno-plt); their slots are redirected once the loader has filled them.
+	gotCalls []elfx.Import
 	// Scratch room for hook breakpoints planted after setup.
 	hookNext, hookEnd uint64
 }
@@ -131,6 +171,12 @@ func (t *Tracer) setupImage(tid int) (*image, []byte, error) {
 		return nil, nil, err
 	}
 	im := &image{exe: exe, elf: f, bias: bias, bps: bp.NewTable(), entry: f.Entry + bias}
+	im.textLo = ^uint64(0)
+	for _, l := range f.Loads {
+		if l.Exec {
+			im.textLo, im.textHi = min(im.textLo, l.Vaddr+bias), max(im.textHi, l.Vaddr+l.Memsz+bias)
+		}
+	}
 	// A static executable holds libc too. When it has DWARF, trace the
 	// functions DWARF describes: the program's own code (Debian's libc.a
 	// has no debug info), as uftrace -pg would show them.
@@ -143,7 +189,7 @@ func (t *Tracer) setupImage(tid int) (*image, []byte, error) {
 			}
 		}
 	}
-	var cands []elfx.Func
+	var cands []cand
 	starts := make([]uint64, 0, len(f.Funcs))
 	for _, fn := range f.Funcs {
 		starts = append(starts, fn.Value)
@@ -158,7 +204,7 @@ func (t *Tracer) setupImage(tid int) (*image, []byte, error) {
 		if own != nil && !own[fn.Value] {
 			continue
 		}
-		cands = append(cands, fn)
+		cands = append(cands, cand{fn.Name, fn.Value, fn.Size, false})
 	}
 	if len(cands) == 0 {
 		fmt.Fprintf(t.cfg.Warn, "rtrace: warning: %s has no function symbols (stripped?): no calls will be recorded\n", exe)
@@ -166,7 +212,14 @@ func (t *Tracer) setupImage(tid int) (*image, []byte, error) {
 	// Scratch: the return breakpoint, then one slot per function. Ask for it
 	// just below the executable so rip-relative operands and the detour
 	// jumps stay in rel32 range.
-	size := uint64(16+(len(cands)+hookSlots)*bp.MaxSlot+4095) &^ 4095
+	if t.cfg.Libcalls {
+		for _, imp := range f.Imports {
+			if imp.Stub != 0 && !libcallSkip[imp.Name] {
+				cands = append(cands, cand{imp.Name, imp.Stub, imp.StubSize, true})
+			}
+		}
+	}
+	size := uint64(16+(len(cands)+len(f.Imports)+hookSlots)*bp.MaxSlot+4095) &^ 4095
 	hint := (bias + f.MinVaddr() - size - 1<<20) &^ 4095
 	if hint > bias+f.MinVaddr() { // wrapped around
 		hint = 0
@@ -197,37 +250,51 @@ func (t *Tracer) setupImage(tid int) (*image, []byte, error) {
 	// __memcpy_*+3). A function whose code does not all decode is not
 	// detoured: its own branches are not all known.
 	var targets []uint64
+	slots := map[uint64]bool{}
 	undecoded := map[uint64]error{}
 	for _, fn := range f.Funcs {
 		if b := text.code(fn.Value+bias, fn.Size); b != nil {
-			ts, err := bp.Branches(b, fn.Value+bias)
+			ts, ss, err := bp.Branches(b, fn.Value+bias)
 			targets = append(targets, ts...)
+			for _, s := range ss {
+				slots[s-bias] = true
+			}
 			if err != nil {
 				undecoded[fn.Value] = err
 			}
 		}
 	}
 	slices.Sort(targets)
+	if t.cfg.Libcalls {
+		for _, imp := range f.Imports {
+			if imp.Stub == 0 && slots[imp.GOT] && !libcallSkip[imp.Name] && hookNames[imp.Name] != hookSetjmp {
+				im.gotCalls = append(im.gotCalls, imp)
+			}
+		}
+	}
 	for _, c := range cands {
-		addr := c.Value + bias
-		body := text.code(addr, max(c.Size, 16))
+		addr := c.value + bias
+		body := text.code(addr, max(c.size, 16))
 		n := len(body) // fewer than 16 bytes at the end of the text
 		if n == 0 {
-			t.skipped = append(t.skipped, Skip{c.Name, fmt.Sprintf("no code at %#x", addr)})
+			t.skipped = append(t.skipped, Skip{c.name, fmt.Sprintf("no code at %#x", addr)})
 			continue
 		}
 		slot := scratch + uint64(len(code))
 		var plan bp.Plan
 		err = errEntryPoint
+		jump := c.libcall && hookNames[c.name] == hookSetjmp
 		// The function holding the entry point keeps an int3 entry: the
 		// entry breakpoint must not land inside a detour jump.
-		if derr := undecoded[c.Value]; derr != nil {
+		if derr := undecoded[c.value]; derr != nil {
 			err = derr
-		} else if c.Size > 0 && c.Size <= uint64(n) && (im.entry < addr || im.entry >= addr+c.Size) {
-			plan, err = bp.PrepareDetour(body[:c.Size], addr, slot, im.retAddr)
+		} else if jump {
+			err = errJump
+		} else if c.size > 0 && c.size <= uint64(n) && (im.entry < addr || im.entry >= addr+c.size) {
+			plan, err = bp.PrepareDetour(body[:c.size], addr, slot, im.retAddr)
 			// Another symbol starting inside the jump (an alias into the
 			// prologue, hand-written code) would be entered mid-jump.
-			if err == nil && symbolWithin(starts, c.Value+(plan.Patch-addr), c.Value+(plan.Patch-addr)+uint64(len(plan.Jmp))) {
+			if err == nil && symbolWithin(starts, c.value+(plan.Patch-addr), c.value+(plan.Patch-addr)+uint64(len(plan.Jmp))) {
 				err = errSymbolInside
 			}
 			if err == nil && symbolWithin(targets, plan.Patch, plan.Patch+uint64(len(plan.Jmp))) {
@@ -237,23 +304,21 @@ func (t *Tracer) setupImage(tid int) (*image, []byte, error) {
 		if err != nil {
 			why := err.Error()
 			if plan, err = bp.Prepare(body, addr, slot); err != nil {
-				t.skipped = append(t.skipped, Skip{c.Name, err.Error()})
+				t.skipped = append(t.skipped, Skip{c.name, err.Error()})
 				continue
 			}
-			t.int3s = append(t.int3s, Skip{c.Name, why})
+			if !jump {
+				t.int3s = append(t.int3s, Skip{c.name, why})
+			}
 		}
 		code = append(code, plan.Slot...)
 		code = append(code, make([]byte, -len(code)&15)...)
 		idx := len(im.funcs)
 		// Patterns match the mangled symbol or the short demangled name
 		// uftrace shows (geo::Shape::area).
-		short := cxxname.Short(c.Name)
-		fi := fn{name: c.Name, addr: addr,
-			in:  matchAny(t.cfg.Filter, c.Name) || matchAny(t.cfg.Filter, short),
-			out: matchAny(t.cfg.NoTrace, c.Name) || matchAny(t.cfg.NoTrace, short)}
-		if t.cfg.Specs != nil {
-			fi.args, fi.rets = t.cfg.Specs(f, c.Name)
-		}
+		fi := t.newFn(f, c.name, addr)
+		fi.libcall, fi.jump = c.libcall, jump
+		fi.personality = c.libcall && strings.HasSuffix(c.name, "_personality_v0")
 		im.funcs = append(im.funcs, fi)
 		b := &bp.Breakpoint{Addr: addr, Orig: body[0], Kind: bp.FuncEntry, Plan: plan, Func: idx}
 		if plan.Action == bp.Detoured {
@@ -293,6 +358,20 @@ func (t *Tracer) setupImage(tid int) (*image, []byte, error) {
 		}
 	}
 	return im, maps, nil
+}
+
+// newFn describes a traced function of module f at runtime address addr,
+// with the filters and specs that apply to it. Patterns match the mangled
+// symbol or the short demangled name uftrace shows (geo::Shape::area).
+func (t *Tracer) newFn(f *elfx.File, name string, addr uint64) fn {
+	short := cxxname.Short(name)
+	fi := fn{name: name, addr: addr,
+		in:  matchAny(t.cfg.Filter, name) || matchAny(t.cfg.Filter, short),
+		out: matchAny(t.cfg.NoTrace, name) || matchAny(t.cfg.NoTrace, short)}
+	if t.cfg.Specs != nil {
+		fi.args, fi.rets = t.cfg.Specs(f, name)
+	}
+	return fi
 }
 
 // removeInternal restores the original byte of an internal-only breakpoint.
@@ -338,6 +417,7 @@ var (
 	errEntryPoint   = errors.New("holds the program's entry point")
 	errSymbolInside = errors.New("another symbol starts inside the detour jump")
 	errBranchInside = errors.New("a branch lands inside the detour jump")
+	errJump         = errors.New("setjmp returns twice: recorded at the call")
 	errNotELF       = errors.New("not an ELF object")
 )
 

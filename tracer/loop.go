@@ -178,17 +178,31 @@ func (t *Tracer) entry(th *thread, b *bp.Breakpoint, regs *unix.PtraceRegs, ts u
 		if ret, err = ptrace.PeekWord(th.tid, regs.Rsp); err != nil {
 			return
 		}
-		if err := ptrace.PokeWord(th.tid, regs.Rsp, im.retAddr); err != nil {
-			return
+		if !f.jump {
+			if err := ptrace.PokeWord(th.tid, regs.Rsp, im.retAddr); err != nil {
+				return
+			}
 		}
 	}
 	if th.unhooked {
 		// A call from a landing pad while an exception unwinds: the frames
 		// at or below its return address slot have been unwound (uftrace's
-		// mcount_rstack_reset_exception does the same).
-		t.popBelow(th, regs.Rsp+1, ts)
+		// mcount_rstack_reset_exception does the same). A tail call keeps
+		// the frame whose slot it reuses: its return address there is
+		// already the return breakpoint.
+		below := regs.Rsp + 1
+		if ret == im.retAddr {
+			below = regs.Rsp
+		}
+		t.popBelow(th, below, ts)
 	}
-	fr, rec := th.enter(f, ret, regs.Rsp, &t.cfg)
+	// Libraries call a non-PIE executable's PLT stubs too: a stub is the
+	// canonical address of a function whose address the executable takes
+	// (a destructor that __cxa_end_catch calls, recorded as uftrace
+	// does). But the unwinder's calls of the personality routine are not
+	// recorded, as uftrace does not.
+	hidden := f.personality && (ret < im.textLo || ret >= im.textHi)
+	fr, rec := th.enter(f, ret, regs.Rsp, hidden, &t.cfg)
 	if rec {
 		var payload []byte
 		if len(f.args) > 0 {
@@ -200,6 +214,9 @@ func (t *Tracer) entry(th *thread, b *bp.Breakpoint, regs *unix.PtraceRegs, ts u
 		} else {
 			t.record(th, r, payload)
 		}
+	}
+	if f.jump {
+		t.exit(th, ts, nil)
 	}
 }
 

@@ -51,8 +51,8 @@ type thread struct {
 // enter pushes a frame for a call of f and returns whether it is recorded,
 // following uftrace's filter semantics: -N hides a function and its callees,
 // -F shows only functions called (directly or not) from a matching one, -D
-// limits the recorded depth.
-func (th *thread) enter(f *fn, ret, slot uint64, cfg *Config) (frame, bool) {
+// limits the recorded depth. A hidden call is never recorded.
+func (th *thread) enter(f *fn, ret, slot uint64, hidden bool, cfg *Config) (frame, bool) {
 	fr := frame{ret: ret, slot: slot, f: f, depth: -1, in: f.in, out: f.out}
 	if f.out {
 		th.outN++
@@ -60,7 +60,7 @@ func (th *thread) enter(f *fn, ret, slot uint64, cfg *Config) (frame, bool) {
 	if f.in {
 		th.inF++
 	}
-	rec := th.outN == 0 && (len(cfg.Filter) == 0 || th.inF > 0) && (cfg.Depth == 0 || th.depth < cfg.Depth) &&
+	rec := !hidden && th.outN == 0 && (len(cfg.Filter) == 0 || th.inF > 0) && (cfg.Depth == 0 || th.depth < cfg.Depth) &&
 		(cfg.MaxStack == 0 || len(th.stack) < cfg.MaxStack)
 	if rec {
 		fr.depth = th.depth

@@ -31,6 +31,9 @@ type Config struct {
 	// whose callees are all left out too (uftrace record -t).
 	TimeFilter uint64
 	Pin        bool // run the tracer thread and the target on one CPU
+	// Libcalls: record the executable's calls into shared libraries, as
+	// uftrace's PLT hooks do (off with --no-libcall).
+	Libcalls bool
 	// Warn receives rtrace's warnings while tracing (nil: os.Stderr).
 	Warn io.Writer
 	// Specs returns the argument and return-value specs of the function

@@ -35,7 +35,8 @@ type File struct {
 	Interp  string // PT_INTERP, "" for static executables
 	Loads   []Load
 	BuildID string
-	Funcs   []Func // sorted by Value; from .symtab, else .dynsym
+	Funcs   []Func   // sorted by Value; from .symtab, else .dynsym
+	Imports []Import // functions called through the GOT, sorted by slot
 	IsGo    bool
 	Setuid  bool
 }
@@ -93,6 +94,7 @@ func Parse(r io.ReaderAt) (ef *File, err error) {
 	ef.BuildID = buildID(f)
 	ef.IsGo = f.Section(".go.buildinfo") != nil || f.Section(".gopclntab") != nil
 	ef.Funcs = funcs(f)
+	ef.Imports = imports(f)
 	return ef, nil
 }
 

@@ -46,3 +46,33 @@ func FuzzParse(f *testing.F) {
 		Parse(bytes.NewReader(data)) // must not panic
 	})
 }
+
+// Imports names each library function with the PLT stub or GOT slot it is
+// called through, whatever the binding: lazy, -z now, or no PLT at all.
+func TestImports(t *testing.T) {
+	for _, flags := range [][]string{{"-O0"}, {"-O0", "-Wl,-z,now"}, {"-O0", "-fno-plt"}, {"-O0", "-no-pie", "-fno-PIE"}} {
+		path := testutil.BuildC(t, "libcalls.c", flags...)
+		f, err := Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		byName := map[string]Import{}
+		for _, im := range f.Imports {
+			byName[im.Name] = im
+		}
+		for _, name := range []string{"getpid", "malloc", "free", "printf"} {
+			im, ok := byName[name]
+			if !ok {
+				t.Errorf("%v: no import %s in %+v", flags, name, f.Imports)
+				continue
+			}
+			noPLT := flags[len(flags)-1] == "-fno-plt"
+			if (im.Stub == 0) != noPLT {
+				t.Errorf("%v: %s stub %#x", flags, name, im.Stub)
+			}
+			if addr, size := im.Site(); addr == 0 || size == 0 {
+				t.Errorf("%v: %s site %#x+%d", flags, name, addr, size)
+			}
+		}
+	}
+}

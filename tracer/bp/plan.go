@@ -287,11 +287,13 @@ func isLegacyPrefix(b byte) bool {
 }
 
 // Branches returns the targets of the direct jumps and calls in body, the
-// code of the function at addr (jump tables are not followed). Bytes that
+// code of the function at addr (jump tables are not followed), and the
+// memory slots its rip-relative indirect calls and jumps read their target
+// from (GOT slots of code built with -fno-plt). Bytes that
 // do not decode are stepped over one at a time and the first is reported
 // in err: targets after it may be missing, so a detour must not rely on
 // them for this function.
-func Branches(body []byte, addr uint64) (targets []uint64, err error) {
+func Branches(body []byte, addr uint64) (targets, slots []uint64, err error) {
 	for off := 0; off < len(body); {
 		if bytes.HasPrefix(body[off:], endbr64) {
 			off += 4
@@ -305,10 +307,14 @@ func Branches(body []byte, addr uint64) (targets []uint64, err error) {
 			off++
 			continue
 		}
+		next := int64(addr) + int64(off+inst.Len)
 		if rel, ok := inst.Args[0].(x86asm.Rel); ok && inst.PCRel > 0 {
-			targets = append(targets, uint64(int64(addr)+int64(off+inst.Len)+int64(rel)))
+			targets = append(targets, uint64(next+int64(rel)))
+		}
+		if m, ok := inst.Args[0].(x86asm.Mem); ok && m.Base == x86asm.RIP && m.Index == 0 && (inst.Op == x86asm.CALL || inst.Op == x86asm.JMP) {
+			slots = append(slots, uint64(next+m.Disp))
 		}
 		off += inst.Len
 	}
-	return targets, err
+	return targets, slots, err
 }

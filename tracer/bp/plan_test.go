@@ -166,15 +166,16 @@ func TestPrepareDetour(t *testing.T) {
 
 func TestBranches(t *testing.T) {
 	// xor %eax,%eax; inc %eax; cmp $9,%eax; jne (back to +2); call +0x10;
-	// ret: a loop into what a detour would displace, and a call.
-	body := []byte{0x31, 0xc0, 0xff, 0xc0, 0x83, 0xf8, 0x09, 0x75, 0xf9, 0xe8, 0x10, 0, 0, 0, 0xc3}
-	got, err := Branches(body, 0x401000)
-	if err != nil || fmt.Sprint(got) != fmt.Sprint([]uint64{0x401002, 0x40101e}) {
-		t.Fatalf("Branches = %#x, %v", got, err)
+	// call *0x20(%rip); ret: a loop into what a detour would displace, a
+	// call, and a call through a GOT slot.
+	body := []byte{0x31, 0xc0, 0xff, 0xc0, 0x83, 0xf8, 0x09, 0x75, 0xf9, 0xe8, 0x10, 0, 0, 0, 0xff, 0x15, 0x20, 0, 0, 0, 0xc3}
+	got, slots, err := Branches(body, 0x401000)
+	if err != nil || fmt.Sprint(got) != fmt.Sprint([]uint64{0x401002, 0x40101e}) || fmt.Sprint(slots) != fmt.Sprint([]uint64{0x401034}) {
+		t.Fatalf("Branches = %#x, %#x, %v", got, slots, err)
 	}
 	// An undecodable byte (0x06, push %es, is invalid in 64-bit mode) is
 	// reported, and decoding goes on after it.
-	got, err = Branches([]byte{0x06, 0xeb, 0xfe}, 0x401000)
+	got, _, err = Branches([]byte{0x06, 0xeb, 0xfe}, 0x401000)
 	if !errors.Is(err, ErrUnsupported) || fmt.Sprint(got) != fmt.Sprint([]uint64{0x401001}) {
 		t.Fatalf("Branches = %#x, %v", got, err)
 	}

@@ -1,0 +1,55 @@
+package tracer
+
+import (
+	"encoding/binary"
+	"fmt"
+	"os"
+
+	"rtrace/tracer/bp"
+)
+
+// patchGOT redirects the GOT slots the executable calls through directly
+// (code built with -fno-plt has no PLT stub to detour) to trampolines in
+// the hook scratch room. Called at the program's entry point, once the
+// loader has filled the slots. Each trampoline is a detour of a
+// `jmp *cell(%rip)` whose cell holds the slot's original target: it stops
+// at its int3 with the return address in r11, hijacks the return, and jumps
+// to the library function. Its Plan records the slot and its original
+// bytes, so a detach can put them back.
+func (t *Tracer) patchGOT(mem *os.File, im *image) {
+	for _, imp := range im.gotCalls {
+		slot := imp.GOT + im.bias
+		if im.hookNext+16+bp.MaxSlot > im.hookEnd {
+			fmt.Fprintf(t.cfg.Warn, "rtrace: warning: no scratch room left to trace calls of %s\n", imp.Name)
+			return
+		}
+		orig := make([]byte, 8)
+		if _, err := mem.ReadAt(orig, int64(slot)); err != nil || binary.LittleEndian.Uint64(orig) == 0 {
+			continue // unresolved (a weak import): never called
+		}
+		cell := im.hookNext
+		fake := cell + 8 // where the jmp would live; only its rip-relative operand matters
+		jmp := binary.LittleEndian.AppendUint32([]byte{0xff, 0x25}, uint32(int32(int64(cell)-int64(fake+6))))
+		tramp := cell + 16
+		plan, err := bp.PrepareDetour(jmp, fake, tramp, im.retAddr)
+		if err != nil {
+			fmt.Fprintf(t.cfg.Warn, "rtrace: warning: cannot trace calls of %s: %v\n", imp.Name, err)
+			continue
+		}
+		code := append(append(orig[:8:8], make([]byte, 8)...), plan.Slot...)
+		if _, err := mem.WriteAt(code, int64(cell)); err != nil {
+			continue
+		}
+		plan.Patch, plan.Orig = slot, orig
+		plan.Jmp = binary.LittleEndian.AppendUint64(nil, tramp)
+		if _, err := mem.WriteAt(plan.Jmp, int64(slot)); err != nil {
+			fmt.Fprintf(t.cfg.Warn, "rtrace: warning: cannot trace calls of %s: %v\n", imp.Name, err)
+			continue
+		}
+		im.hookNext = (cell + uint64(len(code)) + 15) &^ 15
+		fi := t.newFn(im.elf, imp.Name, slot)
+		fi.libcall = true
+		im.funcs = append(im.funcs, fi)
+		im.bps.Add(&bp.Breakpoint{Addr: plan.Trap, Kind: bp.FuncEntry, Plan: plan, Func: len(im.funcs) - 1})
+	}
+}
