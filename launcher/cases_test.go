@@ -486,3 +486,80 @@ func TestRecordTimeFilterFork(t *testing.T) {
 		t.Errorf("-t 1s on calls of microseconds: %d entries, %d exits, want none", entries, exits)
 	}
 }
+
+// A plugin loaded with dlopen: -P FUNC@LIB traces its functions once the
+// loader's rendezvous reports it, with a DLOP line and its .sym, as uftrace
+// -P does (uftrace's own dynamic patching is the oracle; it misses small
+// functions at -O2, so it records the -O0 build). Loaded, closed and
+// loaded again, the plugin is traced each time: uftrace 0.13 is not, so
+// that tree is written out.
+func TestRecordDlopen(t *testing.T) {
+	uft := testutil.RequireTool(t, "uftrace")
+	plugin := testutil.BuildC(t, "plugin.c", "-g", "-O0", "-shared", "-fPIC")
+	pat := ".@" + filepath.Base(plugin)
+	for _, v := range variants {
+		t.Run(v.name, func(t *testing.T) {
+			tmp := t.TempDir()
+			o0 := build(t, "dlopen.c", variant{"O0", append([]string{"-O0"}, v.flags[len(v.flags)-2:]...)}, false, []string{"-ldl"})
+			runCmd(t, tmp, uft, "record", "--no-event", "-d", "U", "-P", ".", "-P", pat, o0, plugin)
+			want := tree(replay(t, filepath.Join(tmp, "U")))
+			prog := build(t, "dlopen.c", v, false, []string{"-ldl"})
+			r := runCmd(t, tmp, rtraceBin, "record", "-q", "-d", "R", "-P", pat, "--", prog, plugin)
+			if bare := runCmd(t, tmp, prog, plugin); r != bare {
+				t.Errorf("under rtrace the program printed/exited differently:\nwithout: %+v\nwith:    %+v", bare, r)
+			}
+			if got := tree(replay(t, filepath.Join(tmp, "R"))); strings.Join(got, "") != strings.Join(want, "") {
+				t.Errorf("call trees differ\nuftrace -P:\n%s\nrtrace:\n%s", strings.Join(want, ""), strings.Join(got, ""))
+			}
+			runCmd(t, tmp, rtraceBin, "record", "-q", "-d", "R2", "-P", pat, "--", prog, plugin, "3")
+			got := strings.Join(tree(replay(t, filepath.Join(tmp, "R2"))), "")
+			block := "  use()\n    dlopen()\n    dlsym()\n    plug_run()\n      plug_leaf()\n    dlclose()\n"
+			if n := strings.Count(got, block); n != 3 {
+				t.Errorf("want the plugin traced in each of 3 loads (%q), got:\n%s", block, got)
+			}
+			task, err := os.ReadFile(filepath.Join(tmp, "R2", "task.txt"))
+			if err != nil || strings.Count(string(task), "DLOP ") != 3 || !strings.Contains(string(task), filepath.Base(plugin)) {
+				t.Errorf("task.txt: want 3 DLOP lines naming the plugin (%v):\n%s", err, task)
+			}
+		})
+	}
+}
+
+// --nest-libcall: the calls a library makes through its own PLT show under
+// the library function, as uftrace --nest-libcall shows them; without it
+// only the executable's calls show.
+func TestRecordNestLibcall(t *testing.T) {
+	uft := testutil.RequireTool(t, "uftrace")
+	lib := testutil.BuildC(t, "nestlib.c", "-g", "-O0", "-shared", "-fPIC")
+	link := []string{"-L" + filepath.Dir(lib), "-l:" + filepath.Base(lib), "-Wl,-rpath," + filepath.Dir(lib)}
+	for _, v := range variants {
+		t.Run(v.name, func(t *testing.T) {
+			tmp := t.TempDir()
+			plain, pg := build(t, "nest.c", v, false, link), build(t, "nest.c", v, true, link)
+			for _, nest := range []bool{true, false} {
+				opt := fmt.Sprintf("--nest-libcall=%v", nest)
+				uopts := []string{"record", "--no-event", "-d", "U", pg}
+				rec := []string{"record", "-q", "-d", "R", "--", plain}
+				if nest {
+					uopts = append([]string{"record", "--nest-libcall"}, uopts[1:]...)
+					rec = append([]string{"record", "--nest-libcall"}, rec[1:]...)
+				}
+				runCmd(t, tmp, uft, uopts...)
+				r := runCmd(t, tmp, rtraceBin, rec...)
+				if r.code != 0 || r.stdout != "nest 7\n" {
+					t.Errorf("%s: %+v", opt, r)
+				}
+				want, got := tree(replay(t, filepath.Join(tmp, "U"))), tree(replay(t, filepath.Join(tmp, "R")))
+				for i := range want {
+					want[i] = strings.Replace(want[i], "__monstartup()\n__cxa_atexit()\n", "", 1)
+				}
+				if strings.Join(got, "") != strings.Join(want, "") {
+					t.Errorf("%s: call trees differ\nuftrace:\n%s\nrtrace:\n%s", opt, strings.Join(want, ""), strings.Join(got, ""))
+				}
+				if nest && !strings.Contains(strings.Join(got, ""), "    getpid()\n") {
+					t.Errorf("--nest-libcall: the library's getpid() call is missing:\n%s", strings.Join(got, ""))
+				}
+			}
+		})
+	}
+}

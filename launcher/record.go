@@ -26,23 +26,25 @@ import (
 
 // RecordOptions are the options of `rtrace record`.
 type RecordOptions struct {
-	Dir       string   // output directory (default uftrace.data)
-	Args      []string // program and its arguments
-	Filter    []string // -F regexes
-	NoTrace   []string // -N regexes
-	ArgSpecs  []string // -A argument specs (uftrace syntax: func@arg1/i32,arg2/s)
-	RetSpecs  []string // -R return-value specs (func@retval/s)
-	AutoArgs  bool     // -a: specs of every function from DWARF
-	Time      string   // -t: leave out calls shorter than this ("100us", "2ms")
-	MaxStack  int      // --max-stack: record no call nested deeper (0: no limit)
-	NoLibcall bool     // --no-libcall: leave out calls into shared libraries
-	Depth     int
-	Quiet     bool
-	Verbose   bool
-	NoPin     bool
-	Cmdline   string // rtrace's own command line, for info
-	Version   string
-	Stderr    io.Writer
+	Dir         string   // output directory (default uftrace.data)
+	Args        []string // program and its arguments
+	Filter      []string // -F regexes
+	NoTrace     []string // -N regexes
+	ArgSpecs    []string // -A argument specs (uftrace syntax: func@arg1/i32,arg2/s)
+	RetSpecs    []string // -R return-value specs (func@retval/s)
+	AutoArgs    bool     // -a: specs of every function from DWARF
+	Time        string   // -t: leave out calls shorter than this ("100us", "2ms")
+	MaxStack    int      // --max-stack: record no call nested deeper (0: no limit)
+	NoLibcall   bool     // --no-libcall: leave out calls into shared libraries
+	NestLibcall bool     // --nest-libcall: also calls between libraries
+	Patch       []string // -P FUNC@LIB: trace functions inside shared libraries
+	Depth       int
+	Quiet       bool
+	Verbose     bool
+	NoPin       bool
+	Cmdline     string // rtrace's own command line, for info
+	Version     string
+	Stderr      io.Writer
 }
 
 // UsageError is a bad option or argument: the CLI exits 2 with its message.
@@ -69,6 +71,24 @@ func compile(kind string, pats []string) ([]*regexp.Regexp, error) {
 	return out, nil
 }
 
+// libPatterns parses -P FUNC@LIB patterns: FUNC as -F patterns are, LIB
+// a library's file name (libfoo.so also matches libfoo.so.1).
+func libPatterns(pats []string) ([]tracer.LibPattern, error) {
+	var out []tracer.LibPattern
+	for _, p := range pats {
+		i := strings.LastIndex(p, "@")
+		if i < 0 || i == len(p)-1 || strings.Contains(p[i+1:], "/") {
+			return nil, &UsageError{fmt.Sprintf("-P %q: name the library as FUNC@LIB (e.g. -P 'plug_.*@libplug.so'); the executable's own functions are all traced already (choose with -F/-N)", p)}
+		}
+		res, err := compile("-P", []string{p[:i]})
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, tracer.LibPattern{Func: res[0], Lib: p[i+1:]})
+	}
+	return out, nil
+}
+
 // Record traces a program into a uftrace.data directory and returns its
 // exit code (128+N when killed by signal N).
 func Record(o RecordOptions) (int, error) {
@@ -80,6 +100,10 @@ func Record(o RecordOptions) (int, error) {
 		return 2, err
 	}
 	notrace, err := compile("-N", o.NoTrace)
+	if err != nil {
+		return 2, err
+	}
+	libFuncs, err := libPatterns(o.Patch)
 	if err != nil {
 		return 2, err
 	}
@@ -132,12 +156,14 @@ func Record(o RecordOptions) (int, error) {
 	var caught os.Signal
 	tr := tracer.New(tracer.Config{
 		Path: prog, Args: o.Args, Filter: filter, NoTrace: notrace, Depth: o.Depth,
-		Pin:        !o.NoPin,
-		TimeFilter: threshold,
-		MaxStack:   o.MaxStack,
-		Libcalls:   !o.NoLibcall,
-		Warn:       con,
-		Specs:      specs,
+		Pin:         !o.NoPin,
+		TimeFilter:  threshold,
+		MaxStack:    o.MaxStack,
+		Libcalls:    !o.NoLibcall,
+		NestLibcall: o.NestLibcall && !o.NoLibcall,
+		LibFuncs:    libFuncs,
+		Warn:        con,
+		Specs:       specs,
 		Started: func(p int) {
 			mu.Lock()
 			defer mu.Unlock()

@@ -138,6 +138,8 @@ func TestRefusals(t *testing.T) {
 		{[]string{"record", "--", "./script"}, "not an x86-64 ELF"},
 		{[]string{"record"}, "no program given"},
 		{[]string{"record", "-F", "(", "--", "./script"}, "-F pattern"},
+		{[]string{"record", "-P", "plug_run", "--", "./script"}, "FUNC@LIB"},
+		{[]string{"record", "-P", "(@libplug.so", "--", "./script"}, "-P pattern"},
 		{[]string{"attach", "1"}, "not implemented yet"},
 	} {
 		r := runCmd(t, tmp, rtraceBin, c.args...)

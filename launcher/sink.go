@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 
+	"rtrace/internal/elfx"
 	"rtrace/internal/uftrace"
 	"rtrace/resolver"
 	"rtrace/tracer"
@@ -23,27 +24,38 @@ func (s *uftraceSink) Session(ss tracer.Session) error {
 	if err := s.w.Session(uftrace.TaskEvent{Time: ss.Time, Pid: ss.Pid, SID: ss.SID, Exename: ss.Exe}, ss.Maps); err != nil {
 		return err
 	}
-	if s.modules[ss.Exe] {
+	return s.module(ss.Exe, ss.ELF)
+}
+
+// module writes the .sym and .dbg files of the module at path once.
+func (s *uftraceSink) module(path string, f *elfx.File) error {
+	if s.modules[path] {
 		return nil
 	}
-	s.modules[ss.Exe] = true
-	name := s.w.SymName(ss.Exe, ss.ELF.BuildID)
-	syms, end := resolver.Symbols(ss.ELF)
-	if err := s.w.Symbols(name, ss.Exe, ss.ELF.BuildID, syms, end); err != nil {
+	s.modules[path] = true
+	name := s.w.SymName(path, f.BuildID)
+	syms, end := resolver.Symbols(f)
+	if err := s.w.Symbols(name, path, f.BuildID, syms, end); err != nil {
 		return err
 	}
-	dbg, err := resolver.DebugFuncs(ss.Exe, ss.ELF, s.autoArgs)
+	dbg, err := resolver.DebugFuncs(path, f, s.autoArgs)
 	if err != nil {
-		fmt.Fprintf(s.warn, "rtrace: warning: no source lines for %s: %v\n", ss.Exe, err)
+		fmt.Fprintf(s.warn, "rtrace: warning: no source lines for %s: %v\n", path, err)
 		return nil
 	}
 	if len(dbg) > 0 {
 		// No build id in the .dbg header: uftrace 0.13 ignores a .dbg whose
 		// build id the session map does not repeat (its recorder appends
 		// " build-id:" to map lines; rtrace's maps are verbatim copies).
-		return s.w.Debug(name, ss.Exe, "", dbg)
+		return s.w.Debug(name, path, "", dbg)
 	}
 	return nil
+}
+
+func (s *uftraceSink) Module(sid, path string, f *elfx.File) error { return s.module(path, f) }
+
+func (s *uftraceSink) Dlopen(ts uint64, tid int, sid string, base uint64, path string) error {
+	return s.w.Dlopen(ts, tid, sid, base, path)
 }
 
 func (s *uftraceSink) Maps(sid string, maps []byte) error { return s.w.UpdateMaps(sid, maps) }

@@ -1,14 +1,12 @@
 package tracer
 
 import (
-	"bytes"
 	"fmt"
 	"os"
 
 	"golang.org/x/sys/unix"
 
 	"rtrace/internal/elfx"
-	"rtrace/internal/uftrace"
 	"rtrace/tracer/bp"
 	"rtrace/tracer/ptrace"
 )
@@ -33,6 +31,10 @@ const (
 	// hookLongjmp: close the frames above the depth saved for the jmp_buf
 	// in rdi, at the time of the jump.
 	hookLongjmp
+	// hookLoader: the loader's rendezvous function (_dl_debug_state),
+	// called before and after it maps or unmaps libraries (dlopen,
+	// dlclose): compare the maps with the modules rtrace knows.
+	hookLoader
 )
 
 // hookNames maps the runtime functions rtrace hooks to what it does there.
@@ -52,43 +54,22 @@ var hookNames = map[string]hookKind{
 	"siglongjmp":                hookLongjmp,
 	"__libc_siglongjmp":         hookLongjmp,
 	"__longjmp_chk":             hookLongjmp,
+	"_dl_debug_state":           hookLoader,
 }
 
 // hookSlots is the scratch room kept for hook breakpoints' out-of-line copies.
 const hookSlots = 32
 
-// plantHooks plants the hook breakpoints of every module mapped in the
-// stopped process p: the executable (a static one holds libc) and the
-// libraries the loader mapped. Called once the program's entry point is
-// reached. A module that cannot be read is left unhooked with a warning.
-func (t *Tracer) plantHooks(tid int, p *process, maps []byte) {
-	mm, err := uftrace.ParseMaps(bytes.NewReader(maps))
-	if err != nil {
-		return
-	}
-	im := p.image
-	mem, err := os.OpenFile(fmt.Sprintf("/proc/%d/mem", tid), os.O_RDWR, 0)
-	if err != nil {
-		return
-	}
-	defer mem.Close()
-	t.patchGOT(mem, im)
-	for _, mod := range uftrace.Modules(mm) {
-		f := im.elf
-		if mod.Path != im.exe {
-			if f, err = t.library(mod.Path); err != nil {
-				continue // not an ELF object (a locale archive, a data file)
-			}
+// hookModule plants the hook breakpoints of one module of im loaded at
+// bias: the executable (a static one holds libc) or a library.
+func (t *Tracer) hookModule(mem *os.File, im *image, f *elfx.File, bias uint64) {
+	for _, fn := range f.Funcs {
+		kind := hookNames[fn.Name]
+		if kind == 0 {
+			continue
 		}
-		bias := f.Bias(mod.Base)
-		for _, fn := range f.Funcs {
-			kind := hookNames[fn.Name]
-			if kind == 0 {
-				continue
-			}
-			if err := t.plantHook(mem, im, fn, fn.Value+bias, kind); err != nil {
-				fmt.Fprintf(t.cfg.Warn, "rtrace: warning: cannot hook %s in %s: %v\n", fn.Name, mod.Path, err)
-			}
+		if err := t.plantHook(mem, im, fn, fn.Value+bias, kind); err != nil {
+			fmt.Fprintf(t.cfg.Warn, "rtrace: warning: cannot hook %s in %s: %v\n", fn.Name, f.Path, err)
 		}
 	}
 }
@@ -149,11 +130,11 @@ func (t *Tracer) hook(th *thread, b *bp.Breakpoint, regs *unix.PtraceRegs, ts ui
 		// Frames below rsp are dead (skipped by an unhooked longjmp): their
 		// slots may now hold live data of the current frames.
 		t.popBelow(th, regs.Rsp, ts)
-		ret := th.proc.image.retAddr
+		im := th.proc.image
 		for i := len(th.stack) - 1; i >= 0; i-- {
 			// Top down: of two frames sharing a slot (a tail call), the
 			// lower one's real return address is the one that stays.
-			if fr := th.stack[i]; fr.ret != ret {
+			if fr := th.stack[i]; !im.isRet(fr.ret) {
 				ptrace.PokeWord(th.tid, fr.slot, fr.ret)
 			}
 		}
@@ -191,6 +172,10 @@ func (t *Tracer) hook(th *thread, b *bp.Breakpoint, regs *unix.PtraceRegs, ts ui
 			for len(th.stack) > n {
 				t.exit(th, ts, nil)
 			}
+		}
+	case hookLoader:
+		if maps, err := readMaps(th.proc.pid); err == nil {
+			t.syncModules(th, maps, ts)
 		}
 	}
 }

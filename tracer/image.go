@@ -11,8 +11,6 @@ import (
 	"slices"
 	"strings"
 
-	"golang.org/x/sys/unix"
-
 	"rtrace/internal/cxxname"
 	"rtrace/internal/elfx"
 	"rtrace/internal/uftrace"
@@ -71,12 +69,18 @@ type image struct {
 	elf     *elfx.File
 	bias    uint64
 	retAddr uint64 // the shared return breakpoint: the first byte of the scratch mapping
-	entry   uint64 // the program's entry point (internal breakpoint)
-	bps     *bp.Table
-	funcs   []fn
+	// rets are the return breakpoints: retAddr, and one at the start of
+	// each library's scratch mapping (a detour's trampoline must reach
+	// its return breakpoint with a rel32).
+	rets  []uint64
+	entry uint64 // the program's entry point (internal breakpoint)
+	bps   *bp.Table
+	funcs []fn
 	// text is the executable's code (runtime addresses): a library call
 	// is recorded when it comes from there.
 	textLo, textHi uint64
+	// mods are the libraries mapped, by path; nil until the entry point.
+	mods map[string]*module
 	// gotCalls are the imports the executable calls through their GOT slot
 	// (-fno-plt); their slots are redirected once the loader has filled them.
 	gotCalls []elfx.Import
@@ -91,6 +95,14 @@ var crtFuncs = map[string]bool{
 	"register_tm_clones": true, "__do_global_dtors_aux": true, "frame_dummy": true,
 	"__libc_csu_init": true, "__libc_csu_fini": true, "_dl_relocate_static_pie": true,
 	"__stack_chk_fail_local": true, "atexit": true, "__libc_start_main": true,
+}
+
+// traceable reports whether fn of f may be traced: not C runtime code,
+// not a part split off a function, and not a hooked runtime function (a
+// hijacked return address in setjmp or the unwinder breaks what they do).
+func traceable(f *elfx.File, fn elfx.Func) bool {
+	return !crtFuncs[fn.Name] && hookNames[fn.Name] == 0 && !strings.HasPrefix(fn.Name, "__x86.get_pc_thunk") &&
+		!isFragment(fn.Name) && inExec(f, fn.Value)
 }
 
 // Skip is a function rtrace could not trace, with the reason.
@@ -190,15 +202,8 @@ func (t *Tracer) setupImage(tid int) (*image, []byte, error) {
 		}
 	}
 	var cands []cand
-	starts := make([]uint64, 0, len(f.Funcs))
 	for _, fn := range f.Funcs {
-		starts = append(starts, fn.Value)
-	}
-	slices.Sort(starts)
-	for _, fn := range f.Funcs {
-		// Hooked runtime functions are never traced: a hijacked return
-		// address in setjmp or the unwinder breaks what they do.
-		if crtFuncs[fn.Name] || hookNames[fn.Name] != 0 || strings.HasPrefix(fn.Name, "__x86.get_pc_thunk") || isFragment(fn.Name) || !inExec(f, fn.Value) {
+		if !traceable(f, fn) {
 			continue
 		}
 		if own != nil && !own[fn.Value] {
@@ -209,143 +214,32 @@ func (t *Tracer) setupImage(tid int) (*image, []byte, error) {
 	if len(cands) == 0 {
 		fmt.Fprintf(t.cfg.Warn, "rtrace: warning: %s has no function symbols (stripped?): no calls will be recorded\n", exe)
 	}
-	// Scratch: the return breakpoint, then one slot per function. Ask for it
-	// just below the executable so rip-relative operands and the detour
-	// jumps stay in rel32 range.
 	if t.cfg.Libcalls {
-		for _, imp := range f.Imports {
-			if imp.Stub != 0 && !libcallSkip[imp.Name] {
-				cands = append(cands, cand{imp.Name, imp.Stub, imp.StubSize, true})
-			}
-		}
+		cands = append(cands, stubs(f)...)
 	}
+	// Scratch: the return breakpoint, then one slot per function, then the
+	// room for hooks and GOT trampolines planted later.
 	size := uint64(16+(len(cands)+len(f.Imports)+hookSlots)*bp.MaxSlot+4095) &^ 4095
-	hint := (bias + f.MinVaddr() - size - 1<<20) &^ 4095
-	if hint > bias+f.MinVaddr() { // wrapped around
-		hint = 0
-	}
-	scratch, err := remoteSyscall(tid, unix.SYS_MMAP, hint, size,
-		unix.PROT_READ|unix.PROT_EXEC, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS, ^uint64(0), 0)
-	if err != nil {
-		return nil, nil, fmt.Errorf("mapping the scratch page: %w", err)
-	}
-	im.retAddr = scratch
 	mem, err := os.OpenFile(fmt.Sprintf("/proc/%d/mem", tid), os.O_RDWR, 0)
 	if err != nil {
 		return nil, nil, fmt.Errorf("opening the memory of pid %d: %w", tid, err)
 	}
 	defer mem.Close()
-	code := make([]byte, 16, size)
-	code[0] = bp.Int3
-	type patch struct {
-		addr uint64
-		b    []byte
-		orig []byte
-	}
-	var patches []patch
-	text := readText(mem, f, bias)
-	// Every direct branch target of the executable's code: a detour must
-	// not put the middle of its jmp where a function jumps to, its own
-	// loops or another function (glibc's __mempcpy_* jump into
-	// __memcpy_*+3). A function whose code does not all decode is not
-	// detoured: its own branches are not all known.
-	var targets []uint64
-	slots := map[uint64]bool{}
-	undecoded := map[uint64]error{}
-	for _, fn := range f.Funcs {
-		if b := text.code(fn.Value+bias, fn.Size); b != nil {
-			ts, ss, err := bp.Branches(b, fn.Value+bias)
-			targets = append(targets, ts...)
-			for _, s := range ss {
-				slots[s-bias] = true
-			}
-			if err != nil {
-				undecoded[fn.Value] = err
-			}
-		}
-	}
-	slices.Sort(targets)
+	cm := scanModule(mem, f, bias)
 	if t.cfg.Libcalls {
 		for _, imp := range f.Imports {
-			if imp.Stub == 0 && slots[imp.GOT] && !libcallSkip[imp.Name] && hookNames[imp.Name] != hookSetjmp {
+			if imp.Stub == 0 && cm.slots[imp.GOT+bias] && !libcallSkip[imp.Name] && hookNames[imp.Name] != hookSetjmp {
 				im.gotCalls = append(im.gotCalls, imp)
 			}
 		}
 	}
-	for _, c := range cands {
-		addr := c.value + bias
-		body := text.code(addr, max(c.size, 16))
-		n := len(body) // fewer than 16 bytes at the end of the text
-		if n == 0 {
-			t.skipped = append(t.skipped, Skip{c.name, fmt.Sprintf("no code at %#x", addr)})
-			continue
-		}
-		slot := scratch + uint64(len(code))
-		var plan bp.Plan
-		err = errEntryPoint
-		jump := c.libcall && hookNames[c.name] == hookSetjmp
-		// The function holding the entry point keeps an int3 entry: the
-		// entry breakpoint must not land inside a detour jump.
-		if derr := undecoded[c.value]; derr != nil {
-			err = derr
-		} else if jump {
-			err = errJump
-		} else if c.size > 0 && c.size <= uint64(n) && (im.entry < addr || im.entry >= addr+c.size) {
-			plan, err = bp.PrepareDetour(body[:c.size], addr, slot, im.retAddr)
-			// Another symbol starting inside the jump (an alias into the
-			// prologue, hand-written code) would be entered mid-jump.
-			if err == nil && symbolWithin(starts, c.value+(plan.Patch-addr), c.value+(plan.Patch-addr)+uint64(len(plan.Jmp))) {
-				err = errSymbolInside
-			}
-			if err == nil && symbolWithin(targets, plan.Patch, plan.Patch+uint64(len(plan.Jmp))) {
-				err = errBranchInside
-			}
-		}
-		if err != nil {
-			why := err.Error()
-			if plan, err = bp.Prepare(body, addr, slot); err != nil {
-				t.skipped = append(t.skipped, Skip{c.name, err.Error()})
-				continue
-			}
-			if !jump {
-				t.int3s = append(t.int3s, Skip{c.name, why})
-			}
-		}
-		code = append(code, plan.Slot...)
-		code = append(code, make([]byte, -len(code)&15)...)
-		idx := len(im.funcs)
-		// Patterns match the mangled symbol or the short demangled name
-		// uftrace shows (geo::Shape::area).
-		fi := t.newFn(f, c.name, addr)
-		fi.libcall, fi.jump = c.libcall, jump
-		fi.personality = c.libcall && strings.HasSuffix(c.name, "_personality_v0")
-		im.funcs = append(im.funcs, fi)
-		b := &bp.Breakpoint{Addr: addr, Orig: body[0], Kind: bp.FuncEntry, Plan: plan, Func: idx}
-		if plan.Action == bp.Detoured {
-			b.Addr = plan.Trap
-			patches = append(patches, patch{plan.Patch, plan.Jmp, plan.Orig})
-		} else {
-			patches = append(patches, patch{addr, []byte{bp.Int3}, body[:1]})
-		}
-		im.bps.Add(b)
+	scratch, end, err := t.plantFuncs(tid, mem, im, cm, cands, size)
+	if err != nil {
+		return nil, nil, err
 	}
-	// /proc/<pid>/mem writes go through FOLL_FORCE: they reach read-only
-	// text. The trampolines go first: a patch is live as soon as written.
-	if _, err := mem.WriteAt(code, int64(scratch)); err != nil {
-		return nil, nil, fmt.Errorf("writing the scratch page: %w", err)
-	}
-	for i, p := range patches {
-		if _, err := mem.WriteAt(p.b, int64(p.addr)); err != nil {
-			// Undo: the caller may leave this process untraced, and a jmp to
-			// a trampoline's int3 would kill it.
-			for _, q := range patches[:i] {
-				mem.WriteAt(q.orig, int64(q.addr))
-			}
-			return nil, nil, fmt.Errorf("instrumenting the function at %#x: %w", p.addr, err)
-		}
-	}
-	im.hookNext = (scratch + uint64(len(code)) + 15) &^ 15
-	im.hookEnd = scratch + size
+	im.retAddr = scratch
+	im.rets = []uint64{scratch}
+	im.hookNext, im.hookEnd = end, scratch+size
 	buf := make([]byte, 1)
 	// A temporary breakpoint at the entry point tells when the loader has
 	// mapped the libraries; it is removed when hit.

@@ -127,7 +127,7 @@ func (t *Tracer) trap(th *thread, regs *unix.PtraceRegs, ts uint64) error {
 	}
 	im := th.proc.image
 	pc := regs.Rip - 1
-	if pc == im.retAddr {
+	if im.isRet(pc) {
 		return t.ret(th, regs, ts)
 	}
 	b := im.bps.At(pc)
@@ -138,8 +138,7 @@ func (t *Tracer) trap(th *thread, regs *unix.PtraceRegs, ts uint64) error {
 	if b.Kind&bp.Internal != 0 && !th.proc.entered {
 		th.proc.entered = true
 		if maps, err := readMaps(th.proc.pid); err == nil {
-			t.emit(t.sink.Maps(th.proc.sid, maps))
-			t.plantHooks(th.tid, th.proc, maps)
+			t.syncModules(th, maps, ts)
 		}
 		if b.Kind == bp.Internal {
 			if err := removeInternal(th.tid, b); err != nil {
@@ -191,7 +190,7 @@ func (t *Tracer) entry(th *thread, b *bp.Breakpoint, regs *unix.PtraceRegs, ts u
 		// the frame whose slot it reuses: its return address there is
 		// already the return breakpoint.
 		below := regs.Rsp + 1
-		if ret == im.retAddr {
+		if im.isRet(ret) {
 			below = regs.Rsp
 		}
 		t.popBelow(th, below, ts)

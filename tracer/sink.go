@@ -23,6 +23,11 @@ type Sink interface {
 	// Maps replaces the maps of a session once the loader has mapped the
 	// libraries (the program's entry point is reached).
 	Maps(sid string, maps []byte) error
+	// Module describes a library mapped in a session, once per session and
+	// path: at the entry point, or when dlopen maps it.
+	Module(sid, path string, f *elfx.File) error
+	// Dlopen: a library mapped after the entry point, at load bias base.
+	Dlopen(time uint64, tid int, sid string, base uint64, path string) error
 	Task(time uint64, tid, pid int) error
 	Fork(time uint64, pid, ppid int) error
 	// Records takes a batch of one thread's records, in time order. The

@@ -34,6 +34,11 @@ type Config struct {
 	// Libcalls: record the executable's calls into shared libraries, as
 	// uftrace's PLT hooks do (off with --no-libcall).
 	Libcalls bool
+	// NestLibcall: record the calls libraries make through their own PLT
+	// too (but not those of the C runtime's libraries).
+	NestLibcall bool
+	// LibFuncs select functions inside shared libraries to trace.
+	LibFuncs []LibPattern
 	// Warn receives rtrace's warnings while tracing (nil: os.Stderr).
 	Warn io.Writer
 	// Specs returns the argument and return-value specs of the function

@@ -1,0 +1,151 @@
+package tracer
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+
+	"rtrace/internal/cxxname"
+	"rtrace/internal/elfx"
+	"rtrace/internal/uftrace"
+	"rtrace/tracer/bp"
+)
+
+// LibPattern selects functions of shared libraries to trace (-P FUNC@LIB).
+type LibPattern struct {
+	Func *regexp.Regexp
+	// Lib names the library by its file name: libfoo.so matches
+	// libfoo.so, libfoo.so.1 and libfoo.so.1.2.
+	Lib string
+}
+
+// Matches reports whether the library file name base is the pattern's.
+func (lp LibPattern) Matches(base string) bool {
+	return base == lp.Lib || strings.HasPrefix(base, lp.Lib+".")
+}
+
+// module is a library mapped in an image, and what rtrace planted there.
+type module struct {
+	base, end uint64 // its mappings
+	lo, hi    int    // its traced functions: image.funcs[lo:hi]
+}
+
+// systemLibs are the libraries whose own PLT calls --nest-libcall does not
+// record, as uftrace's does not (libmcount/plthook.c skip_libs): the C
+// runtime's internals are noise, and the unwinder's calls break hooks.
+var systemLibs = []string{"libc.so", "libc-2.", "libgcc_s.so", "libpthread.so", "libpthread-2.", "ld-linux", "libdl.so", "libdl-2.", "linux-vdso.so"}
+
+func systemLib(base string) bool {
+	for _, p := range systemLibs {
+		if strings.HasPrefix(base, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// syncModules brings what rtrace planted in th's image in line with the
+// maps: at the program's entry point (the loader has mapped the
+// libraries) and at each loader rendezvous (dlopen, dlclose). A new
+// library gets its hooks, the functions -P selects, its PLT stubs with
+// --nest-libcall, and its .sym; one loaded after the entry point also a
+// DLOP line. A library gone has its breakpoints dropped: its memory is
+// unmapped, there is nothing to restore.
+func (t *Tracer) syncModules(th *thread, maps []byte, ts uint64) {
+	p := th.proc
+	im := p.image
+	mm, err := uftrace.ParseMaps(bytes.NewReader(maps))
+	if err != nil {
+		return
+	}
+	mem, err := os.OpenFile(fmt.Sprintf("/proc/%d/mem", th.tid), os.O_RDWR, 0)
+	if err != nil {
+		return
+	}
+	defer mem.Close()
+	atEntry := im.mods == nil
+	if atEntry {
+		im.mods = map[string]*module{}
+		t.hookModule(mem, im, im.elf, im.bias)
+		t.patchGOT(mem, im)
+	}
+	seen := map[string]bool{}
+	for _, mod := range uftrace.Modules(mm) {
+		if mod.Path == im.exe {
+			continue
+		}
+		seen[mod.Path] = true
+		if im.mods[mod.Path] != nil {
+			continue
+		}
+		f, err := t.library(mod.Path)
+		if err != nil {
+			continue // not an ELF object (a locale archive, a data file)
+		}
+		bias := f.Bias(mod.Base)
+		m := &module{base: mod.Base, end: mod.End, lo: len(im.funcs)}
+		t.hookModule(mem, im, f, bias)
+		t.traceLibrary(th.tid, mem, im, f, bias)
+		m.hi = len(im.funcs)
+		im.mods[mod.Path] = m
+		t.emit(t.sink.Module(p.sid, mod.Path, f))
+		if !atEntry {
+			t.emit(t.sink.Dlopen(ts, th.tid, p.sid, bias, mod.Path))
+		}
+	}
+	for path, m := range im.mods {
+		if seen[path] {
+			continue
+		}
+		var gone []uint64
+		im.bps.All(func(b *bp.Breakpoint) {
+			if b.Func >= m.lo && b.Func < m.hi || b.Addr >= m.base && b.Addr < m.end {
+				gone = append(gone, b.Addr)
+			}
+		})
+		for _, a := range gone {
+			im.bps.Remove(a)
+		}
+		delete(im.mods, path)
+	}
+	t.emit(t.sink.Maps(p.sid, maps))
+}
+
+// traceLibrary instruments the functions of library f (loaded at bias)
+// that -P selects, and its PLT stubs with --nest-libcall, in scratch
+// memory mapped next to it.
+func (t *Tracer) traceLibrary(tid int, mem *os.File, im *image, f *elfx.File, bias uint64) {
+	base := filepath.Base(f.Path)
+	var cands []cand
+	picked := map[uint64]bool{}
+	for _, lp := range t.cfg.LibFuncs {
+		if !lp.Matches(base) {
+			continue
+		}
+		for _, fn := range f.Funcs {
+			if picked[fn.Value] || !traceable(f, fn) {
+				continue
+			}
+			if lp.Func.MatchString(fn.Name) || lp.Func.MatchString(cxxname.Short(fn.Name)) {
+				picked[fn.Value] = true
+				cands = append(cands, cand{fn.Name, fn.Value, fn.Size, false})
+			}
+		}
+	}
+	if t.cfg.NestLibcall && !systemLib(base) {
+		cands = append(cands, stubs(f)...)
+	}
+	if len(cands) == 0 {
+		return
+	}
+	size := uint64(16+len(cands)*bp.MaxSlot+4095) &^ 4095
+	scratch, _, err := t.plantFuncs(tid, mem, im, scanModule(mem, f, bias), cands, size)
+	if err != nil {
+		fmt.Fprintf(t.cfg.Warn, "rtrace: warning: cannot trace functions of %s: %v\n", f.Path, err)
+		return
+	}
+	im.rets = append(im.rets, scratch)
+}

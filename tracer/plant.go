@@ -1,0 +1,185 @@
+package tracer
+
+import (
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"rtrace/internal/elfx"
+	"rtrace/tracer/bp"
+)
+
+// codeMap is what planting needs to know of one loaded module: its code as
+// the process holds it, and where a detour jump must not go.
+type codeMap struct {
+	f    *elfx.File
+	bias uint64
+	text textImage
+	// starts are the symbols' link-time addresses; targets the runtime
+	// addresses direct branches land on, both sorted. A detour must not put
+	// the middle of its jmp where a function jumps to: its own loops or
+	// another function (glibc's __mempcpy_* jump into __memcpy_*+3).
+	starts, targets []uint64
+	// slots are the runtime addresses indirect calls and jumps read their
+	// target from (the GOT slots -fno-plt code calls through).
+	slots map[uint64]bool
+	// undecoded: functions whose code does not all decode. They are not
+	// detoured: their own branches are not all known.
+	undecoded map[uint64]error
+}
+
+// scanModule reads the code of f, loaded at bias, and decodes every function.
+func scanModule(mem *os.File, f *elfx.File, bias uint64) *codeMap {
+	cm := &codeMap{f: f, bias: bias, text: readText(mem, f, bias), slots: map[uint64]bool{}, undecoded: map[uint64]error{}}
+	cm.starts = make([]uint64, 0, len(f.Funcs))
+	for _, fn := range f.Funcs {
+		cm.starts = append(cm.starts, fn.Value)
+		if b := cm.text.code(fn.Value+bias, fn.Size); b != nil {
+			ts, ss, err := bp.Branches(b, fn.Value+bias)
+			cm.targets = append(cm.targets, ts...)
+			for _, s := range ss {
+				cm.slots[s] = true
+			}
+			if err != nil {
+				cm.undecoded[fn.Value] = err
+			}
+		}
+	}
+	slices.Sort(cm.starts)
+	slices.Sort(cm.targets)
+	return cm
+}
+
+// stubs returns the PLT stubs of f whose calls are recorded as library calls.
+func stubs(f *elfx.File) []cand {
+	var out []cand
+	for _, imp := range f.Imports {
+		if imp.Stub != 0 && !libcallSkip[imp.Name] {
+			out = append(out, cand{imp.Name, imp.Stub, imp.StubSize, true})
+		}
+	}
+	return out
+}
+
+// plantFuncs maps size bytes of scratch just below the module of cm (so
+// rip-relative operands and detour jumps stay in rel32 range), puts a
+// return breakpoint at its first byte, and instruments cands: a detour
+// where the entry allows one, an int3 otherwise. It returns the scratch
+// mapping and the end of what it used. On error nothing stays patched.
+func (t *Tracer) plantFuncs(tid int, mem *os.File, im *image, cm *codeMap, cands []cand, size uint64) (scratch, end uint64, err error) {
+	f, bias := cm.f, cm.bias
+	hint := (bias + f.MinVaddr() - size - 1<<20) &^ 4095
+	if hint > bias+f.MinVaddr() { // wrapped around
+		hint = 0
+	}
+	scratch, err = remoteSyscall(tid, unix.SYS_MMAP, hint, size,
+		unix.PROT_READ|unix.PROT_EXEC, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS, ^uint64(0), 0)
+	if err != nil {
+		return 0, 0, fmt.Errorf("mapping scratch memory for %s: %w", f.Path, err)
+	}
+	ret := scratch
+	code := make([]byte, 16, size)
+	code[0] = bp.Int3
+	type patch struct {
+		addr    uint64
+		b, orig []byte
+	}
+	var patches []patch
+	var bps []*bp.Breakpoint
+	nfuncs := len(im.funcs)
+	for _, c := range cands {
+		addr := c.value + bias
+		body := cm.text.code(addr, max(c.size, 16))
+		n := len(body) // fewer than 16 bytes at the end of the text
+		if n == 0 {
+			t.skipped = append(t.skipped, Skip{c.name, fmt.Sprintf("no code at %#x", addr)})
+			continue
+		}
+		if uint64(len(code))+bp.MaxSlot > size {
+			t.skipped = append(t.skipped, Skip{c.name, "no scratch room left"})
+			continue
+		}
+		slot := scratch + uint64(len(code))
+		var plan bp.Plan
+		err = errEntryPoint
+		jump := c.libcall && hookNames[c.name] == hookSetjmp
+		// The function holding the entry point keeps an int3 entry: the
+		// entry breakpoint must not land inside a detour jump.
+		if derr := cm.undecoded[c.value]; derr != nil {
+			err = derr
+		} else if jump {
+			err = errJump
+		} else if c.size > 0 && c.size <= uint64(n) && (im.entry < addr || im.entry >= addr+c.size) {
+			plan, err = bp.PrepareDetour(body[:c.size], addr, slot, ret)
+			// Another symbol starting inside the jump (an alias into the
+			// prologue, hand-written code) would be entered mid-jump.
+			if err == nil && symbolWithin(cm.starts, plan.Patch-bias, plan.Patch-bias+uint64(len(plan.Jmp))) {
+				err = errSymbolInside
+			}
+			if err == nil && symbolWithin(cm.targets, plan.Patch, plan.Patch+uint64(len(plan.Jmp))) {
+				err = errBranchInside
+			}
+		}
+		if err != nil {
+			why := err.Error()
+			if plan, err = bp.Prepare(body, addr, slot); err != nil {
+				t.skipped = append(t.skipped, Skip{c.name, err.Error()})
+				continue
+			}
+			if !jump {
+				t.int3s = append(t.int3s, Skip{c.name, why})
+			}
+		}
+		code = append(code, plan.Slot...)
+		code = append(code, make([]byte, -len(code)&15)...)
+		fi := t.newFn(f, c.name, addr)
+		fi.libcall, fi.jump = c.libcall, jump
+		fi.personality = c.libcall && f == im.elf && strings.HasSuffix(c.name, "_personality_v0")
+		im.funcs = append(im.funcs, fi)
+		b := &bp.Breakpoint{Addr: addr, Orig: body[0], Kind: bp.FuncEntry, Plan: plan, Func: len(im.funcs) - 1}
+		if plan.Action == bp.Detoured {
+			b.Addr = plan.Trap
+			patches = append(patches, patch{plan.Patch, plan.Jmp, plan.Orig})
+		} else {
+			patches = append(patches, patch{addr, []byte{bp.Int3}, body[:1]})
+		}
+		bps = append(bps, b)
+	}
+	// /proc/<pid>/mem writes go through FOLL_FORCE: they reach read-only
+	// text. The trampolines go first: a patch is live as soon as written.
+	undo := func(err error) (uint64, uint64, error) {
+		im.funcs = im.funcs[:nfuncs]
+		remoteSyscall(tid, unix.SYS_MUNMAP, scratch, size)
+		return 0, 0, err
+	}
+	if _, err := mem.WriteAt(code, int64(scratch)); err != nil {
+		return undo(fmt.Errorf("writing scratch memory for %s: %w", f.Path, err))
+	}
+	for i, p := range patches {
+		if _, err := mem.WriteAt(p.b, int64(p.addr)); err != nil {
+			// Undo: the caller may leave this process untraced, and a jmp to
+			// a trampoline's int3 would kill it.
+			for _, q := range patches[:i] {
+				mem.WriteAt(q.orig, int64(q.addr))
+			}
+			return undo(fmt.Errorf("instrumenting the function at %#x: %w", p.addr, err))
+		}
+	}
+	for _, b := range bps {
+		im.bps.Add(b)
+	}
+	return scratch, (scratch + uint64(len(code)) + 15) &^ 15, nil
+}
+
+// isRet reports whether addr is one of the image's return breakpoints.
+func (im *image) isRet(addr uint64) bool {
+	for _, r := range im.rets {
+		if r == addr {
+			return true
+		}
+	}
+	return false
+}
