@@ -511,8 +511,17 @@ func TestRecordDlopen(t *testing.T) {
 			if got := tree(replay(t, filepath.Join(tmp, "R"))); strings.Join(got, "") != strings.Join(want, "") {
 				t.Errorf("call trees differ\nuftrace -P:\n%s\nrtrace:\n%s", strings.Join(want, ""), strings.Join(got, ""))
 			}
-			runCmd(t, tmp, rtraceBin, "record", "-q", "-d", "R2", "-P", pat, "--", prog, plugin, "3")
+			runCmd(t, tmp, rtraceBin, "record", "-q", "-d", "R2", "-P", pat, "-E", "plugin:*", "--", prog, plugin, "3")
 			got := strings.Join(tree(replay(t, filepath.Join(tmp, "R2"))), "")
+			// The plugin's USDT probe fires inside plug_run in each load.
+			ev := testutil.Run(t, tmp, uft, "replay", "--no-pager", "-f", "none", "-d", "R2")
+			if n := strings.Count(ev, "plug_run() {\n      /* plugin:run */\n"); n != 3 {
+				t.Errorf("want plugin:run inside plug_run 3 times:\n%s", ev)
+			}
+			usdt, _ := os.ReadFile(filepath.Join(tmp, "R2", "usdt.txt"))
+			if n := strings.Count(string(usdt), " plugin:run "); n != 3 {
+				t.Errorf("usdt.txt: want 3 plugin:run hits:\n%s", usdt)
+			}
 			block := "  use()\n    dlopen()\n    dlsym()\n    plug_run()\n      plug_leaf()\n    dlclose()\n"
 			if n := strings.Count(got, block); n != 3 {
 				t.Errorf("want the plugin traced in each of 3 loads (%q), got:\n%s", block, got)
@@ -559,6 +568,87 @@ func TestRecordNestLibcall(t *testing.T) {
 				if nest && !strings.Contains(strings.Join(got, ""), "    getpid()\n") {
 					t.Errorf("--nest-libcall: the library's getpid() call is missing:\n%s", strings.Join(got, ""))
 				}
+			}
+		})
+	}
+}
+
+// USDT probes (-E): the function tree is uftrace's (uftrace 0.13 records
+// none of these probes itself, so the events are written out), each hit is
+// an EVENT inside the function that fired it, app:guarded fires only
+// because rtrace bumped its semaphore, and usdt.txt has the decoded
+// arguments: stack slots at -O0, registers at -O2, immediates, a char. A
+// symbol operand (sink(%rip) at -O2) is shown as ? with one warning.
+func TestRecordUSDT(t *testing.T) {
+	uft := testutil.RequireTool(t, "uftrace")
+	for _, v := range variants {
+		t.Run(v.name, func(t *testing.T) {
+			tmp := t.TempDir()
+			plain, pg := build(t, "usdt.c", v, false, nil), build(t, "usdt.c", v, true, nil)
+			list := runCmd(t, tmp, rtraceBin, "record", "--list-events", plain)
+			for _, want := range []string{"app:guarded\t", "(semaphore)\n", "app:step\t", "app:start\t\n", "app:done\t-4@$-5\n"} {
+				if !strings.Contains(list.stdout, want) {
+					t.Errorf("--list-events: no %q in\n%s", want, list.stdout)
+				}
+			}
+			if c := strings.Count(list.stdout, "(semaphore)"); c != 1 || list.code != 0 {
+				t.Errorf("--list-events: exit %d, %d semaphores:\n%s", list.code, c, list.stdout)
+			}
+			runCmd(t, tmp, uft, "record", "--no-event", "-d", "U", pg)
+			want := tree(replay(t, filepath.Join(tmp, "U")))
+			for i := range want {
+				want[i] = strings.Replace(want[i], "__monstartup()\n__cxa_atexit()\n", "", 1)
+			}
+			r := runCmd(t, tmp, rtraceBin, "record", "-d", "R", "-E", "app:*", "--", plain)
+			if r.code != 0 || r.stdout != "usdt 6\n" {
+				t.Fatalf("rtrace: %+v", r)
+			}
+			if got := tree(replay(t, filepath.Join(tmp, "R"))); strings.Join(got, "") != strings.Join(want, "") {
+				t.Errorf("call trees differ\nuftrace -pg:\n%s\nrtrace:\n%s", strings.Join(want, ""), strings.Join(got, ""))
+			}
+			out := testutil.Run(t, tmp, uft, "replay", "--no-pager", "-f", "none", "-d", "R")
+			var events []string
+			for _, line := range strings.Split(out, "\n") {
+				if strings.Contains(line, "/* app:") {
+					events = append(events, line)
+				}
+			}
+			hit := []string{"    /* app:step */", "    /* app:guarded */"}
+			wantEv := append(append(append(append([]string{"  /* app:start */"}, hit...), hit...), hit...), "  /* app:done */", "  /* app:global */")
+			if strings.Join(events, "\n") != strings.Join(wantEv, "\n") {
+				t.Errorf("events in replay:\n%s\nwant\n%s\n(replay:\n%s)", strings.Join(events, "\n"), strings.Join(wantEv, "\n"), out)
+			}
+			b, err := os.ReadFile(filepath.Join(tmp, "R", "usdt.txt"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var hits []string
+			var tag string
+			for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n")[1:] {
+				f := strings.Fields(line) // time tid name args...
+				if len(f) < 3 {
+					t.Fatalf("usdt.txt line %q", line)
+				}
+				if f[2] == "app:step" && len(f) == 6 {
+					if tag == "" {
+						tag = f[5]
+					}
+					if f[5] != tag || tag == "0x0" {
+						t.Errorf("step's string pointer %s, earlier %s", f[5], tag)
+					}
+					f = f[:5]
+				}
+				hits = append(hits, strings.Join(f[2:], " "))
+			}
+			wantHits := []string{"app:start", "app:step 0 0", "app:guarded 0 97", "app:step 1 0", "app:guarded 1 98",
+				"app:step 2 2", "app:guarded 2 99", "app:done -5"}
+			if strings.Join(hits[:len(hits)-1], "|") != strings.Join(wantHits, "|") {
+				t.Errorf("usdt.txt hits:\n%s\nwant\n%s", strings.Join(hits, "\n"), strings.Join(wantHits, "\n"))
+			}
+			last := hits[len(hits)-1]
+			sym := strings.Contains(r.stderr, "probe app:global: argument 1: symbol operand sink(%rip)")
+			if !(last == "app:global 0 7" && !sym || last == "app:global ? 7" && sym && strings.Count(r.stderr, "warning") == 1) {
+				t.Errorf("app:global hit %q, stderr %q", last, r.stderr)
 			}
 		})
 	}

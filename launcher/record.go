@@ -38,6 +38,7 @@ type RecordOptions struct {
 	NoLibcall   bool     // --no-libcall: leave out calls into shared libraries
 	NestLibcall bool     // --nest-libcall: also calls between libraries
 	Patch       []string // -P FUNC@LIB: trace functions inside shared libraries
+	Events      []string // -E provider:name globs: USDT probes to record
 	Depth       int
 	Quiet       bool
 	Verbose     bool
@@ -87,6 +88,34 @@ func libPatterns(pats []string) ([]tracer.LibPattern, error) {
 		out = append(out, tracer.LibPattern{Func: res[0], Lib: p[i+1:]})
 	}
 	return out, nil
+}
+
+// ListEvents prints the USDT probes of prog, one per line: provider:name,
+// the operand string, and "(semaphore)" for a probe behind one.
+func ListEvents(prog string, w io.Writer) error {
+	path, err := lookPath(prog)
+	if err != nil {
+		return err
+	}
+	f, err := elfx.Open(path)
+	if err != nil {
+		return fmt.Errorf("%s: %w", prog, err)
+	}
+	if f.ProbeErr != nil {
+		return fmt.Errorf("%s: %w", prog, f.ProbeErr)
+	}
+	if len(f.Probes) == 0 {
+		fmt.Fprintf(w, "# %s has no USDT probes (.note.stapsdt)\n", prog)
+		return nil
+	}
+	for _, p := range f.Probes {
+		sem := ""
+		if p.Semaphore != 0 {
+			sem = " (semaphore)"
+		}
+		fmt.Fprintf(w, "%s\t%s%s\n", p.FullName(), p.Args, sem)
+	}
+	return nil
 }
 
 // Record traces a program into a uftrace.data directory and returns its
@@ -162,6 +191,7 @@ func Record(o RecordOptions) (int, error) {
 		Libcalls:    !o.NoLibcall,
 		NestLibcall: o.NestLibcall && !o.NoLibcall,
 		LibFuncs:    libFuncs,
+		Events:      o.Events,
 		Warn:        con,
 		Specs:       specs,
 		Started: func(p int) {
@@ -200,7 +230,7 @@ func Record(o RecordOptions) (int, error) {
 	close(done)
 	stopStatus()
 
-	finishErr := finish(w, res, start)
+	finishErr := errors.Join(sink.close(), finish(w, res, start))
 	if runErr != nil {
 		var ref *tracer.Refusal
 		if errors.As(runErr, &ref) {

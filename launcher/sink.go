@@ -1,8 +1,11 @@
 package launcher
 
 import (
+	"bufio"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 
 	"rtrace/internal/elfx"
 	"rtrace/internal/uftrace"
@@ -17,7 +20,9 @@ type uftraceSink struct {
 	warn    io.Writer
 	modules map[string]bool
 	// autoArgs: write each function's DWARF argument specs into its .dbg.
-	autoArgs bool
+	autoArgs  bool
+	probes    *bufio.Writer // usdt.txt, once a probe fired
+	probeFile *os.File
 }
 
 func (s *uftraceSink) Session(ss tracer.Session) error {
@@ -53,6 +58,41 @@ func (s *uftraceSink) module(path string, f *elfx.File) error {
 }
 
 func (s *uftraceSink) Module(sid, path string, f *elfx.File) error { return s.module(path, f) }
+
+func (s *uftraceSink) Event(id uint64, name string) error { return s.w.AddEvent(id, name) }
+
+// Probe appends a probe hit to usdt.txt: uftrace 0.13 rejects user events
+// carrying data, so the EVENT record holds only the id and the arguments
+// live here, one line per hit: time, tid, provider:name, values.
+func (s *uftraceSink) Probe(ts uint64, tid int, name string, args []string) error {
+	if s.probes == nil {
+		f, err := os.OpenFile(filepath.Join(s.w.Dir(), "usdt.txt"), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
+		if err != nil {
+			return fmt.Errorf("creating usdt.txt: %w", err)
+		}
+		s.probes = bufio.NewWriter(f)
+		s.probeFile = f
+		fmt.Fprintln(s.probes, "# USDT probe hits: time tid provider:name arguments (signed in decimal, unsigned 8-byte in hex)")
+	}
+	fmt.Fprintf(s.probes, "%s %d %s", uftrace.FormatTime(ts), tid, name)
+	for _, a := range args {
+		fmt.Fprintf(s.probes, " %s", a)
+	}
+	_, err := fmt.Fprintln(s.probes)
+	return err
+}
+
+// close flushes usdt.txt.
+func (s *uftraceSink) close() error {
+	if s.probes == nil {
+		return nil
+	}
+	err := s.probes.Flush()
+	if cerr := s.probeFile.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
 
 func (s *uftraceSink) Dlopen(ts uint64, tid int, sid string, base uint64, path string) error {
 	return s.w.Dlopen(ts, tid, sid, base, path)

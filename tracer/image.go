@@ -79,6 +79,7 @@ type image struct {
 	// text is the executable's code (runtime addresses): a library call
 	// is recorded when it comes from there.
 	textLo, textHi uint64
+	probes         []probeSite // by Breakpoint.Site of Probe breakpoints
 	// mods are the libraries mapped, by path; nil until the entry point.
 	mods map[string]*module
 	// gotCalls are the imports the executable calls through their GOT slot
@@ -225,7 +226,7 @@ func (t *Tracer) setupImage(tid int) (*image, []byte, error) {
 		return nil, nil, fmt.Errorf("opening the memory of pid %d: %w", tid, err)
 	}
 	defer mem.Close()
-	cm := scanModule(mem, f, bias)
+	cm := scanModule(mem, f, bias, t.cfg.Events)
 	if t.cfg.Libcalls {
 		for _, imp := range f.Imports {
 			if imp.Stub == 0 && cm.slots[imp.GOT+bias] && !libcallSkip[imp.Name] && hookNames[imp.Name] != hookSetjmp {
@@ -240,6 +241,7 @@ func (t *Tracer) setupImage(tid int) (*image, []byte, error) {
 	im.retAddr = scratch
 	im.rets = []uint64{scratch}
 	im.hookNext, im.hookEnd = end, scratch+size
+	t.plantProbes(mem, im, f, bias)
 	buf := make([]byte, 1)
 	// A temporary breakpoint at the entry point tells when the loader has
 	// mapped the libraries; it is removed when hit.
@@ -312,6 +314,7 @@ var (
 	errSymbolInside = errors.New("another symbol starts inside the detour jump")
 	errBranchInside = errors.New("a branch lands inside the detour jump")
 	errJump         = errors.New("setjmp returns twice: recorded at the call")
+	errProbeInside  = errors.New("a USDT probe lies inside the detour jump")
 	errNotELF       = errors.New("not an ELF object")
 )
 

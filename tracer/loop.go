@@ -156,6 +156,9 @@ func (t *Tracer) trap(th *thread, regs *unix.PtraceRegs, ts uint64) error {
 	if b.Kind&bp.Hook != 0 {
 		t.hook(th, b, regs, ts)
 	}
+	if b.Kind&bp.Probe != 0 {
+		t.probe(th, b, regs, ts)
+	}
 	if b.Plan.Action != bp.Detoured {
 		if err := ptrace.SetPC(th.tid, b.Plan.Resume); err != nil {
 			return nil

@@ -89,6 +89,7 @@ func (t *Tracer) syncModules(th *thread, maps []byte, ts uint64) {
 		m := &module{base: mod.Base, end: mod.End, lo: len(im.funcs)}
 		t.hookModule(mem, im, f, bias)
 		t.traceLibrary(th.tid, mem, im, f, bias)
+		t.plantProbes(mem, im, f, bias)
 		m.hi = len(im.funcs)
 		im.mods[mod.Path] = m
 		t.emit(t.sink.Module(p.sid, mod.Path, f))
@@ -142,7 +143,7 @@ func (t *Tracer) traceLibrary(tid int, mem *os.File, im *image, f *elfx.File, bi
 		return
 	}
 	size := uint64(16+len(cands)*bp.MaxSlot+4095) &^ 4095
-	scratch, _, err := t.plantFuncs(tid, mem, im, scanModule(mem, f, bias), cands, size)
+	scratch, _, err := t.plantFuncs(tid, mem, im, scanModule(mem, f, bias, t.cfg.Events), cands, size)
 	if err != nil {
 		fmt.Fprintf(t.cfg.Warn, "rtrace: warning: cannot trace functions of %s: %v\n", f.Path, err)
 		return

@@ -26,14 +26,24 @@ type codeMap struct {
 	// slots are the runtime addresses indirect calls and jumps read their
 	// target from (the GOT slots -fno-plt code calls through).
 	slots map[uint64]bool
+	// probes are the runtime addresses of the USDT probes -E selects: their
+	// int3 must not land inside a detour jump. Sorted.
+	probes []uint64
 	// undecoded: functions whose code does not all decode. They are not
 	// detoured: their own branches are not all known.
 	undecoded map[uint64]error
 }
 
-// scanModule reads the code of f, loaded at bias, and decodes every function.
-func scanModule(mem *os.File, f *elfx.File, bias uint64) *codeMap {
+// scanModule reads the code of f, loaded at bias, and decodes every
+// function. events are the -E patterns.
+func scanModule(mem *os.File, f *elfx.File, bias uint64, events []string) *codeMap {
 	cm := &codeMap{f: f, bias: bias, text: readText(mem, f, bias), slots: map[uint64]bool{}, undecoded: map[uint64]error{}}
+	for _, p := range f.Probes {
+		if matchEvent(events, p) {
+			cm.probes = append(cm.probes, p.PC+bias)
+		}
+	}
+	slices.Sort(cm.probes)
 	cm.starts = make([]uint64, 0, len(f.Funcs))
 	for _, fn := range f.Funcs {
 		cm.starts = append(cm.starts, fn.Value)
@@ -121,6 +131,9 @@ func (t *Tracer) plantFuncs(tid int, mem *os.File, im *image, cm *codeMap, cands
 			}
 			if err == nil && symbolWithin(cm.targets, plan.Patch, plan.Patch+uint64(len(plan.Jmp))) {
 				err = errBranchInside
+			}
+			if err == nil && symbolWithin(cm.probes, plan.Patch-1, plan.Patch+uint64(len(plan.Jmp))) {
+				err = errProbeInside
 			}
 		}
 		if err != nil {

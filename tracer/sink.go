@@ -28,6 +28,11 @@ type Sink interface {
 	Module(sid, path string, f *elfx.File) error
 	// Dlopen: a library mapped after the entry point, at load bias base.
 	Dlopen(time uint64, tid int, sid string, base uint64, path string) error
+	// Event names a user event id (a USDT probe's provider:name), once.
+	Event(id uint64, name string) error
+	// Probe: a USDT probe hit, with its arguments decoded as text ("?"
+	// for one that could not be read).
+	Probe(time uint64, tid int, name string, args []string) error
 	Task(time uint64, tid, pid int) error
 	Fork(time uint64, pid, ppid int) error
 	// Records takes a batch of one thread's records, in time order. The

@@ -39,6 +39,8 @@ type Config struct {
 	NestLibcall bool
 	// LibFuncs select functions inside shared libraries to trace.
 	LibFuncs []LibPattern
+	// Events select USDT probes by provider:name globs (-E).
+	Events []string
 	// Warn receives rtrace's warnings while tracing (nil: os.Stderr).
 	Warn io.Writer
 	// Specs returns the argument and return-value specs of the function
@@ -82,8 +84,10 @@ type Tracer struct {
 	skipped []Skip
 	int3s   []Skip
 	events  atomic.Uint64
-	result  Result
-	err     error // first sink error: the trace goes on without recording
+	// eventIDs are the user event ids given to probe names.
+	eventIDs map[string]uint64
+	result   Result
+	err      error // first sink error: the trace goes on without recording
 }
 
 // Events returns how many records the tracer produced so far (safe from any goroutine).
@@ -94,7 +98,7 @@ func New(cfg Config, sink Sink) *Tracer {
 	if cfg.Warn == nil {
 		cfg.Warn = os.Stderr
 	}
-	return &Tracer{cfg: cfg, sink: sink, procs: map[int]*process{}, threads: map[int]*thread{}, libs: map[string]*elfx.File{}}
+	return &Tracer{cfg: cfg, sink: sink, procs: map[int]*process{}, threads: map[int]*thread{}, libs: map[string]*elfx.File{}, eventIDs: map[string]uint64{}}
 }
 
 // Run launches the program and traces it until every traced process has

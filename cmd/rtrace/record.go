@@ -53,6 +53,8 @@ one name exactly. C++ functions match by their short demangled name
 			&cli.StringFlag{Name: "data", Aliases: []string{"d"}, Value: "uftrace.data", Usage: "write the trace to `DIR`"},
 			&cli.StringSliceFlag{Name: "filter", Aliases: []string{"F"}, Usage: "trace only functions matching `REGEX` and their callees (repeatable)"},
 			&cli.StringSliceFlag{Name: "notrace", Aliases: []string{"N"}, Usage: "do not trace functions matching `REGEX` nor their callees (repeatable)"},
+			&cli.StringSliceFlag{Name: "event", Aliases: []string{"E"}, Usage: "record the USDT probes matching `PROVIDER:NAME` (globs: 'app:*'), in the executable and its libraries, also after dlopen: EVENT records, and their arguments in DIR/usdt.txt (repeatable)"},
+			&cli.BoolFlag{Name: "list-events", Usage: "list the USDT probes of PROG (provider:name, operands, semaphore) and exit"},
 			&cli.IntFlag{Name: "depth", Aliases: []string{"D"}, Usage: "record at most `N` nested levels (0: no limit)"},
 			&cli.StringSliceFlag{Name: "argument", Aliases: []string{"A"}, Usage: "record arguments of functions matching FUNC, `SPEC` in uftrace syntax: FUNC@arg1/i32,arg2/s,fparg1 (repeatable)"},
 			&cli.StringSliceFlag{Name: "retval", Aliases: []string{"R"}, Usage: "record return values, `SPEC` in uftrace syntax: FUNC@retval/s (repeatable)"},
@@ -67,6 +69,15 @@ one name exactly. C++ functions match by their short demangled name
 			&cli.BoolFlag{Name: "no-pin", Usage: "let the target run on any CPU (default: pin the tracer and the target to one CPU, ~15x cheaper stops on VMs; multi-threaded targets then share that CPU)"},
 		},
 		Action: func(c *cli.Context) error {
+			if c.Bool("list-events") {
+				if c.NArg() == 0 {
+					return cli.Exit("record --list-events: no program given (usage: rtrace record --list-events PROG)", 2)
+				}
+				if err := launcher.ListEvents(c.Args().First(), c.App.Writer); err != nil {
+					return cli.Exit("rtrace: "+err.Error(), 1)
+				}
+				return nil
+			}
 			code, err := launcher.Record(launcher.RecordOptions{
 				Dir:         c.String("data"),
 				Args:        c.Args().Slice(),
@@ -80,6 +91,7 @@ one name exactly. C++ functions match by their short demangled name
 				NoLibcall:   c.Bool("no-libcall"),
 				NestLibcall: c.Bool("nest-libcall"),
 				Patch:       c.StringSlice("patch"),
+				Events:      c.StringSlice("event"),
 				Depth:       c.Int("depth"),
 				Quiet:       c.Bool("quiet"),
 				Verbose:     c.Bool("verbose"),

@@ -10,6 +10,8 @@ import (
 	"io"
 	"os"
 	"sort"
+
+	"rtrace/internal/usdt"
 )
 
 // Func is a function symbol. Value is the link-time address.
@@ -37,8 +39,12 @@ type File struct {
 	BuildID string
 	Funcs   []Func   // sorted by Value; from .symtab, else .dynsym
 	Imports []Import // functions called through the GOT, sorted by slot
-	IsGo    bool
-	Setuid  bool
+	// Probes are the USDT probe sites (.note.stapsdt); ProbeErr says why
+	// the list stops early when the notes are malformed.
+	Probes   []usdt.Probe
+	ProbeErr error
+	IsGo     bool
+	Setuid   bool
 }
 
 // ErrNotELF is returned for files that are not 64-bit x86-64 ELF objects.
@@ -95,6 +101,7 @@ func Parse(r io.ReaderAt) (ef *File, err error) {
 	ef.IsGo = f.Section(".go.buildinfo") != nil || f.Section(".gopclntab") != nil
 	ef.Funcs = funcs(f)
 	ef.Imports = imports(f)
+	ef.Probes, ef.ProbeErr = usdt.Probes(f)
 	return ef, nil
 }
 

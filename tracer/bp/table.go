@@ -21,6 +21,8 @@ type Breakpoint struct {
 	Plan Plan
 	Func int   // index of the function in the tracer's function list, -1 if none
 	Hook uint8 // for Hook: what the tracer does there (its own enumeration)
+	// Site is, for Probe, the index of the probe in the tracer's list.
+	Site int
 }
 
 // Table is the breakpoints of one address space, keyed by address.

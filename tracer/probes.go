@@ -1,0 +1,173 @@
+package tracer
+
+import (
+	"encoding/binary"
+	"fmt"
+	"os"
+
+	"golang.org/x/sys/unix"
+
+	"rtrace/internal/elfx"
+	"rtrace/internal/uftrace"
+	"rtrace/internal/usdt"
+	"rtrace/tracer/bp"
+	"rtrace/tracer/ptrace"
+)
+
+// probeSite is a USDT probe rtrace planted a breakpoint at.
+type probeSite struct {
+	id   uint64 // user event id (>= uftrace.EventIDBase)
+	name string // provider:name
+	args []usdt.Arg
+	// bad: why an operand does not decode; its argument and those after
+	// it are left out, with one warning.
+	bad    error
+	warned bool
+}
+
+// eventID returns the user event id of provider:name, announcing a new one
+// to the sink (events.txt).
+func (t *Tracer) eventID(name string) uint64 {
+	if id, ok := t.eventIDs[name]; ok {
+		return id
+	}
+	id := uftrace.EventIDBase + uint64(len(t.eventIDs))
+	t.eventIDs[name] = id
+	t.emit(t.sink.Event(id, name))
+	return id
+}
+
+// plantProbes plants a breakpoint at each probe of module f (loaded at
+// bias) that an -E pattern selects, and bumps its semaphore.
+func (t *Tracer) plantProbes(mem *os.File, im *image, f *elfx.File, bias uint64) {
+	if f.ProbeErr != nil && len(t.cfg.Events) > 0 {
+		fmt.Fprintf(t.cfg.Warn, "rtrace: warning: %s: %v\n", f.Path, f.ProbeErr)
+	}
+	for _, p := range f.Probes {
+		if !matchEvent(t.cfg.Events, p) {
+			continue
+		}
+		addr := p.PC + bias
+		if err := t.plantProbe(mem, im, p, addr, bias); err != nil {
+			fmt.Fprintf(t.cfg.Warn, "rtrace: warning: cannot plant probe %s at %#x in %s: %v\n", p.FullName(), addr, f.Path, err)
+		}
+	}
+}
+
+func matchEvent(pats []string, p usdt.Probe) bool {
+	for _, pat := range pats {
+		if p.Match(pat) {
+			return true
+		}
+	}
+	return false
+}
+
+func (t *Tracer) plantProbe(mem *os.File, im *image, p usdt.Probe, addr, bias uint64) error {
+	if b := im.bps.At(addr); b != nil {
+		// A function's int3 entry (a detour would cover the probe): one
+		// stop records the call, then the probe.
+		if b.Kind&bp.Probe != 0 || b.Plan.Action == bp.Detoured {
+			return fmt.Errorf("another breakpoint is there")
+		}
+		if err := bumpSemaphore(mem, p, bias); err != nil {
+			return err
+		}
+		b.Kind |= bp.Probe
+		b.Site = t.addSite(im, p)
+		return nil
+	}
+	if im.hookNext+bp.MaxSlot > im.hookEnd {
+		return fmt.Errorf("no scratch room left")
+	}
+	code := make([]byte, 16)
+	if _, err := mem.ReadAt(code, int64(addr)); err != nil {
+		return err
+	}
+	plan, err := bp.Prepare(code, addr, im.hookNext)
+	if err != nil {
+		return err
+	}
+	if len(plan.Slot) > 0 {
+		if _, err := mem.WriteAt(plan.Slot, int64(im.hookNext)); err != nil {
+			return err
+		}
+		im.hookNext += uint64(len(plan.Slot)+15) &^ 15
+	}
+	if err := bumpSemaphore(mem, p, bias); err != nil {
+		return err
+	}
+	if _, err := mem.WriteAt([]byte{bp.Int3}, int64(addr)); err != nil {
+		return err
+	}
+	im.bps.Add(&bp.Breakpoint{Addr: addr, Orig: code[0], Kind: bp.Probe, Plan: plan, Func: -1, Site: t.addSite(im, p)})
+	return nil
+}
+
+// addSite adds p to im's probe sites and returns its index.
+func (t *Tracer) addSite(im *image, p usdt.Probe) int {
+	site := probeSite{id: t.eventID(p.FullName()), name: p.FullName()}
+	site.args, site.bad = usdt.ParseArgs(p.Args)
+	im.probes = append(im.probes, site)
+	return len(im.probes) - 1
+}
+
+// bumpSemaphore increments p's semaphore, if it has one, so the program
+// evaluates the probe (its *_ENABLED() test).
+func bumpSemaphore(mem *os.File, p usdt.Probe, bias uint64) error {
+	if p.Semaphore == 0 {
+		return nil
+	}
+	var c [2]byte
+	sem := int64(p.Semaphore + bias)
+	if _, err := mem.ReadAt(c[:], sem); err != nil {
+		return fmt.Errorf("reading its semaphore: %w", err)
+	}
+	binary.LittleEndian.PutUint16(c[:], binary.LittleEndian.Uint16(c[:])+1)
+	if _, err := mem.WriteAt(c[:], sem); err != nil {
+		return fmt.Errorf("bumping its semaphore: %w", err)
+	}
+	return nil
+}
+
+// probe records a probe hit of th: an EVENT record at the current depth,
+// and the decoded arguments for the probe log.
+func (t *Tracer) probe(th *thread, b *bp.Breakpoint, regs *unix.PtraceRegs, ts uint64) {
+	site := &th.proc.image.probes[b.Site]
+	t.writePending(th)
+	t.record(th, uftrace.Record{Time: ts, Type: uftrace.Event, Depth: th.depth, Addr: site.id}, nil)
+	reg := func(name string) uint64 {
+		if name == "rip" {
+			return b.Addr
+		}
+		if get := namedRegs[name]; get != nil {
+			return get(regs)
+		}
+		return 0
+	}
+	read := func(addr uint64, size int) (uint64, error) {
+		var buf [8]byte
+		if err := ptrace.ReadMem(th.tid, addr, buf[:size]); err != nil {
+			return 0, err
+		}
+		return binary.LittleEndian.Uint64(buf[:]), nil
+	}
+	vals := make([]string, 0, len(site.args))
+	for _, a := range site.args {
+		v, err := a.Value(reg, read)
+		if err != nil {
+			if !site.warned {
+				site.warned = true
+				fmt.Fprintf(t.cfg.Warn, "rtrace: warning: probe %s: argument %d: %v (shown as ?)\n", site.name, len(vals)+1, err)
+			}
+			vals = append(vals, "?")
+			continue
+		}
+		vals = append(vals, a.Format(v))
+	}
+	if site.bad != nil && !site.warned {
+		site.warned = true
+		fmt.Fprintf(t.cfg.Warn, "rtrace: warning: probe %s: %v: recorded without that argument and those after it\n", site.name, site.bad)
+	}
+	t.emit(t.sink.Probe(ts, th.tid, site.name, vals))
+}
