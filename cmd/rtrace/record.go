@@ -48,7 +48,15 @@ matching one, -N hides a function and its callees, -D limits the depth.
 As in uftrace, a pattern with regex characters (.?*+-^$|()[]{}) is a Go
 regular expression matched anywhere in the name; one without them matches
 one name exactly. C++ functions match by their short demangled name
-(geo::Shape::area) or their symbol. -A and -R patterns work the same way.`,
+(geo::Shape::area) or their symbol. -A and -R patterns work the same way.
+
+Calls from the program into shared libraries (printf(), malloc()) are
+recorded at the caller's depth, as uftrace's PLT hooks show them, whether
+the program binds lazily, with -z now, or has no PLT (-fno-plt);
+--no-libcall leaves them out. Functions inside a library are traced with
+-P FUNC@LIB, including libraries loaded later by dlopen. USDT probes
+(<sys/sdt.h>) are listed with --list-events and recorded with -E as
+uftrace EVENT records; their decoded arguments go to DIR/usdt.txt.`,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "data", Aliases: []string{"d"}, Value: "uftrace.data", Usage: "write the trace to `DIR`"},
 			&cli.StringSliceFlag{Name: "filter", Aliases: []string{"F"}, Usage: "trace only functions matching `REGEX` and their callees (repeatable)"},

@@ -111,12 +111,3 @@ func (im Import) Site() (addr, size uint64) {
 	}
 	return im.GOT, 8
 }
-
-// ImportAt returns the import whose GOT slot is at the link-time address got.
-func (f *File) ImportAt(got uint64) (Import, bool) {
-	i := sort.Search(len(f.Imports), func(i int) bool { return f.Imports[i].GOT >= got })
-	if i < len(f.Imports) && f.Imports[i].GOT == got {
-		return f.Imports[i], true
-	}
-	return Import{}, false
-}
