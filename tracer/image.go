@@ -26,9 +26,6 @@ type fn struct {
 	in, out bool
 	// Argument and return-value specs (-A, -R, -a), in payload order.
 	args, rets []uftrace.ArgSpec
-	// libcall: a library function, entered through its PLT stub or GOT
-	// slot in the calling module; addr is the stub's or the slot's.
-	libcall bool
 	// jump: setjmp, which returns twice. Its entry and exit are recorded
 	// at the call and its return address is left alone: setjmp saves it in
 	// the jmp_buf, where a hijacked one would send the longjmp to the
@@ -76,8 +73,8 @@ type image struct {
 	entry uint64 // the program's entry point (internal breakpoint)
 	bps   *bp.Table
 	funcs []fn
-	// text is the executable's code (runtime addresses): a library call
-	// is recorded when it comes from there.
+	// text is the executable's code (runtime addresses): the unwinder's
+	// calls of the personality routine come from elsewhere.
 	textLo, textHi uint64
 	probes         []probeSite // by Breakpoint.Site of Probe breakpoints
 	// mods are the libraries mapped, by path; nil until the entry point.
@@ -229,7 +226,9 @@ func (t *Tracer) setupImage(tid int) (*image, []byte, error) {
 	cm := scanModule(mem, f, bias, t.cfg.Events)
 	if t.cfg.Libcalls {
 		for _, imp := range f.Imports {
-			if imp.Stub == 0 && cm.slots[imp.GOT+bias] && !libcallSkip[imp.Name] && hookNames[imp.Name] != hookSetjmp {
+			// A slot also read as data holds an address the program
+			// compares or passes on: it stays the library's.
+			if imp.Stub == 0 && cm.slots[imp.GOT+bias] && !cm.loads[imp.GOT+bias] && !libcallSkip[imp.Name] && hookNames[imp.Name] != hookSetjmp {
 				im.gotCalls = append(im.gotCalls, imp)
 			}
 		}

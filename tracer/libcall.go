@@ -47,9 +47,7 @@ func (t *Tracer) patchGOT(mem *os.File, im *image) {
 			continue
 		}
 		im.hookNext = (cell + uint64(len(code)) + 15) &^ 15
-		fi := t.newFn(im.elf, imp.Name, slot)
-		fi.libcall = true
-		im.funcs = append(im.funcs, fi)
+		im.funcs = append(im.funcs, t.newFn(im.elf, imp.Name, slot))
 		im.bps.Add(&bp.Breakpoint{Addr: plan.Trap, Kind: bp.FuncEntry, Plan: plan, Func: len(im.funcs) - 1})
 	}
 }

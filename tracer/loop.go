@@ -260,7 +260,7 @@ func (t *Tracer) spawned(th *thread, event int, ts uint64) error {
 		t.threads[child] = nc
 		t.emit(t.sink.Task(ts, child, th.proc.pid))
 	default: // fork, vfork: the child is a copy, hijacked return addresses included
-		p := &process{pid: child, sid: th.proc.sid, image: th.proc.image, entered: th.proc.entered}
+		p := &process{pid: child, sid: th.proc.sid, image: th.proc.image.fork(), entered: th.proc.entered}
 		t.procs[child] = p
 		t.threads[child] = th.clone(child, p)
 		t.emit(t.sink.Fork(ts, child, th.proc.pid))

@@ -2,6 +2,7 @@ package tracer
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 	"strings"
@@ -24,8 +25,9 @@ type codeMap struct {
 	// another function (glibc's __mempcpy_* jump into __memcpy_*+3).
 	starts, targets []uint64
 	// slots are the runtime addresses indirect calls and jumps read their
-	// target from (the GOT slots -fno-plt code calls through).
-	slots map[uint64]bool
+	// target from (the GOT slots -fno-plt code calls through); loads those
+	// other instructions read (a function's address taken).
+	slots, loads map[uint64]bool
 	// probes are the runtime addresses of the USDT probes -E selects: their
 	// int3 must not land inside a detour jump. Sorted.
 	probes []uint64
@@ -37,7 +39,7 @@ type codeMap struct {
 // scanModule reads the code of f, loaded at bias, and decodes every
 // function. events are the -E patterns.
 func scanModule(mem *os.File, f *elfx.File, bias uint64, events []string) *codeMap {
-	cm := &codeMap{f: f, bias: bias, text: readText(mem, f, bias), slots: map[uint64]bool{}, undecoded: map[uint64]error{}}
+	cm := &codeMap{f: f, bias: bias, text: readText(mem, f, bias), slots: map[uint64]bool{}, loads: map[uint64]bool{}, undecoded: map[uint64]error{}}
 	for _, p := range f.Probes {
 		if matchEvent(events, p) {
 			cm.probes = append(cm.probes, p.PC+bias)
@@ -48,10 +50,13 @@ func scanModule(mem *os.File, f *elfx.File, bias uint64, events []string) *codeM
 	for _, fn := range f.Funcs {
 		cm.starts = append(cm.starts, fn.Value)
 		if b := cm.text.code(fn.Value+bias, fn.Size); b != nil {
-			ts, ss, err := bp.Branches(b, fn.Value+bias)
-			cm.targets = append(cm.targets, ts...)
-			for _, s := range ss {
+			refs, err := bp.Branches(b, fn.Value+bias)
+			cm.targets = append(cm.targets, refs.Targets...)
+			for _, s := range refs.Slots {
 				cm.slots[s] = true
+			}
+			for _, s := range refs.Loads {
+				cm.loads[s] = true
 			}
 			if err != nil {
 				cm.undecoded[fn.Value] = err
@@ -149,7 +154,7 @@ func (t *Tracer) plantFuncs(tid int, mem *os.File, im *image, cm *codeMap, cands
 		code = append(code, plan.Slot...)
 		code = append(code, make([]byte, -len(code)&15)...)
 		fi := t.newFn(f, c.name, addr)
-		fi.libcall, fi.jump = c.libcall, jump
+		fi.jump = jump
 		fi.personality = c.libcall && f == im.elf && strings.HasSuffix(c.name, "_personality_v0")
 		im.funcs = append(im.funcs, fi)
 		b := &bp.Breakpoint{Addr: addr, Orig: body[0], Kind: bp.FuncEntry, Plan: plan, Func: len(im.funcs) - 1}
@@ -185,6 +190,20 @@ func (t *Tracer) plantFuncs(tid int, mem *os.File, im *image, cm *codeMap, cands
 		im.bps.Add(b)
 	}
 	return scratch, (scratch + uint64(len(code)) + 15) &^ 15, nil
+}
+
+// fork returns the image of a forked child: a copy, since its memory is a
+// copy. A library it loads or closes, and the scratch it maps, are its own.
+func (im *image) fork() *image {
+	c := *im
+	c.bps = im.bps.Clone()
+	c.funcs = slices.Clip(im.funcs)
+	c.rets = slices.Clip(im.rets)
+	c.probes = slices.Clone(im.probes) // their warned flags are per process
+	if im.mods != nil {
+		c.mods = maps.Clone(im.mods)
+	}
+	return &c
 }
 
 // isRet reports whether addr is one of the image's return breakpoints.

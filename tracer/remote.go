@@ -40,7 +40,7 @@ func remoteSyscall(tid int, nr uint64, args ...uint64) (uint64, error) {
 		return 0, fmt.Errorf("setting registers of tid %d: %w", tid, err)
 	}
 	defer ptrace.SetRegs(tid, &saved)
-	if err := runToTrap(tid); err != nil {
+	if err := runToTrap(tid, pc+3); err != nil {
 		return 0, fmt.Errorf("remote syscall in tid %d: %w", tid, err)
 	}
 	if err := ptrace.GetRegs(tid, &regs); err != nil {
@@ -71,20 +71,27 @@ func leaveExec(tid int) error {
 		return fmt.Errorf("writing code of tid %d at %#x: %w", tid, pc, err)
 	}
 	defer ptrace.PokeWord(tid, pc, orig)
-	if err := runToTrap(tid); err != nil {
+	if err := runToTrap(tid, pc+1); err != nil {
 		return fmt.Errorf("leaving exec in tid %d: %w", tid, err)
 	}
 	return ptrace.SetPC(tid, pc)
 }
 
-// runToTrap resumes tid until it stops at an int3 rtrace wrote. A signal
-// that arrives first is delivered as the kernel would have (these helpers
-// run right after an exec, before the program installed handlers); other
-// ptrace event stops are continued.
-func runToTrap(tid int) error {
-	sig := 0
+// runToTrap resumes tid until it stops at the int3 rtrace wrote, which
+// leaves rip at want. A signal that arrives first is held back and sent
+// again once the thread is there: delivered now, its handler would run in
+// the middle of rtrace's code, and could stop at a traced function whose
+// stop would be mistaken for this one (these helpers also run at dlopen,
+// when the program has handlers). Other ptrace event stops are continued.
+func runToTrap(tid int, want uint64) error {
+	var held []unix.Signal
+	defer func() {
+		for _, sig := range held {
+			unix.Syscall(unix.SYS_TKILL, uintptr(tid), uintptr(sig), 0)
+		}
+	}()
 	for {
-		if err := ptrace.Cont(tid, sig); err != nil {
+		if err := ptrace.Cont(tid, 0); err != nil {
 			return err
 		}
 		var ws unix.WaitStatus
@@ -94,12 +101,20 @@ func runToTrap(tid int) error {
 		if !ws.Stopped() {
 			return fmt.Errorf("tid %d ended (%v)", tid, ws)
 		}
-		if ws.StopSignal() == unix.SIGTRAP && ptraceEvent(ws) == 0 {
+		if ptraceEvent(ws) != 0 {
+			continue
+		}
+		if sig := ws.StopSignal(); sig != unix.SIGTRAP {
+			held = append(held, sig)
+			continue
+		}
+		var regs unix.PtraceRegs
+		if err := ptrace.GetRegs(tid, &regs); err != nil {
+			return err
+		}
+		if regs.Rip == want {
 			return nil
 		}
-		sig = 0
-		if ptraceEvent(ws) == 0 {
-			sig = int(ws.StopSignal())
-		}
+		held = append(held, unix.SIGTRAP) // not ours: someone sent a SIGTRAP
 	}
 }

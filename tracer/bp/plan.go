@@ -286,14 +286,24 @@ func isLegacyPrefix(b byte) bool {
 	return false
 }
 
-// Branches returns the targets of the direct jumps and calls in body, the
-// code of the function at addr (jump tables are not followed), and the
-// memory slots its rip-relative indirect calls and jumps read their target
-// from (GOT slots of code built with -fno-plt). Bytes that
+// Refs is what a function's code refers to.
+type Refs struct {
+	// Targets of its direct jumps and calls (jump tables are not followed).
+	Targets []uint64
+	// Slots its rip-relative indirect calls and jumps read their target
+	// from (GOT slots of code built with -fno-plt).
+	Slots []uint64
+	// Loads are the other rip-relative memory operands: a GOT slot read as
+	// data is a function's address taken, which must stay the real one.
+	Loads []uint64
+}
+
+// Branches returns the Refs of body, the code of the function at addr.
+// Bytes that
 // do not decode are stepped over one at a time and the first is reported
 // in err: targets after it may be missing, so a detour must not rely on
 // them for this function.
-func Branches(body []byte, addr uint64) (targets, slots []uint64, err error) {
+func Branches(body []byte, addr uint64) (refs Refs, err error) {
 	for off := 0; off < len(body); {
 		if bytes.HasPrefix(body[off:], endbr64) {
 			off += 4
@@ -309,12 +319,20 @@ func Branches(body []byte, addr uint64) (targets, slots []uint64, err error) {
 		}
 		next := int64(addr) + int64(off+inst.Len)
 		if rel, ok := inst.Args[0].(x86asm.Rel); ok && inst.PCRel > 0 {
-			targets = append(targets, uint64(next+int64(rel)))
+			refs.Targets = append(refs.Targets, uint64(next+int64(rel)))
 		}
-		if m, ok := inst.Args[0].(x86asm.Mem); ok && m.Base == x86asm.RIP && m.Index == 0 && (inst.Op == x86asm.CALL || inst.Op == x86asm.JMP) {
-			slots = append(slots, uint64(next+m.Disp))
+		for i, a := range inst.Args {
+			m, ok := a.(x86asm.Mem)
+			if !ok || m.Base != x86asm.RIP || m.Index != 0 {
+				continue
+			}
+			if i == 0 && (inst.Op == x86asm.CALL || inst.Op == x86asm.JMP) {
+				refs.Slots = append(refs.Slots, uint64(next+m.Disp))
+			} else {
+				refs.Loads = append(refs.Loads, uint64(next+m.Disp))
+			}
 		}
 		off += inst.Len
 	}
-	return targets, slots, err
+	return refs, err
 }

@@ -169,15 +169,20 @@ func TestBranches(t *testing.T) {
 	// call *0x20(%rip); ret: a loop into what a detour would displace, a
 	// call, and a call through a GOT slot.
 	body := []byte{0x31, 0xc0, 0xff, 0xc0, 0x83, 0xf8, 0x09, 0x75, 0xf9, 0xe8, 0x10, 0, 0, 0, 0xff, 0x15, 0x20, 0, 0, 0, 0xc3}
-	got, slots, err := Branches(body, 0x401000)
-	if err != nil || fmt.Sprint(got) != fmt.Sprint([]uint64{0x401002, 0x40101e}) || fmt.Sprint(slots) != fmt.Sprint([]uint64{0x401034}) {
-		t.Fatalf("Branches = %#x, %#x, %v", got, slots, err)
+	refs, err := Branches(body, 0x401000)
+	if err != nil || fmt.Sprint(refs.Targets) != fmt.Sprint([]uint64{0x401002, 0x40101e}) || fmt.Sprint(refs.Slots) != fmt.Sprint([]uint64{0x401034}) || refs.Loads != nil {
+		t.Fatalf("Branches = %#x, %v", refs, err)
+	}
+	// mov 0x10(%rip),%rax: a load, not a call slot.
+	refs, err = Branches([]byte{0x48, 0x8b, 0x05, 0x10, 0, 0, 0}, 0x401000)
+	if err != nil || fmt.Sprint(refs.Loads) != fmt.Sprint([]uint64{0x401017}) || refs.Slots != nil {
+		t.Fatalf("Branches = %#x, %v", refs, err)
 	}
 	// An undecodable byte (0x06, push %es, is invalid in 64-bit mode) is
 	// reported, and decoding goes on after it.
-	got, _, err = Branches([]byte{0x06, 0xeb, 0xfe}, 0x401000)
-	if !errors.Is(err, ErrUnsupported) || fmt.Sprint(got) != fmt.Sprint([]uint64{0x401001}) {
-		t.Fatalf("Branches = %#x, %v", got, err)
+	refs, err = Branches([]byte{0x06, 0xeb, 0xfe}, 0x401000)
+	if !errors.Is(err, ErrUnsupported) || fmt.Sprint(refs.Targets) != fmt.Sprint([]uint64{0x401001}) {
+		t.Fatalf("Branches = %#x, %v", refs, err)
 	}
 }
 
