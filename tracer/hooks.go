@@ -68,7 +68,7 @@ func (t *Tracer) hookModule(mem *os.File, im *image, f *elfx.File, bias uint64) 
 		if kind == 0 {
 			continue
 		}
-		if err := t.plantHook(mem, im, fn, fn.Value+bias, kind); err != nil {
+		if err := t.plantHook(mem, im, fn.Value+bias, kind); err != nil {
 			fmt.Fprintf(t.cfg.Warn, "rtrace: warning: cannot hook %s in %s: %v\n", fn.Name, f.Path, err)
 		}
 	}
@@ -93,34 +93,52 @@ func (t *Tracer) library(path string) (*elfx.File, error) {
 
 // plantHook plants an int3 hook at addr, its displaced instruction run out
 // of line from the scratch room kept for hooks.
-func (t *Tracer) plantHook(mem *os.File, im *image, fn elfx.Func, addr uint64, kind hookKind) error {
+func (t *Tracer) plantHook(mem *os.File, im *image, addr uint64, kind hookKind) error {
 	if b := im.bps.At(addr); b != nil {
 		b.Kind |= bp.Hook
 		b.Hook = uint8(kind)
 		return nil
 	}
-	if im.hookNext+bp.MaxSlot > im.hookEnd {
-		return fmt.Errorf("no scratch room left for hooks")
-	}
-	code := make([]byte, 16)
-	if _, err := mem.ReadAt(code, int64(addr)); err != nil {
-		return err
-	}
-	plan, err := bp.Prepare(code, addr, im.hookNext)
+	b, err := stageInt3(mem, im, addr)
 	if err != nil {
 		return err
 	}
+	if err := armInt3(mem, b); err != nil {
+		return err
+	}
+	b.Kind, b.Hook = bp.Hook, uint8(kind)
+	im.bps.Add(b)
+	return nil
+}
+
+// stageInt3 plans an int3 at addr whose displaced instruction runs out of
+// line in the image's hook scratch room, and writes that copy there. The
+// int3 itself is not written yet (armInt3), nor the breakpoint added.
+func stageInt3(mem *os.File, im *image, addr uint64) (*bp.Breakpoint, error) {
+	if im.hookNext+bp.MaxSlot > im.hookEnd {
+		return nil, fmt.Errorf("no scratch room left")
+	}
+	code := make([]byte, 16)
+	if _, err := mem.ReadAt(code, int64(addr)); err != nil {
+		return nil, err
+	}
+	plan, err := bp.Prepare(code, addr, im.hookNext)
+	if err != nil {
+		return nil, err
+	}
 	if len(plan.Slot) > 0 {
 		if _, err := mem.WriteAt(plan.Slot, int64(im.hookNext)); err != nil {
-			return err
+			return nil, err
 		}
 		im.hookNext += uint64(len(plan.Slot)+15) &^ 15
 	}
-	if _, err := mem.WriteAt([]byte{bp.Int3}, int64(addr)); err != nil {
-		return err
-	}
-	im.bps.Add(&bp.Breakpoint{Addr: addr, Orig: code[0], Kind: bp.Hook, Plan: plan, Func: -1, Hook: uint8(kind)})
-	return nil
+	return &bp.Breakpoint{Addr: addr, Orig: code[0], Plan: plan, Func: -1}, nil
+}
+
+// armInt3 writes the int3 of a staged breakpoint.
+func armInt3(mem *os.File, b *bp.Breakpoint) error {
+	_, err := mem.WriteAt([]byte{bp.Int3}, int64(b.Addr))
+	return err
 }
 
 // hook runs the hook of b for th, stopped at its entry.
@@ -174,9 +192,7 @@ func (t *Tracer) hook(th *thread, b *bp.Breakpoint, regs *unix.PtraceRegs, ts ui
 			}
 		}
 	case hookLoader:
-		if maps, err := readMaps(th.proc.pid); err == nil {
-			t.syncModules(th, maps, ts)
-		}
+		t.syncModules(th, ts)
 	}
 }
 

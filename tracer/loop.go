@@ -137,9 +137,7 @@ func (t *Tracer) trap(th *thread, regs *unix.PtraceRegs, ts uint64) error {
 	}
 	if b.Kind&bp.Internal != 0 && !th.proc.entered {
 		th.proc.entered = true
-		if maps, err := readMaps(th.proc.pid); err == nil {
-			t.syncModules(th, maps, ts)
-		}
+		t.syncModules(th, ts)
 		if b.Kind == bp.Internal {
 			if err := removeInternal(th.tid, b); err != nil {
 				return fmt.Errorf("removing the entry breakpoint: %w", err)

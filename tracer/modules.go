@@ -47,16 +47,21 @@ func systemLib(base string) bool {
 	return false
 }
 
-// syncModules brings what rtrace planted in th's image in line with the
-// maps: at the program's entry point (the loader has mapped the
+// syncModules brings what rtrace planted in th's image in line with its
+// maps, and hands the sink the maps when they changed: at the program's
+// entry point (the loader has mapped the
 // libraries) and at each loader rendezvous (dlopen, dlclose). A new
 // library gets its hooks, the functions -P selects, its PLT stubs with
 // --nest-libcall, and its .sym; one loaded after the entry point also a
 // DLOP line. A library gone has its breakpoints dropped: its memory is
 // unmapped, there is nothing to restore.
-func (t *Tracer) syncModules(th *thread, maps []byte, ts uint64) {
+func (t *Tracer) syncModules(th *thread, ts uint64) {
 	p := th.proc
 	im := p.image
+	maps, err := readMaps(p.pid)
+	if err != nil {
+		return
+	}
 	mm, err := uftrace.ParseMaps(bytes.NewReader(maps))
 	if err != nil {
 		return
@@ -67,6 +72,7 @@ func (t *Tracer) syncModules(th *thread, maps []byte, ts uint64) {
 	}
 	defer mem.Close()
 	atEntry := im.mods == nil
+	changed := atEntry
 	if atEntry {
 		im.mods = map[string]*module{}
 		t.hookModule(mem, im, im.elf, im.bias)
@@ -92,6 +98,7 @@ func (t *Tracer) syncModules(th *thread, maps []byte, ts uint64) {
 		t.plantProbes(mem, im, f, bias)
 		m.hi = len(im.funcs)
 		im.mods[mod.Path] = m
+		changed = true
 		t.emit(t.sink.Module(p.sid, mod.Path, f))
 		if !atEntry {
 			t.emit(t.sink.Dlopen(ts, th.tid, p.sid, bias, mod.Path))
@@ -111,8 +118,11 @@ func (t *Tracer) syncModules(th *thread, maps []byte, ts uint64) {
 			im.bps.Remove(a)
 		}
 		delete(im.mods, path)
+		changed = true
 	}
-	t.emit(t.sink.Maps(p.sid, maps))
+	if changed {
+		t.emit(t.sink.Maps(p.sid, maps))
+	}
 }
 
 // traceLibrary instruments the functions of library f (loaded at bias)

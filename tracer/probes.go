@@ -77,30 +77,18 @@ func (t *Tracer) plantProbe(mem *os.File, im *image, p usdt.Probe, addr, bias ui
 		b.Site = t.addSite(im, p)
 		return nil
 	}
-	if im.hookNext+bp.MaxSlot > im.hookEnd {
-		return fmt.Errorf("no scratch room left")
-	}
-	code := make([]byte, 16)
-	if _, err := mem.ReadAt(code, int64(addr)); err != nil {
-		return err
-	}
-	plan, err := bp.Prepare(code, addr, im.hookNext)
+	b, err := stageInt3(mem, im, addr)
 	if err != nil {
 		return err
-	}
-	if len(plan.Slot) > 0 {
-		if _, err := mem.WriteAt(plan.Slot, int64(im.hookNext)); err != nil {
-			return err
-		}
-		im.hookNext += uint64(len(plan.Slot)+15) &^ 15
 	}
 	if err := bumpSemaphore(mem, p, bias); err != nil {
 		return err
 	}
-	if _, err := mem.WriteAt([]byte{bp.Int3}, int64(addr)); err != nil {
+	if err := armInt3(mem, b); err != nil {
 		return err
 	}
-	im.bps.Add(&bp.Breakpoint{Addr: addr, Orig: code[0], Kind: bp.Probe, Plan: plan, Func: -1, Site: t.addSite(im, p)})
+	b.Kind, b.Site = bp.Probe, t.addSite(im, p)
+	im.bps.Add(b)
 	return nil
 }
 
