@@ -3,7 +3,6 @@ package elfx
 import (
 	"bytes"
 	"debug/elf"
-	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -11,6 +10,7 @@ import (
 	"os"
 	"sort"
 
+	"rtrace/internal/elfnote"
 	"rtrace/internal/usdt"
 )
 
@@ -114,26 +114,15 @@ func buildID(f *elf.File) string {
 		if err != nil {
 			continue
 		}
-		for len(data) >= 12 {
-			namesz := binary.LittleEndian.Uint32(data)
-			descsz := binary.LittleEndian.Uint32(data[4:])
-			typ := binary.LittleEndian.Uint32(data[8:])
-			nameEnd := 12 + align4(uint64(namesz))
-			descEnd := nameEnd + align4(uint64(descsz))
-			if descEnd > uint64(len(data)) || namesz > 1<<20 || descsz > 1<<20 {
-				break
+		notes, _ := elfnote.Parse(data) // a corrupt note ends this section only
+		for _, n := range notes {
+			if n.Name == "GNU" && n.Type == 3 { // NT_GNU_BUILD_ID
+				return hex.EncodeToString(n.Desc)
 			}
-			name := string(bytes.TrimRight(data[12:12+namesz], "\x00"))
-			if name == "GNU" && typ == 3 { // NT_GNU_BUILD_ID
-				return hex.EncodeToString(data[nameEnd : nameEnd+uint64(descsz)])
-			}
-			data = data[descEnd:]
 		}
 	}
 	return ""
 }
-
-func align4(n uint64) uint64 { return (n + 3) &^ 3 }
 
 // funcs returns the defined function symbols of .symtab, or of .dynsym when
 // the object is stripped, sorted by address, one name per address (globals

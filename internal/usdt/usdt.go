@@ -3,13 +3,14 @@
 package usdt
 
 import (
-	"bytes"
 	"debug/elf"
 	"encoding/binary"
 	"fmt"
 	"path"
 	"strconv"
 	"strings"
+
+	"rtrace/internal/elfnote"
 )
 
 // Probe is one probe site of an ELF object. PC and Semaphore are
@@ -36,22 +37,13 @@ func Probes(f *elf.File) ([]Probe, error) {
 	if err != nil {
 		return nil, fmt.Errorf(".note.stapsdt: %w", err)
 	}
+	notes, perr := elfnote.Parse(data)
 	var adjust uint64
 	baseSec := f.Section(".stapsdt.base")
 	var out []Probe
-	for off := 0; off+12 <= len(data); {
-		namesz := uint64(binary.LittleEndian.Uint32(data[off:]))
-		descsz := uint64(binary.LittleEndian.Uint32(data[off+4:]))
-		typ := binary.LittleEndian.Uint32(data[off+8:])
-		nameEnd := uint64(off) + 12 + (namesz+3)&^3
-		descEnd := nameEnd + (descsz+3)&^3
-		if namesz > 1<<16 || descsz > 1<<20 || descEnd > uint64(len(data)) {
-			return out, fmt.Errorf(".note.stapsdt: note at +%#x overruns the section", off)
-		}
-		name := string(bytes.TrimRight(data[uint64(off)+12:uint64(off)+12+namesz], "\x00"))
-		desc := data[nameEnd : nameEnd+descsz]
-		off = int(descEnd)
-		if name != "stapsdt" || typ != 3 {
+	for _, n := range notes {
+		desc := n.Desc
+		if n.Name != "stapsdt" || n.Type != 3 {
 			continue
 		}
 		if len(desc) < 24 {
@@ -71,6 +63,9 @@ func Probes(f *elf.File) ([]Probe, error) {
 			p.Semaphore += adjust
 		}
 		out = append(out, p)
+	}
+	if perr != nil {
+		return out, fmt.Errorf(".note.stapsdt: %w", perr)
 	}
 	return out, nil
 }
