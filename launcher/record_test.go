@@ -209,8 +209,7 @@ func TestRecordMatchesUftrace(t *testing.T) {
 
 // uftraceTree records prog (a -pg build) with the real uftrace, library
 // calls included, and returns the tree of its replay without what -pg
-// itself adds: gmon's start-up calls __monstartup() and the
-// __cxa_atexit() that registers _mcleanup.
+// itself adds (withoutPgStartup).
 func uftraceTree(t *testing.T, tmp, uft, prog string, args []string) ([]string, error) {
 	t.Helper()
 	dir := filepath.Join(tmp, "U")
@@ -220,11 +219,17 @@ func uftraceTree(t *testing.T, tmp, uft, prog string, args []string) ([]string, 
 	if r.code != 0 {
 		return nil, fmt.Errorf("uftrace replay: exit %d: %s", r.code, strings.TrimSpace(r.stderr))
 	}
-	out := tree(r.stdout)
-	for i, tr := range out {
-		out[i] = strings.Replace(tr, "__monstartup()\n__cxa_atexit()\n", "", 1)
+	return withoutPgStartup(tree(r.stdout)), nil
+}
+
+// withoutPgStartup drops from uftrace's trees of a -pg build what -pg
+// itself adds: gmon's __monstartup() and the __cxa_atexit() that registers
+// _mcleanup, before main.
+func withoutPgStartup(trees []string) []string {
+	for i, tr := range trees {
+		trees[i] = strings.Replace(tr, "__monstartup()\n__cxa_atexit()\n", "", 1)
 	}
-	return out, nil
+	return trees
 }
 
 // ownFunctions drops from trees the lines of functions prog does not define.
