@@ -118,28 +118,11 @@ func (t *Tracer) plantFuncs(tid int, mem *os.File, im *image, cm *codeMap, cands
 			continue
 		}
 		slot := scratch + uint64(len(code))
-		var plan bp.Plan
-		err = errEntryPoint
 		jump := c.libcall && hookNames[c.name] == hookSetjmp
-		// The function holding the entry point keeps an int3 entry: the
-		// entry breakpoint must not land inside a detour jump.
-		if derr := cm.undecoded[c.value]; derr != nil {
-			err = derr
-		} else if jump {
-			err = errJump
-		} else if c.size > 0 && c.size <= uint64(n) && (im.entry < addr || im.entry >= addr+c.size) {
-			plan, err = bp.PrepareDetour(body[:c.size], addr, slot, ret)
-			// Another symbol starting inside the jump (an alias into the
-			// prologue, hand-written code) would be entered mid-jump.
-			if err == nil && symbolWithin(cm.starts, plan.Patch-bias, plan.Patch-bias+uint64(len(plan.Jmp))) {
-				err = errSymbolInside
-			}
-			if err == nil && symbolWithin(cm.targets, plan.Patch, plan.Patch+uint64(len(plan.Jmp))) {
-				err = errBranchInside
-			}
-			if err == nil && symbolWithin(cm.probes, plan.Patch-1, plan.Patch+uint64(len(plan.Jmp))) {
-				err = errProbeInside
-			}
+		var plan bp.Plan
+		err = errJump
+		if !jump {
+			plan, err = cm.detour(c, body, slot, ret, im.entry)
 		}
 		if err != nil {
 			why := err.Error()
@@ -204,6 +187,36 @@ func (im *image) fork() *image {
 		c.mods = maps.Clone(im.mods)
 	}
 	return &c
+}
+
+// detour plans a detour for cand c, whose code at its runtime address is
+// body, with its trampoline at slot and ret as its return breakpoint. The
+// error says why it gets no detour: code that does not all decode, the
+// function holding the entry point (whose breakpoint must not land inside
+// a jump), one too short, or something another piece of code reaches
+// inside the jump (a symbol, a branch target, a USDT probe).
+func (cm *codeMap) detour(c cand, body []byte, slot, ret, entry uint64) (bp.Plan, error) {
+	addr := c.value + cm.bias
+	if err := cm.undecoded[c.value]; err != nil {
+		return bp.Plan{}, err
+	}
+	if c.size == 0 || c.size > uint64(len(body)) || entry >= addr && entry < addr+c.size {
+		return bp.Plan{}, errEntryPoint
+	}
+	plan, err := bp.PrepareDetour(body[:c.size], addr, slot, ret)
+	if err != nil {
+		return plan, err
+	}
+	lo, hi := plan.Patch, plan.Patch+uint64(len(plan.Jmp))
+	switch {
+	case symbolWithin(cm.starts, lo-cm.bias, hi-cm.bias):
+		return plan, errSymbolInside
+	case symbolWithin(cm.targets, lo, hi):
+		return plan, errBranchInside
+	case symbolWithin(cm.probes, lo-1, hi):
+		return plan, errProbeInside
+	}
+	return plan, nil
 }
 
 // isRet reports whether addr is one of the image's return breakpoints.
