@@ -1,0 +1,135 @@
+// Package trace is the event model of resource traces: what the wire stream
+// (internal/wire) and the sp-rtrace text (internal/rtext) both encode, and
+// what the pre-processor, post-processor and resolver pass along.
+package trace
+
+import "time"
+
+// Item is one element of a trace, in stream order: *Header first, then any
+// of *Module, *Resource, *Context, *Mapping, *Call, *Comment, *Task,
+// *Probe, *Lost, *File, *Library.
+type Item interface{ item() }
+
+// Header is the start of a trace (the handshake and PINF, or the text's
+// first line).
+type Header struct {
+	Version string    // protocol version: "2.0" for sp-rtrace, "3.0" for rtrace
+	Arch    string    // "x86_64"
+	Time    time.Time // when tracing started (local time)
+	Process string    // the process name or path
+	Pid     int
+	Filter  []string // post-processing done: "leaks", "compress", "resolve"
+	Depth   int      // backtrace depth
+	Origin  string   // who wrote it ("rtrace dev", "sp-rtrace 1.6")
+	// OutDir and PostOpts are the output directory and post-processor
+	// options the tracer was given (OCFG), when any.
+	OutDir, PostOpts string
+}
+
+// Module is a tracing module (MINF): main = 0, others 1, 2, 4, ...
+type Module struct {
+	ID           uint32
+	Name         string
+	Major, Minor uint16
+}
+
+// Resource is a resource type (RESR). ID is 1-based; its mask is 1<<(ID-1).
+type Resource struct {
+	ID       int
+	Name     string
+	Desc     string
+	Refcount bool
+}
+
+// Mask is the resource's bit in -R masks and text resource lines.
+func (r *Resource) Mask() uint32 { return 1 << (r.ID - 1) }
+
+// Context is a named call context (CTXR); ID is a bit mask.
+type Context struct {
+	ID   uint32
+	Name string
+}
+
+// Mapping is an executable mapping of the process (MMAP).
+type Mapping struct {
+	From, To uint64
+	Path     string
+}
+
+// Call is one resource allocation or release (CALL, ARGS, BTRC).
+type Call struct {
+	Index   int           // 1-based, in call order
+	Context uint32        // context mask, 0 for none
+	Time    time.Duration // time of day (since local midnight); -1: none
+	Tid     int           // thread, 0 when unknown (sp-rtrace streams)
+	Res     int           // resource type ID
+	Alloc   bool          // an allocation, else a release
+	Name    string        // function name ("malloc", "operator new[]")
+	Size    uint64        // allocations only
+	ID      uint64        // the resource: a pointer, fd, ...
+	Args    []Arg
+	Frames  []Frame
+}
+
+// Arg is one argument record: "$name = value".
+type Arg struct{ Name, Value string }
+
+// Frame is a backtrace frame; Text is what the resolver found ("" when
+// unresolved): "main() at leaky.c:12".
+type Frame struct {
+	Addr uint64
+	Text string
+}
+
+// Comment is a text line that is no known form, kept as is (without its
+// newline).
+type Comment struct{ Text string }
+
+// Task: a thread started (Pid its process) or, with Exit, ended.
+type Task struct {
+	Time     uint64 // ns, CLOCK_MONOTONIC
+	Tid, Pid int
+	Exit     bool
+}
+
+// Probe is a USDT probe hit with its arguments as text.
+type Probe struct {
+	Time uint64 // ns, CLOCK_MONOTONIC
+	Tid  int
+	Name string // provider:name
+	Args []string
+}
+
+// Lost counts events the tracer dropped (tracing off, buffer full).
+type Lost struct{ Count uint64 }
+
+// File names an extra file a module wrote (FILE).
+type File struct{ Name, Path string }
+
+// Library says the target mapped a library (NLIB; "*" = rescan all): the
+// pre-processor answers it with Mapping items from /proc/<pid>/maps.
+type Library struct{ Name string }
+
+func (*Header) item()   {}
+func (*Module) item()   {}
+func (*Resource) item() {}
+func (*Context) item()  {}
+func (*Mapping) item()  {}
+func (*Call) item()     {}
+func (*Comment) item()  {}
+func (*Task) item()     {}
+func (*Probe) item()    {}
+func (*Lost) item()     {}
+func (*File) item()     {}
+func (*Library) item()  {}
+
+// Reader yields the items of a trace in order; io.EOF ends it.
+type Reader interface {
+	Next() (Item, error)
+}
+
+// Writer encodes items.
+type Writer interface {
+	Write(it Item) error
+	Close() error // flush; does not close the underlying writer
+}

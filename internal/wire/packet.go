@@ -1,0 +1,56 @@
+package wire
+
+import "encoding/binary"
+
+// Packet types: FourCC, first character in the low byte.
+const (
+	PINF = 'P' | 'I'<<8 | 'N'<<16 | 'F'<<24 // process info
+	MINF = 'M' | 'I'<<8 | 'N'<<16 | 'F'<<24 // tracing module
+	RESR = 'R' | 'E'<<8 | 'S'<<16 | 'R'<<24 // resource type
+	CTXR = 'C' | 'T'<<8 | 'X'<<16 | 'R'<<24 // call context
+	CALL = 'C' | 'A'<<8 | 'L'<<16 | 'L'<<24 // resource call
+	ARGS = 'A' | 'R'<<8 | 'G'<<16 | 'S'<<24 // its arguments
+	BTRC = 'B' | 'T'<<8 | 'R'<<16 | 'C'<<24 // its backtrace
+	MMAP = 'M' | 'M'<<8 | 'A'<<16 | 'P'<<24 // executable mapping
+	NLIB = 'N' | 'L'<<8 | 'I'<<16 | 'B'<<24 // a library was loaded
+	HINF = 'H' | 'I'<<8 | 'N'<<16 | 'F'<<24 // heap information
+	OCFG = 'O' | 'C'<<8 | 'F'<<16 | 'G'<<24 // output settings
+	FILE = 'F' | 'I'<<8 | 'L'<<16 | 'E'<<24 // attachment
+
+	// Version 3.0 (rtrace) additions; a 2.0 reader skips them.
+	CEXT = 'C' | 'E'<<8 | 'X'<<16 | 'T'<<24 // call extension: tid, ns time, 64-bit size
+	TASK = 'T' | 'A'<<8 | 'S'<<16 | 'K'<<24 // thread start or exit
+	FREC = 'F' | 'R'<<8 | 'E'<<16 | 'C'<<24 // a thread's batch of uftrace records
+	USDT = 'U' | 'S'<<8 | 'D'<<16 | 'T'<<24 // USDT probe hit with arguments
+	LOST = 'L' | 'O'<<8 | 'S'<<16 | 'T'<<24 // events dropped
+)
+
+// Handshake magic byte: a stream starting with it is binary.
+const Magic = 0xF0
+
+// Version of the stream rtrace writes.
+const (
+	Major = 3
+	Minor = 0
+)
+
+// Call types in CALL packets.
+const (
+	callFree  = 1
+	callAlloc = 2
+)
+
+// maxPacket bounds a packet's payload: a longer length is corruption.
+const maxPacket = 64 << 20
+
+// typeName is a packet type as text ("CALL").
+func typeName(t uint32) string {
+	var b [4]byte
+	binary.LittleEndian.PutUint32(b[:], t)
+	for i, c := range b {
+		if c < ' ' || c > '~' {
+			b[i] = '?'
+		}
+	}
+	return string(b[:])
+}

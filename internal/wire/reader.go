@@ -1,0 +1,283 @@
+package wire
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"rtrace/internal/trace"
+)
+
+// Reader decodes a stream (rtrace 3.x or sp-rtrace 2.x) into trace items.
+// It implements trace.Reader. Unknown packet types are skipped. A stream
+// cut short yields every whole item, then an error naming the offset.
+type Reader struct {
+	r       *bufio.Reader
+	off     int64 // of the next unread byte
+	ptr     int   // pointer size: 4 or 8
+	major   int
+	hdr     *trace.Header
+	pending []trace.Item // items decoded, not yet returned
+	call    *trace.Call  // a call waiting for its BTRC
+	index   int          // calls so far
+	buf     []byte
+	err     error
+}
+
+// ErrNotWire: the input does not start with the handshake.
+var ErrNotWire = errors.New("not an rtrace/sp-rtrace binary stream (no 0xF0 handshake)")
+
+// NewReader reads the handshake from r. The header item (filled in from
+// the handshake and the PINF/OCFG packets) is the first Next returns.
+func NewReader(r io.Reader) (*Reader, error) {
+	rd := &Reader{r: bufio.NewReaderSize(r, 64<<10)}
+	hs := make([]byte, 2)
+	if _, err := io.ReadFull(rd.r, hs); err != nil {
+		return nil, fmt.Errorf("reading the handshake: %w", noEOF(err))
+	}
+	if hs[0] != Magic {
+		return nil, ErrNotWire
+	}
+	body := make([]byte, hs[1])
+	if _, err := io.ReadFull(rd.r, body); err != nil {
+		return nil, fmt.Errorf("reading the handshake: %w", noEOF(err))
+	}
+	rd.off = int64(2 + len(body))
+	if len(body) < 3 || int(body[2])+5 > len(body) {
+		return nil, fmt.Errorf("handshake of %d bytes is too short", len(body))
+	}
+	major, minor, alen := body[0], body[1], int(body[2])
+	arch := string(body[3 : 3+alen])
+	endian, ptr := body[3+alen], int(body[4+alen])
+	if major < 2 || major > Major {
+		return nil, fmt.Errorf("protocol version %d.%d is not supported (2.x and 3.x are)", major, minor)
+	}
+	if endian != 0 {
+		return nil, fmt.Errorf("big-endian streams are not supported")
+	}
+	if ptr != 4 && ptr != 8 {
+		return nil, fmt.Errorf("pointer size %d is not supported", ptr)
+	}
+	rd.ptr, rd.major = ptr, int(major)
+	rd.hdr = &trace.Header{Version: fmt.Sprintf("%d.%d", major, minor), Arch: arch}
+	return rd, nil
+}
+
+// Next returns the next item; io.EOF at the end of a whole stream.
+func (rd *Reader) Next() (trace.Item, error) {
+	for len(rd.pending) == 0 {
+		if rd.err != nil {
+			return nil, rd.err
+		}
+		rd.err = rd.packet()
+		if rd.err != nil && rd.call != nil { // a call cut off before its BTRC
+			rd.emit(rd.call)
+			rd.call = nil
+		}
+		if rd.err != nil && rd.hdr != nil {
+			rd.emit(rd.hdr)
+			rd.hdr = nil
+		}
+	}
+	it := rd.pending[0]
+	rd.pending = rd.pending[1:]
+	return it, nil
+}
+
+// emit queues an item; the header goes out before anything else.
+func (rd *Reader) emit(it trace.Item) {
+	if rd.hdr != nil && it != trace.Item(rd.hdr) {
+		rd.pending = append(rd.pending, rd.hdr)
+		rd.hdr = nil
+	}
+	rd.pending = append(rd.pending, it)
+}
+
+// packet reads and decodes one packet.
+func (rd *Reader) packet() error {
+	var h [8]byte
+	start := rd.off
+	n, err := io.ReadFull(rd.r, h[:])
+	rd.off += int64(n)
+	if err == io.EOF {
+		return io.EOF
+	}
+	if err != nil {
+		return fmt.Errorf("stream cut short in a packet header at offset %d", start)
+	}
+	typ, size := binary.LittleEndian.Uint32(h[:]), binary.LittleEndian.Uint32(h[4:])
+	if size > maxPacket {
+		return fmt.Errorf("packet %s at offset %d claims %d bytes: corrupt stream", typeName(typ), start, size)
+	}
+	if cap(rd.buf) < int(size) {
+		rd.buf = make([]byte, size)
+	}
+	body := rd.buf[:size]
+	n, err = io.ReadFull(rd.r, body)
+	rd.off += int64(n)
+	if err != nil {
+		return fmt.Errorf("stream cut short in packet %s at offset %d (%d of %d bytes)", typeName(typ), start, n, size)
+	}
+	d := &decoder{b: body, ptr: rd.ptr}
+	if err := rd.decode(typ, d); err != nil {
+		return fmt.Errorf("packet %s at offset %d: %w", typeName(typ), start, err)
+	}
+	return nil
+}
+
+func (rd *Reader) decode(typ uint32, d *decoder) error {
+	if typ != CEXT && typ != ARGS && typ != BTRC && rd.call != nil {
+		rd.emit(rd.call)
+		rd.call = nil
+	}
+	switch typ {
+	case OCFG:
+		if rd.hdr != nil {
+			rd.hdr.OutDir, rd.hdr.PostOpts = d.str(), d.str()
+		}
+	case PINF:
+		pid, sec, usec, depth := d.u32(), d.u32(), d.u32(), d.u32()
+		name := d.str()
+		if rd.hdr != nil {
+			rd.hdr.Pid, rd.hdr.Depth, rd.hdr.Process = int(pid), int(depth), name
+			if sec != 0 {
+				rd.hdr.Time = time.Unix(int64(sec), int64(usec)*1000)
+			}
+		}
+	case MINF:
+		id, ver := d.u32(), d.u32()
+		rd.emit(&trace.Module{ID: id, Major: uint16(ver >> 16), Minor: uint16(ver), Name: d.str()})
+	case RESR:
+		id, flags := d.u32(), d.u32()
+		rd.emit(&trace.Resource{ID: int(id), Refcount: flags&1 != 0, Name: d.str(), Desc: d.str()})
+	case CTXR:
+		rd.emit(&trace.Context{ID: d.u32(), Name: d.str()})
+	case MMAP:
+		from, to := d.ptrv(), d.ptrv()
+		rd.emit(&trace.Mapping{From: from, To: to, Path: d.str()})
+	case NLIB:
+		rd.emit(&trace.Library{Name: d.str()})
+	case FILE:
+		rd.emit(&trace.File{Name: d.str(), Path: d.str()})
+	case CALL:
+		c := &trace.Call{Res: int(d.u32()), Context: d.u32()}
+		c.Time = time.Duration(d.u32()) * time.Millisecond
+		c.Alloc = d.u32() == callAlloc
+		c.Name = d.str()
+		c.Size = uint64(d.u32())
+		c.ID = d.ptrv()
+		rd.index++
+		c.Index = rd.index
+		rd.call = c
+	case CEXT:
+		tid, _, ns, size := d.u32(), d.u32(), d.u64(), d.u64()
+		if rd.call != nil && d.err == nil {
+			rd.call.Tid, rd.call.Time, rd.call.Size = int(tid), time.Duration(ns), size
+		}
+	case ARGS:
+		n := d.u32()
+		for i := uint32(0); i < n && d.err == nil; i++ {
+			a := trace.Arg{Name: d.str(), Value: d.str()}
+			if rd.call != nil && d.err == nil {
+				rd.call.Args = append(rd.call.Args, a)
+			}
+		}
+	case BTRC:
+		n := d.u32()
+		if uint64(n)*uint64(rd.ptr) > uint64(len(d.b)) {
+			return fmt.Errorf("%d frames do not fit in %d bytes", n, len(d.b))
+		}
+		var frames []trace.Frame
+		for i := uint32(0); i < n; i++ {
+			frames = append(frames, trace.Frame{Addr: d.ptrv()})
+		}
+		if rd.call != nil {
+			rd.call.Frames = frames
+			rd.emit(rd.call)
+			rd.call = nil
+		}
+	case TASK:
+		kind, tid, pid, _, ns := d.u32(), d.u32(), d.u32(), d.u32(), d.u64()
+		rd.emit(&trace.Task{Exit: kind == 1, Tid: int(tid), Pid: int(pid), Time: ns})
+	case USDT:
+		p := &trace.Probe{Time: d.u64(), Tid: int(d.u32()), Name: d.str()}
+		n := d.u32()
+		for i := uint32(0); i < n && d.err == nil; i++ {
+			p.Args = append(p.Args, d.str())
+		}
+		rd.emit(p)
+	case LOST:
+		rd.emit(&trace.Lost{Count: d.u64()})
+	default: // HINF, FREC and types of later versions: skipped
+		return nil
+	}
+	return d.err
+}
+
+// decoder reads the fields of one packet's payload, remembering the first
+// overrun instead of panicking.
+type decoder struct {
+	b   []byte
+	ptr int
+	err error
+}
+
+var errShort = errors.New("payload shorter than its fields")
+
+func (d *decoder) take(n int) []byte {
+	if d.err != nil || n > len(d.b) {
+		d.err = errShort
+		return nil
+	}
+	v := d.b[:n]
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) u32() uint32 {
+	if b := d.take(4); b != nil {
+		return binary.LittleEndian.Uint32(b)
+	}
+	return 0
+}
+
+func (d *decoder) u64() uint64 {
+	if b := d.take(8); b != nil {
+		return binary.LittleEndian.Uint64(b)
+	}
+	return 0
+}
+
+func (d *decoder) ptrv() uint64 {
+	if d.ptr == 4 {
+		return uint64(d.u32())
+	}
+	return d.u64()
+}
+
+// str reads sp-rtrace's string: u16 length, bytes; an empty one takes 4
+// bytes. Trailing padding NULs are stripped.
+func (d *decoder) str() string {
+	lb := d.take(2)
+	if lb == nil {
+		return ""
+	}
+	n := int(binary.LittleEndian.Uint16(lb))
+	if n == 0 {
+		d.take(2)
+		return ""
+	}
+	b := d.take(n)
+	return strings.TrimRight(string(b), "\x00")
+}
+
+func noEOF(err error) error {
+	if err == io.EOF {
+		return io.ErrUnexpectedEOF
+	}
+	return err
+}

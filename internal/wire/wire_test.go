@@ -1,0 +1,200 @@
+package wire
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"io"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"rtrace/internal/trace"
+)
+
+func sample() []trace.Item {
+	return []trace.Item{
+		&trace.Header{Version: "3.0", Arch: "x86_64", Time: time.Unix(1700000000, 123000), Process: "./leaky", Pid: 42, Depth: 10, OutDir: "out", PostOpts: "-l -c"},
+		&trace.Module{ID: 0, Name: "main", Major: 1, Minor: 0},
+		&trace.Module{ID: 1, Name: "memory", Major: 1, Minor: 2},
+		&trace.Resource{ID: 1, Name: "memory", Desc: "memory allocation in bytes"},
+		&trace.Resource{ID: 2, Name: "segment", Desc: "shm", Refcount: true},
+		&trace.Context{ID: 1, Name: "ctx"},
+		&trace.Library{Name: "*"},
+		&trace.Mapping{From: 0x400000, To: 0x401000, Path: "/bin/leaky"},
+		&trace.Call{Index: 1, Time: 13*time.Hour + 1234567891, Tid: 43, Res: 1, Alloc: true, Name: "malloc", Size: 5 << 32, ID: 0x5555aaaa0000,
+			Args: []trace.Arg{{"path", "/tmp/x"}, {"flags", ""}}, Frames: []trace.Frame{{Addr: 0x401234}, {Addr: 0x7fff00001111}}},
+		&trace.Call{Index: 2, Time: 13 * time.Hour, Tid: 43, Res: 1, Name: "free", ID: 0x5555aaaa0000},
+		&trace.Task{Time: 99, Tid: 44, Pid: 42},
+		&trace.Probe{Time: 100, Tid: 44, Name: "app:step", Args: []string{"1", "0x10"}},
+		&trace.Lost{Count: 7},
+		&trace.File{Name: "heap", Path: "heap.txt"},
+	}
+}
+
+func encode(t testing.TB, items []trace.Item) []byte {
+	var b bytes.Buffer
+	w := NewWriter(&b)
+	for _, it := range items {
+		if err := w.Write(it); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.Records(5, []uint64{1, 2, 3, 4}) // skipped by the reader
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
+}
+
+func decodeAll(data []byte) ([]trace.Item, error) {
+	r, err := NewReader(bytes.NewReader(data))
+	if err != nil {
+		return nil, err
+	}
+	var out []trace.Item
+	for {
+		it, err := r.Next()
+		if err == io.EOF {
+			return out, nil
+		}
+		if err != nil {
+			return out, err
+		}
+		out = append(out, it)
+	}
+}
+
+func TestRoundTrip(t *testing.T) {
+	in := sample()
+	data := encode(t, in)
+	if len(data)%4 != 0 {
+		t.Errorf("stream of %d bytes is not 4-aligned", len(data))
+	}
+	out, err := decodeAll(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The header loses sub-microsecond time; compare the rest as is.
+	if len(out) != len(in) {
+		t.Fatalf("got %d items, want %d", len(out), len(in))
+	}
+	for i := range in {
+		if !reflect.DeepEqual(in[i], out[i]) {
+			t.Errorf("item %d:\n got %+v\nwant %+v", i, out[i], in[i])
+		}
+	}
+}
+
+func TestTruncated(t *testing.T) {
+	data := encode(t, sample())
+	for cut := 17; cut < len(data); cut += 7 {
+		out, err := decodeAll(data[:cut])
+		if err == nil {
+			// A cut at a packet boundary is a whole (shorter) stream.
+			continue
+		}
+		if !strings.Contains(err.Error(), "offset") {
+			t.Errorf("cut at %d: error %q does not name the offset", cut, err)
+		}
+		if len(out) == 0 {
+			t.Errorf("cut at %d: no items before the error", cut)
+		}
+	}
+}
+
+// TestSpRtrace20 reads a stream laid out as sp-rtrace 2.0 writes it on
+// i686: 4-byte pointers, no CEXT, HINF skipped, zero dwords for empty
+// strings.
+func TestSpRtrace20(t *testing.T) {
+	var b bytes.Buffer
+	b.Write([]byte{0xF0, 10, 2, 0, 4, 'i', '6', '8', '6', 0, 4, 0})
+	pkt := func(typ uint32, fields ...any) {
+		var p []byte
+		for _, f := range fields {
+			switch v := f.(type) {
+			case uint32:
+				p = binary.LittleEndian.AppendUint32(p, v)
+			case string:
+				n := len(v)
+				if n == 0 {
+					p = append(p, 0, 0, 0, 0)
+					continue
+				}
+				pad := (4 - (2+n)%4) % 4
+				p = binary.LittleEndian.AppendUint16(p, uint16(n+pad))
+				p = append(p, v...)
+				p = append(p, make([]byte, pad)...)
+			}
+		}
+		b.Write(binary.LittleEndian.AppendUint32(nil, typ))
+		b.Write(binary.LittleEndian.AppendUint32(nil, uint32(len(p))))
+		b.Write(p)
+	}
+	pkt(OCFG, "", "")
+	pkt(PINF, uint32(17913), uint32(1308228588), uint32(0), uint32(10), "../bin/shmseg_test")
+	pkt(MINF, uint32(1), uint32(1<<16), "shmsysv")
+	pkt(RESR, uint32(1), uint32(1), "segment", "shared memory segment")
+	pkt(NLIB, "*")
+	pkt(HINF, uint32(1), uint32(2), uint32(3))
+	pkt(CALL, uint32(1), uint32(0), uint32(53666319), uint32(2), "shmget", uint32(1024), uint32(0x1088018))
+	pkt(ARGS, uint32(1), "shmid", "0x1088018")
+	pkt(BTRC, uint32(2), uint32(0x8048526), uint32(0x80485b5))
+	pkt('Z'|'Z'<<8|'Z'<<16|'Z'<<24, uint32(1)) // unknown: skipped
+	pkt(CALL, uint32(1), uint32(0), uint32(53666320), uint32(1), "shmdt", uint32(0), uint32(0x1088018))
+	pkt(BTRC, uint32(0))
+	out, err := decodeAll(b.Bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []trace.Item{
+		&trace.Header{Version: "2.0", Arch: "i686", Time: time.Unix(1308228588, 0), Process: "../bin/shmseg_test", Pid: 17913, Depth: 10},
+		&trace.Module{ID: 1, Name: "shmsysv", Major: 1},
+		&trace.Resource{ID: 1, Name: "segment", Desc: "shared memory segment", Refcount: true},
+		&trace.Library{Name: "*"},
+		&trace.Call{Index: 1, Time: 53666319 * time.Millisecond, Res: 1, Alloc: true, Name: "shmget", Size: 1024, ID: 0x1088018,
+			Args: []trace.Arg{{"shmid", "0x1088018"}}, Frames: []trace.Frame{{Addr: 0x8048526}, {Addr: 0x80485b5}}},
+		&trace.Call{Index: 2, Time: 53666320 * time.Millisecond, Res: 1, Name: "shmdt", ID: 0x1088018},
+	}
+	if !reflect.DeepEqual(out, want) {
+		for i := range max(len(out), len(want)) {
+			var g, w trace.Item
+			if i < len(out) {
+				g = out[i]
+			}
+			if i < len(want) {
+				w = want[i]
+			}
+			if !reflect.DeepEqual(g, w) {
+				t.Errorf("item %d:\n got %+v\nwant %+v", i, g, w)
+			}
+		}
+	}
+}
+
+func TestNotWire(t *testing.T) {
+	if _, err := NewReader(strings.NewReader("version=2.0, arch=i686")); !errors.Is(err, ErrNotWire) {
+		t.Errorf("text input: got %v, want ErrNotWire", err)
+	}
+	if _, err := NewReader(bytes.NewReader([]byte{0xF0, 10, 9, 0, 4, 'i', '6', '8', '6', 0, 4, 0})); err == nil {
+		t.Error("version 9.0 accepted")
+	}
+}
+
+func FuzzReader(f *testing.F) {
+	f.Add(encode(f, sample()))
+	f.Add([]byte{0xF0, 10, 2, 0, 4, 'i', '6', '8', '6', 0, 4, 0, 'B', 'T', 'R', 'C', 4, 0, 0, 0, 255, 255, 255, 255})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		r, err := NewReader(bytes.NewReader(data))
+		if err != nil {
+			return
+		}
+		for range 100000 {
+			if _, err := r.Next(); err != nil {
+				return
+			}
+		}
+		t.Fatal("no end after 100000 items")
+	})
+}

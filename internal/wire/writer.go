@@ -1,0 +1,231 @@
+package wire
+
+import (
+	"bufio"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"time"
+
+	"rtrace/internal/trace"
+)
+
+// Writer encodes trace items as a 3.0 stream. The first item must be the
+// *trace.Header. It implements trace.Writer.
+type Writer struct {
+	w       *bufio.Writer
+	p       []byte // the packet being built
+	started bool
+}
+
+// NewWriter returns a Writer on w.
+func NewWriter(w io.Writer) *Writer {
+	return &Writer{w: bufio.NewWriterSize(w, 64<<10)}
+}
+
+// Write encodes one item.
+func (w *Writer) Write(it trace.Item) error {
+	if h, ok := it.(*trace.Header); ok {
+		if w.started {
+			return fmt.Errorf("wire: a second header")
+		}
+		w.started = true
+		return w.header(h)
+	}
+	if !w.started {
+		return fmt.Errorf("wire: %T before the header", it)
+	}
+	switch v := it.(type) {
+	case *trace.Module:
+		w.begin(MINF)
+		w.u32(v.ID)
+		w.u32(uint32(v.Major)<<16 | uint32(v.Minor))
+		w.str(v.Name)
+	case *trace.Resource:
+		w.begin(RESR)
+		w.u32(uint32(v.ID))
+		flags := uint32(0)
+		if v.Refcount {
+			flags = 1
+		}
+		w.u32(flags)
+		w.str(v.Name)
+		w.str(v.Desc)
+	case *trace.Context:
+		w.begin(CTXR)
+		w.u32(v.ID)
+		w.str(v.Name)
+	case *trace.Mapping:
+		w.begin(MMAP)
+		w.u64(v.From)
+		w.u64(v.To)
+		w.str(v.Path)
+	case *trace.Library:
+		w.begin(NLIB)
+		w.str(v.Name)
+	case *trace.Call:
+		return w.call(v)
+	case *trace.Task:
+		w.begin(TASK)
+		kind := uint32(0)
+		if v.Exit {
+			kind = 1
+		}
+		w.u32(kind)
+		w.u32(uint32(v.Tid))
+		w.u32(uint32(v.Pid))
+		w.u32(0)
+		w.u64(v.Time)
+	case *trace.Probe:
+		w.begin(USDT)
+		w.u64(v.Time)
+		w.u32(uint32(v.Tid))
+		w.str(v.Name)
+		w.u32(uint32(len(v.Args)))
+		for _, a := range v.Args {
+			w.str(a)
+		}
+	case *trace.Lost:
+		w.begin(LOST)
+		w.u64(v.Count)
+	case *trace.File:
+		w.begin(FILE)
+		w.str(v.Name)
+		w.str(v.Path)
+	case *trace.Comment:
+		return nil // text only
+	default:
+		return fmt.Errorf("wire: cannot encode %T", it)
+	}
+	return w.end()
+}
+
+// Records encodes a thread's batch of uftrace records (FREC): each record
+// is its two 64-bit words as uftrace stores them.
+func (w *Writer) Records(tid int, words []uint64) error {
+	w.begin(FREC)
+	w.u32(uint32(tid))
+	w.u32(uint32(len(words) / 2))
+	for _, x := range words {
+		w.u64(x)
+	}
+	return w.end()
+}
+
+// Flush writes buffered packets to the underlying writer.
+func (w *Writer) Flush() error { return w.w.Flush() }
+
+// Close flushes; it does not close the underlying writer.
+func (w *Writer) Close() error { return w.w.Flush() }
+
+func (w *Writer) header(h *trace.Header) error {
+	arch := h.Arch
+	if arch == "" {
+		arch = "x86_64"
+	}
+	hs := []byte{Magic, 0, Major, Minor, byte(len(arch))}
+	hs = append(hs, arch...)
+	hs = append(hs, 0, 8) // little endian, 8-byte pointers
+	for len(hs)%4 != 0 {
+		hs = append(hs, 0)
+	}
+	hs[1] = byte(len(hs) - 2)
+	if _, err := w.w.Write(hs); err != nil {
+		return err
+	}
+	w.begin(OCFG)
+	w.str(h.OutDir)
+	w.str(h.PostOpts)
+	if err := w.end(); err != nil {
+		return err
+	}
+	w.begin(PINF)
+	w.u32(uint32(h.Pid))
+	w.u32(uint32(h.Time.Unix()))
+	w.u32(uint32(h.Time.Nanosecond() / 1000))
+	w.u32(uint32(h.Depth))
+	w.str(h.Process)
+	return w.end()
+}
+
+// call writes CALL, CEXT, ARGS (when any) and BTRC, as sp-rtrace sends
+// them: BTRC follows every call, with 0 frames when there are none.
+func (w *Writer) call(c *trace.Call) error {
+	w.begin(CALL)
+	w.u32(uint32(c.Res))
+	w.u32(c.Context)
+	ms := uint32(0)
+	if c.Time >= 0 {
+		ms = uint32(c.Time / time.Millisecond)
+	}
+	w.u32(ms)
+	typ := uint32(callFree)
+	if c.Alloc {
+		typ = callAlloc
+	}
+	w.u32(typ)
+	w.str(c.Name)
+	w.u32(uint32(min(c.Size, 0xffffffff)))
+	w.u64(c.ID)
+	if err := w.end(); err != nil {
+		return err
+	}
+	w.begin(CEXT)
+	w.u32(uint32(c.Tid))
+	w.u32(0)
+	w.u64(uint64(max(c.Time, 0)))
+	w.u64(c.Size)
+	if err := w.end(); err != nil {
+		return err
+	}
+	if len(c.Args) > 0 {
+		w.begin(ARGS)
+		w.u32(uint32(len(c.Args)))
+		for _, a := range c.Args {
+			w.str(a.Name)
+			w.str(a.Value)
+		}
+		if err := w.end(); err != nil {
+			return err
+		}
+	}
+	w.begin(BTRC)
+	w.u32(uint32(len(c.Frames)))
+	for _, f := range c.Frames {
+		w.u64(f.Addr)
+	}
+	return w.end()
+}
+
+func (w *Writer) begin(typ uint32) {
+	w.p = binary.LittleEndian.AppendUint32(w.p[:0], typ)
+	w.p = append(w.p, 0, 0, 0, 0)
+}
+
+func (w *Writer) end() error {
+	binary.LittleEndian.PutUint32(w.p[4:], uint32(len(w.p)-8))
+	_, err := w.w.Write(w.p)
+	return err
+}
+
+func (w *Writer) u32(v uint32) { w.p = binary.LittleEndian.AppendUint32(w.p, v) }
+func (w *Writer) u64(v uint64) { w.p = binary.LittleEndian.AppendUint64(w.p, v) }
+
+// str writes sp-rtrace's string: u16 length, bytes, NULs up to a multiple
+// of 4 (the length written includes the padding, as the original does).
+func (w *Writer) str(s string) {
+	if len(s) > 0xfff0 {
+		s = s[:0xfff0]
+	}
+	n := len(s)
+	if n == 0 { // the original writes a zero dword for an empty string
+		w.p = append(w.p, 0, 0, 0, 0)
+		return
+	}
+	pad := (4 - (2+n)%4) % 4
+	w.p = binary.LittleEndian.AppendUint16(w.p, uint16(n+pad))
+	w.p = append(w.p, s...)
+	for range pad {
+		w.p = append(w.p, 0)
+	}
+}
