@@ -3,6 +3,7 @@ module rtrace
 go 1.26.0
 
 require (
+	github.com/go-delve/delve v1.27.2
 	github.com/ianlancetaylor/demangle v0.0.0-20260724033716-83e58baca724
 	github.com/urfave/cli/v2 v2.27.7
 	golang.org/x/arch v0.32.0

@@ -46,6 +46,17 @@ type RecordOptions struct {
 	Cmdline     string // rtrace's own command line, for info
 	Version     string
 	Stderr      io.Writer
+
+	// Resource tracing (sp-rtrace's options).
+	Modules      []string // -e: resource modules
+	Start        bool     // --start: report from the start, not only once toggled
+	OutDir       string   // -o: where raw <pid>-<n>.rtrace files go
+	PostOpts     string   // -P "-l -c": post-process into <pid>-<n>.rtrace.txt
+	Backtrace    int      // -b frames per backtrace
+	BacktraceAll bool
+	Monitor      []uint64
+	ToggleSignal unix.Signal
+	Manage       bool // --manage-preproc
 }
 
 // UsageError is a bad option or argument: the CLI exits 2 with its message.
@@ -136,6 +147,17 @@ func Record(o RecordOptions) (int, error) {
 	if err != nil {
 		return 2, err
 	}
+	mods, err := tracer.ResolveModules(o.Modules)
+	if err != nil {
+		return 2, &UsageError{"-e: " + err.Error()}
+	}
+	// Resource tracing alone records no function calls, unless -d asks
+	// for a uftrace.data directory too.
+	resOnly := len(mods) > 0 && o.Dir == ""
+	if len(mods) > 0 && !resOnly {
+		a, r := resSpecs(mods)
+		o.ArgSpecs, o.RetSpecs = append(o.ArgSpecs, a...), append(o.RetSpecs, r...)
+	}
 	specLines, specs, err := argSpecs(o)
 	if err != nil {
 		return 2, err
@@ -161,23 +183,40 @@ func Record(o RecordOptions) (int, error) {
 	if err != nil {
 		return 126, fmt.Errorf("%s: cannot trace it: %w", o.Args[0], err)
 	}
-	if err := moveAside(o.Dir); err != nil {
-		return 1, err
-	}
-	info := uftrace.Info{
-		ExeName:  prog,
-		BuildID:  ef.BuildID,
-		Cmdline:  o.Cmdline,
-		Version:  "rtrace " + o.Version,
-		ArgSpecs: specLines,
-	}
-	uftrace.FillSystemInfo(&info)
-	w, err := uftrace.Create(o.Dir, info)
-	if err != nil {
-		return 1, err
+	var rs *resStream
+	if len(mods) > 0 {
+		rs = &resStream{mods: mods, depth: o.Backtrace, outDir: o.OutDir, postOpts: o.PostOpts, manage: o.Manage || o.Start, start: o.Start, warn: o.Stderr}
+		if o.PostOpts != "" {
+			if rs.post, err = postFunc(o.PostOpts); err != nil {
+				return 2, &UsageError{fmt.Sprintf("-P %q: %v", o.PostOpts, err)}
+			}
+		}
 	}
 	con := &console{w: o.Stderr}
-	sink := &uftraceSink{w: w, warn: con, modules: map[string]bool{}, autoArgs: o.AutoArgs}
+	var w *uftrace.Writer
+	var us *uftraceSink
+	var sink tracer.Sink = nopSink{}
+	if !resOnly {
+		if err := moveAside(o.Dir); err != nil {
+			return 1, err
+		}
+		info := uftrace.Info{
+			ExeName:  prog,
+			BuildID:  ef.BuildID,
+			Cmdline:  o.Cmdline,
+			Version:  "rtrace " + o.Version,
+			ArgSpecs: specLines,
+		}
+		uftrace.FillSystemInfo(&info)
+		if w, err = uftrace.Create(o.Dir, info); err != nil {
+			return 1, err
+		}
+		us = &uftraceSink{w: w, warn: con, modules: map[string]bool{}, autoArgs: o.AutoArgs}
+		sink = us
+	}
+	if rs != nil {
+		sink = resSink{sink, rs}
+	}
 	start := time.Now()
 
 	var mu sync.Mutex
@@ -185,15 +224,22 @@ func Record(o RecordOptions) (int, error) {
 	var caught os.Signal
 	tr := tracer.New(tracer.Config{
 		Path: prog, Args: o.Args, Filter: filter, NoTrace: notrace, Depth: o.Depth,
-		Pin:         !o.NoPin,
-		TimeFilter:  threshold,
-		MaxStack:    o.MaxStack,
-		Libcalls:    !o.NoLibcall,
-		NestLibcall: o.NestLibcall && !o.NoLibcall,
-		LibFuncs:    libFuncs,
-		Events:      o.Events,
-		Warn:        con,
-		Specs:       specs,
+		Pin:          !o.NoPin,
+		TimeFilter:   threshold,
+		MaxStack:     o.MaxStack,
+		Libcalls:     !o.NoLibcall,
+		NestLibcall:  o.NestLibcall && !o.NoLibcall,
+		LibFuncs:     libFuncs,
+		Events:       o.Events,
+		Warn:         con,
+		Specs:        specs,
+		NoFuncs:      resOnly,
+		Modules:      mods,
+		Start:        o.Start,
+		Backtrace:    o.Backtrace,
+		BacktraceAll: o.BacktraceAll,
+		Monitor:      o.Monitor,
+		ToggleSignal: o.ToggleSignal,
 		Started: func(p int) {
 			mu.Lock()
 			defer mu.Unlock()
@@ -215,6 +261,11 @@ func Record(o RecordOptions) (int, error) {
 			select {
 			case s := <-sigs:
 				mu.Lock()
+				if caught != nil && s == unix.SIGINT {
+					// The second Ctrl-C: give up on flushing.
+					fmt.Fprintln(o.Stderr, "rtrace: interrupted twice, aborting")
+					os.Exit(128 + int(unix.SIGINT))
+				}
 				caught = s
 				if pid > 0 {
 					unix.Kill(pid, unix.SIGKILL)
@@ -230,7 +281,26 @@ func Record(o RecordOptions) (int, error) {
 	close(done)
 	stopStatus()
 
-	finishErr := errors.Join(sink.close(), finish(w, res, start))
+	var finishErr error
+	saved := o.Dir
+	if us != nil {
+		finishErr = errors.Join(us.close(), finish(w, res, start))
+	}
+	if rs != nil {
+		files, err := rs.close()
+		finishErr = errors.Join(finishErr, err)
+		if resOnly {
+			saved = strings.Join(files, ", ")
+			if saved == "" {
+				saved = "no file (tracing was never turned on)"
+			}
+		}
+		if !o.Quiet {
+			for _, f := range files {
+				fmt.Fprintf(o.Stderr, "rtrace: resource trace written to %s\n", f)
+			}
+		}
+	}
 	if runErr != nil {
 		var ref *tracer.Refusal
 		if errors.As(runErr, &ref) {
@@ -247,13 +317,13 @@ func Record(o RecordOptions) (int, error) {
 	mu.Lock()
 	defer mu.Unlock()
 	if caught != nil {
-		fmt.Fprintf(o.Stderr, "rtrace: %v: target killed, trace saved in %s\n", caught, o.Dir)
+		fmt.Fprintf(o.Stderr, "rtrace: %v: target killed, trace saved in %s\n", caught, saved)
 		return 128 + int(caught.(unix.Signal)), nil
 	}
 	if res.Status.Signaled() && !o.Quiet {
 		// The shell would have said so; under rtrace it sees an exit code.
 		sig := res.Status.Signal()
-		fmt.Fprintf(o.Stderr, "rtrace: %s terminated by signal %d (%v), trace saved in %s\n", o.Args[0], int(sig), sig, o.Dir)
+		fmt.Fprintf(o.Stderr, "rtrace: %s terminated by signal %d (%v), trace saved in %s\n", o.Args[0], int(sig), sig, saved)
 	}
 	return res.ExitCode(), nil
 }

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 
 	"rtrace/internal/elfx"
+	"rtrace/internal/trace"
 	"rtrace/internal/uftrace"
 	"rtrace/resolver"
 	"rtrace/tracer"
@@ -112,3 +113,7 @@ func (s *uftraceSink) Records(tid int, recs []tracer.Rec) error {
 	}
 	return nil
 }
+
+// Call and Toggle: resource calls go to the resource stream (resSink).
+func (s *uftraceSink) Call(*trace.Call) error { return nil }
+func (s *uftraceSink) Toggle(bool, int) error { return nil }

@@ -16,6 +16,7 @@ import (
 	"rtrace/internal/uftrace"
 	"rtrace/tracer/bp"
 	"rtrace/tracer/ptrace"
+	"rtrace/tracer/unwind"
 )
 
 // fn is a traced function.
@@ -33,6 +34,8 @@ type fn struct {
 	jump bool
 	// personality: a personality routine, called by the unwinder.
 	personality bool
+	// res: a resource function of a module (-e); its calls are reported.
+	res *resFn
 }
 
 // libcallSkip are library functions whose calls are not recorded, as
@@ -57,6 +60,7 @@ type cand struct {
 	name        string
 	value, size uint64 // link-time address and size
 	libcall     bool
+	res         *resFn
 }
 
 // image is one address space: the breakpoints and scratch page planted in
@@ -84,6 +88,24 @@ type image struct {
 	gotCalls []elfx.Import
 	// Scratch room for hook breakpoints planted after setup.
 	hookNext, hookEnd uint64
+	// scratch are the scratch mappings rtrace made, [lo, hi) each;
+	// semaphores the USDT semaphores it bumped: what a detach undoes.
+	scratch    [][2]uint64
+	semaphores []uint64
+	// unwinder computes backtraces (nil without -e): it knows the CFI of
+	// every module mapped.
+	unwinder *unwind.Unwinder
+}
+
+// execRange is the runtime range of f's executable segments, loaded at bias.
+func execRange(f *elfx.File, bias uint64) (lo, hi uint64) {
+	lo = ^uint64(0)
+	for _, l := range f.Loads {
+		if l.Exec {
+			lo, hi = min(lo, l.Vaddr+bias), max(hi, l.Vaddr+l.Memsz+bias)
+		}
+	}
+	return lo, hi
 }
 
 // crtFuncs are functions the C runtime adds to every executable (crt1.o,
@@ -181,11 +203,11 @@ func (t *Tracer) setupImage(tid int) (*image, []byte, error) {
 		return nil, nil, err
 	}
 	im := &image{exe: exe, elf: f, bias: bias, bps: bp.NewTable(), entry: f.Entry + bias}
-	im.textLo = ^uint64(0)
-	for _, l := range f.Loads {
-		if l.Exec {
-			im.textLo, im.textHi = min(im.textLo, l.Vaddr+bias), max(im.textHi, l.Vaddr+l.Memsz+bias)
-		}
+	im.textLo, im.textHi = execRange(f, bias)
+	if len(t.cfg.Modules) > 0 && t.cfg.Backtrace > 0 {
+		im.unwinder = unwind.New()
+		im.unwinder.Warn = t.cfg.Warn
+		im.unwinder.AddModule(exe, bias, im.textLo, im.textHi)
 	}
 	// A static executable holds libc too. When it has DWARF, trace the
 	// functions DWARF describes: the program's own code (Debian's libc.a
@@ -201,19 +223,24 @@ func (t *Tracer) setupImage(tid int) (*image, []byte, error) {
 	}
 	var cands []cand
 	for _, fn := range f.Funcs {
-		if !traceable(f, fn) {
+		if t.cfg.NoFuncs || !traceable(f, fn) {
 			continue
 		}
 		if own != nil && !own[fn.Value] {
 			continue
 		}
-		cands = append(cands, cand{fn.Name, fn.Value, fn.Size, false})
+		cands = append(cands, cand{name: fn.Name, value: fn.Value, size: fn.Size})
 	}
-	if len(cands) == 0 {
+	if len(cands) == 0 && !t.cfg.NoFuncs {
 		fmt.Fprintf(t.cfg.Warn, "rtrace: warning: %s has no function symbols (stripped?): no calls will be recorded\n", exe)
 	}
-	if t.cfg.Libcalls {
-		cands = append(cands, stubs(f)...)
+	if t.cfg.Libcalls && !t.cfg.NoFuncs {
+		for _, c := range stubs(f) {
+			// A resource function is recorded inside its library, once.
+			if !t.resName(c.name) {
+				cands = append(cands, c)
+			}
+		}
 	}
 	// Scratch: the return breakpoint, then one slot per function, then the
 	// room for hooks and GOT trampolines planted later.
@@ -224,7 +251,7 @@ func (t *Tracer) setupImage(tid int) (*image, []byte, error) {
 	}
 	defer mem.Close()
 	cm := scanModule(mem, f, bias, t.cfg.Events)
-	if t.cfg.Libcalls {
+	if t.cfg.Libcalls && !t.cfg.NoFuncs {
 		for _, imp := range f.Imports {
 			// A slot also read as data holds an address the program
 			// compares or passes on: it stays the library's.
@@ -244,7 +271,9 @@ func (t *Tracer) setupImage(tid int) (*image, []byte, error) {
 	buf := make([]byte, 1)
 	// A temporary breakpoint at the entry point tells when the loader has
 	// mapped the libraries; it is removed when hit.
-	if b := im.bps.At(im.entry); b != nil {
+	if t.attached {
+		// Attached: the program is long past its entry point.
+	} else if b := im.bps.At(im.entry); b != nil {
 		b.Kind |= bp.Internal
 	} else if _, err := mem.ReadAt(buf, int64(im.entry)); err == nil {
 		im.bps.Add(&bp.Breakpoint{Addr: im.entry, Orig: buf[0], Kind: bp.Internal, Func: -1})

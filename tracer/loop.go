@@ -107,6 +107,15 @@ func (t *Tracer) stopped(th *thread, ws unix.WaitStatus, regs *unix.PtraceRegs, 
 		return nil
 	}
 	// A signal for the program.
+	if sig == wakeSignal && t.detachReq.Load() && t.attached {
+		t.detachAll(th)
+		return nil
+	}
+	if sig == t.cfg.ToggleSignal && len(t.cfg.Modules) > 0 && th.proc != nil {
+		t.toggle(th.proc.pid)
+		resume(th.tid, 0) // rtrace's, not the program's
+		return nil
+	}
 	if sig == unix.SIGCONT && th.proc != nil && th.proc.swallowCont {
 		th.proc.swallowCont = false
 		resume(th.tid, 0)
@@ -201,8 +210,11 @@ func (t *Tracer) entry(th *thread, b *bp.Breakpoint, regs *unix.PtraceRegs, ts u
 	// (a destructor that __cxa_end_catch calls, recorded as uftrace
 	// does). But the unwinder's calls of the personality routine are not
 	// recorded, as uftrace does not.
-	hidden := f.personality && (ret < im.textLo || ret >= im.textHi)
+	hidden := f.personality && (ret < im.textLo || ret >= im.textHi) || t.cfg.NoFuncs
 	fr, rec := th.enter(f, ret, regs.Rsp, hidden, &t.cfg)
+	if f.res != nil {
+		t.resEntry(th, &th.stack[len(th.stack)-1], f, regs, ret)
+	}
 	if rec {
 		var payload []byte
 		if len(f.args) > 0 {

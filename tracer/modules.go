@@ -30,6 +30,7 @@ func (lp LibPattern) Matches(base string) bool {
 // module is a library mapped in an image, and what rtrace planted there.
 type module struct {
 	base, end uint64 // its mappings
+	code      uint64 // the start of its code (the unwinder's key)
 	lo, hi    int    // its traced functions: image.funcs[lo:hi]
 }
 
@@ -93,10 +94,18 @@ func (t *Tracer) syncModules(th *thread, ts uint64) {
 		}
 		bias := f.Bias(mod.Base)
 		m := &module{base: mod.Base, end: mod.End, lo: len(im.funcs)}
+		if im.unwinder != nil {
+			lo, hi := execRange(f, bias)
+			im.unwinder.AddModule(mod.Path, bias, lo, hi)
+			m.code = lo
+		}
 		t.hookModule(mem, im, f, bias)
 		t.traceLibrary(th.tid, mem, im, f, bias)
 		t.plantProbes(mem, im, f, bias)
 		m.hi = len(im.funcs)
+		if !t.resOn {
+			t.armRes(mem, im, m.lo, m.hi, false)
+		}
 		im.mods[mod.Path] = m
 		changed = true
 		t.emit(t.sink.Module(p.sid, mod.Path, f))
@@ -116,6 +125,9 @@ func (t *Tracer) syncModules(th *thread, ts uint64) {
 		})
 		for _, a := range gone {
 			im.bps.Remove(a)
+		}
+		if im.unwinder != nil {
+			im.unwinder.RemoveModule(m.code)
 		}
 		delete(im.mods, path)
 		changed = true
@@ -142,13 +154,14 @@ func (t *Tracer) traceLibrary(tid int, mem *os.File, im *image, f *elfx.File, bi
 			}
 			if lp.Func.MatchString(fn.Name) || lp.Func.MatchString(cxxname.Short(fn.Name)) {
 				picked[fn.Value] = true
-				cands = append(cands, cand{fn.Name, fn.Value, fn.Size, false})
+				cands = append(cands, cand{name: fn.Name, value: fn.Value, size: fn.Size})
 			}
 		}
 	}
 	if t.cfg.NestLibcall && !systemLib(base) {
 		cands = append(cands, stubs(f)...)
 	}
+	cands = append(cands, t.resCands(f, picked)...)
 	if len(cands) == 0 {
 		return
 	}

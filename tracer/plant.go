@@ -73,7 +73,7 @@ func stubs(f *elfx.File) []cand {
 	var out []cand
 	for _, imp := range f.Imports {
 		if imp.Stub != 0 && !libcallSkip[imp.Name] {
-			out = append(out, cand{imp.Name, imp.Stub, imp.StubSize, true})
+			out = append(out, cand{name: imp.Name, value: imp.Stub, size: imp.StubSize, libcall: true})
 		}
 	}
 	return out
@@ -138,6 +138,7 @@ func (t *Tracer) plantFuncs(tid int, mem *os.File, im *image, cm *codeMap, cands
 		code = append(code, make([]byte, -len(code)&15)...)
 		fi := t.newFn(f, c.name, addr)
 		fi.jump = jump
+		fi.res = c.res
 		fi.personality = c.libcall && f == im.elf && strings.HasSuffix(c.name, "_personality_v0")
 		im.funcs = append(im.funcs, fi)
 		b := &bp.Breakpoint{Addr: addr, Orig: body[0], Kind: bp.FuncEntry, Plan: plan, Func: len(im.funcs) - 1}
@@ -172,6 +173,7 @@ func (t *Tracer) plantFuncs(tid int, mem *os.File, im *image, cm *codeMap, cands
 	for _, b := range bps {
 		im.bps.Add(b)
 	}
+	im.scratch = append(im.scratch, [2]uint64{scratch, scratch + size})
 	return scratch, (scratch + uint64(len(code)) + 15) &^ 15, nil
 }
 
@@ -183,6 +185,8 @@ func (im *image) fork() *image {
 	c.funcs = slices.Clip(im.funcs)
 	c.rets = slices.Clip(im.rets)
 	c.probes = slices.Clone(im.probes) // their warned flags are per process
+	c.scratch = slices.Clip(im.scratch)
+	c.semaphores = slices.Clip(im.semaphores)
 	if im.mods != nil {
 		c.mods = maps.Clone(im.mods)
 	}

@@ -73,6 +73,9 @@ func (t *Tracer) plantProbe(mem *os.File, im *image, p usdt.Probe, addr, bias ui
 		if err := bumpSemaphore(mem, p, bias); err != nil {
 			return err
 		}
+		if p.Semaphore != 0 {
+			im.semaphores = append(im.semaphores, p.Semaphore+bias)
+		}
 		b.Kind |= bp.Probe
 		b.Site = t.addSite(im, p)
 		return nil
@@ -83,6 +86,9 @@ func (t *Tracer) plantProbe(mem *os.File, im *image, p usdt.Probe, addr, bias ui
 	}
 	if err := bumpSemaphore(mem, p, bias); err != nil {
 		return err
+	}
+	if p.Semaphore != 0 {
+		im.semaphores = append(im.semaphores, p.Semaphore+bias)
 	}
 	if err := armInt3(mem, b); err != nil {
 		return err

@@ -29,7 +29,8 @@ type frame struct {
 	// With a time filter (-t), the ENTRY waits here until the call proves
 	// long enough or a callee's record is written.
 	pending *Rec
-	noExit  bool // a forked child's copy of a frame whose entry it never wrote
+	noExit  bool     // a forked child's copy of a frame whose entry it never wrote
+	call    *resCall // a resource call being made (-e)
 }
 
 // thread is one traced thread with its shadow stack.
@@ -46,6 +47,8 @@ type thread struct {
 	unhooked bool
 	unwinds  []int          // shadow stack depth at each running unwind, outermost first
 	jmpbufs  map[uint64]int // shadow stack depth at setjmp, by jmp_buf address
+	inRes    int            // resource calls open: a nested one is not reported
+	parked   bool           // stopped by rtrace for an attach or detach
 }
 
 // enter pushes a frame for a call of f and returns whether it is recorded,
@@ -91,6 +94,9 @@ func (th *thread) leave() frame {
 // (regs non-nil); frames closed otherwise (exit(), exec, unwinding) have none.
 func (t *Tracer) exit(th *thread, ts uint64, regs *unix.PtraceRegs) frame {
 	fr := th.leave()
+	if fr.call != nil {
+		t.resExit(th, &fr, regs)
+	}
 	if fr.noExit {
 		return fr
 	}
@@ -127,7 +133,9 @@ func (th *thread) clone(tid int, p *process) *thread {
 	c.batch = nil
 	c.jmpbufs = maps.Clone(th.jmpbufs) // a longjmp in the child may use them
 	c.unwinds = slices.Clone(th.unwinds)
+	c.inRes = 0
 	for i := range c.stack {
+		c.stack[i].call = nil // the parent reports it
 		if c.stack[i].pending != nil {
 			// The parent writes this entry, or drops it with its exit: the
 			// child must not write an EXIT for it either way.

@@ -2,6 +2,7 @@ package tracer
 
 import (
 	"rtrace/internal/elfx"
+	"rtrace/internal/trace"
 	"rtrace/internal/uftrace"
 )
 
@@ -38,6 +39,11 @@ type Sink interface {
 	// Records takes a batch of one thread's records, in time order. The
 	// tracer reuses recs after the call returns.
 	Records(tid int, recs []Rec) error
+	// Call reports a resource call (-e), at its return.
+	Call(c *trace.Call) error
+	// Toggle: resource reporting was turned on or off by the toggle
+	// signal, sent to process pid. An error turning it on leaves it off.
+	Toggle(on bool, pid int) error
 }
 
 // Rec is one record with its payload: the arguments of an ENTRY or the

@@ -49,6 +49,23 @@ type Config struct {
 	Specs func(exe *elfx.File, name string) (args, rets []uftrace.ArgSpec)
 	// Started is called with the target's pid once it runs.
 	Started func(pid int)
+	// NoFuncs: record no function calls (a resource-only trace): the
+	// executable's functions and PLT stubs get no breakpoints.
+	NoFuncs bool
+	// Modules are the resource modules whose calls are reported (-e).
+	Modules []*ResModule
+	// Start: report resource calls from the start; otherwise only once
+	// toggled on (ToggleSignal).
+	Start bool
+	// ToggleSignal, sent to the target, turns resource reporting on and
+	// off; rtrace intercepts it (0: SIGUSR1).
+	ToggleSignal unix.Signal
+	// Backtrace is the number of frames per backtrace (0: none);
+	// BacktraceAll gives releases backtraces too; Monitor limits
+	// backtraces to allocations of these sizes.
+	Backtrace    int
+	BacktraceAll bool
+	Monitor      []uint64
 }
 
 // Result is how a trace ended.
@@ -88,6 +105,10 @@ type Tracer struct {
 	eventIDs map[string]uint64
 	result   Result
 	err      error // first sink error: the trace goes on without recording
+	// resOn: resource calls are reported; resIDs number the resource types.
+	resOn  bool
+	resIDs map[*ResType]int
+	attachState
 }
 
 // Events returns how many records the tracer produced so far (safe from any goroutine).
@@ -98,7 +119,11 @@ func New(cfg Config, sink Sink) *Tracer {
 	if cfg.Warn == nil {
 		cfg.Warn = os.Stderr
 	}
-	return &Tracer{cfg: cfg, sink: sink, procs: map[int]*process{}, threads: map[int]*thread{}, libs: map[string]*elfx.File{}, eventIDs: map[string]uint64{}}
+	if cfg.ToggleSignal == 0 {
+		cfg.ToggleSignal = unix.SIGUSR1
+	}
+	return &Tracer{cfg: cfg, sink: sink, procs: map[int]*process{}, threads: map[int]*thread{}, libs: map[string]*elfx.File{}, eventIDs: map[string]uint64{},
+		resOn: cfg.Start, resIDs: resIDs(cfg.Modules)}
 }
 
 // Run launches the program and traces it until every traced process has

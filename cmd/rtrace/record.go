@@ -56,7 +56,23 @@ the program binds lazily, with -z now, or has no PLT (-fno-plt);
 --no-libcall leaves them out. Functions inside a library are traced with
 -P FUNC@LIB, including libraries loaded later by dlopen. USDT probes
 (<sys/sdt.h>) are listed with --list-events and recorded with -E as
-uftrace EVENT records; their decoded arguments go to DIR/usdt.txt.`,
+uftrace EVENT records; their decoded arguments go to DIR/usdt.txt.
+
+Resource tracing (sp-rtrace): -e memory:file:thread:shm:mmap puts
+breakpoints on the library functions that allocate and release those
+resources (malloc/free, open/close, fopen/fclose, ...; --list-modules) and
+streams every call with its backtrace to a raw <pid>-<n>.rtrace file in -o
+DIR (never overwriting one), or, with -P "OPTS", through the post-processor
+into <pid>-<n>.rtrace.txt. Without --start tracing is off and the program
+runs at full speed until 'rtrace toggle PID' (or its toggle signal) turns
+it on; toggling again closes that file. With -d a uftrace.data directory
+is written too, where the resource calls show with their sizes and
+results:
+
+   rtrace record -e memory --start -b 10 -o out -- ./leaky
+   rtrace postproc -l -c -i out/1234-0.rtrace | rtrace resolve
+   rtrace record -e memory --start -P "-l -c -r" -o out -- ./leaky
+   rtrace record -e memory -o out -- ./server &   rtrace toggle $!`,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "data", Aliases: []string{"d"}, Value: "uftrace.data", Usage: "write the trace to `DIR`"},
 			&cli.StringSliceFlag{Name: "filter", Aliases: []string{"F"}, Usage: "trace only functions matching `REGEX` and their callees (repeatable)"},
@@ -74,6 +90,16 @@ uftrace EVENT records; their decoded arguments go to DIR/usdt.txt.`,
 			&cli.BoolFlag{Name: "auto-args", Aliases: []string{"a"}, Usage: "record the arguments and return values of every function, typed from DWARF (build with -g)"},
 			&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "no status line, no summary"},
 			&cli.BoolFlag{Name: "verbose", Aliases: []string{"v"}, Usage: "list the functions that could not be traced, with the reason"},
+			&cli.StringSliceFlag{Name: "module", Aliases: []string{"e"}, Usage: "trace the resource calls of `MODULES` (memory, file, thread, shm, mmap; join with ':')"},
+			&cli.BoolFlag{Name: "list-modules", Usage: "list the resource modules and their functions, and exit"},
+			&cli.BoolFlag{Name: "start", Aliases: []string{"s"}, Usage: "trace resources from the start (default: off until toggled)"},
+			&cli.StringFlag{Name: "output-dir", Aliases: []string{"o"}, Usage: "write resource traces into `DIR` (default: the current directory)"},
+			&cli.StringFlag{Name: "postproc", Usage: "post-process resource traces with these `OPTS` (\"-l -c -r\") into <pid>-<n>.rtrace.txt; -P works too when OPTS start with '-'"},
+			&cli.IntFlag{Name: "backtrace-depth", Aliases: []string{"b"}, Value: 10, Usage: "`N` frames per resource call backtrace (0: none)"},
+			&cli.BoolFlag{Name: "backtrace-all", Usage: "backtraces for releases too, not only allocations"},
+			&cli.StringFlag{Name: "monitor", Usage: "backtraces only for allocations of these `SIZES` (comma-separated)"},
+			&cli.StringFlag{Name: "toggle-signal", Value: "SIGUSR1", Usage: "the `SIGNAL` that toggles resource tracing (rtrace intercepts it)"},
+			&cli.BoolFlag{Name: "manage-preproc", Usage: "when toggled on, pre-process in rtrace itself instead of streaming to a listening 'rtrace toggle'"},
 			&cli.BoolFlag{Name: "no-pin", Usage: "let the target run on any CPU (default: pin the tracer and the target to one CPU, ~15x cheaper stops on VMs; multi-threaded targets then share that CPU)"},
 		},
 		Action: func(c *cli.Context) error {
@@ -86,8 +112,23 @@ uftrace EVENT records; their decoded arguments go to DIR/usdt.txt.`,
 				}
 				return nil
 			}
+			if c.Bool("list-modules") {
+				launcher.ListModules(c.App.Writer)
+				return nil
+			}
+			ro, err := resourceOptions(c)
+			if err != nil {
+				return cli.Exit(err.Error(), 2)
+			}
+			dir := c.String("data")
+			if len(ro.Modules) > 0 && !c.IsSet("data") {
+				dir = "" // resource tracing alone
+			}
 			code, err := launcher.Record(launcher.RecordOptions{
-				Dir:         c.String("data"),
+				Modules: ro.Modules, Start: ro.Start, OutDir: ro.OutDir, PostOpts: ro.PostOpts,
+				Backtrace: ro.Backtrace, BacktraceAll: ro.BacktraceAll, Monitor: ro.Monitor,
+				ToggleSignal: ro.ToggleSignal, Manage: ro.Manage,
+				Dir:         dir,
 				Args:        c.Args().Slice(),
 				Filter:      c.StringSlice("filter"),
 				NoTrace:     c.StringSlice("notrace"),
@@ -98,7 +139,7 @@ uftrace EVENT records; their decoded arguments go to DIR/usdt.txt.`,
 				MaxStack:    c.Int("max-stack"),
 				NoLibcall:   c.Bool("no-libcall"),
 				NestLibcall: c.Bool("nest-libcall"),
-				Patch:       c.StringSlice("patch"),
+				Patch:       ro.Patch,
 				Events:      c.StringSlice("event"),
 				Depth:       c.Int("depth"),
 				Quiet:       c.Bool("quiet"),

@@ -1,12 +1,58 @@
 package main
 
-import "github.com/urfave/cli/v2"
+import (
+	"fmt"
+	"strconv"
+
+	"github.com/urfave/cli/v2"
+
+	"rtrace/launcher"
+)
 
 func toggleCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "toggle",
 		Usage:     "switch resource tracing of a process started by rtrace on or off",
 		ArgsUsage: "PID",
-		Action:    notImplemented("toggle"),
+		Description: `PID is a program running under 'rtrace record -e MODULES' (without --start
+it runs untraced, at full speed). The first toggle turns tracing on: it
+makes a named pipe in a private directory ($TMPDIR/rtrace-<uid>/<pid>,
+mode 0600), sends the toggle signal, which rtrace intercepts (the program
+never sees it), and writes what rtrace streams into <pid>-<n>.rtrace in -o
+DIR until tracing is turned off. The second toggle (from another shell)
+turns it off: the first one then finishes its file and exits.
+
+   rtrace record -e memory -o out -- ./server &
+   rtrace toggle -o out 4242        # on; keeps running
+   rtrace toggle 4242               # off: out/4242-0.rtrace is complete
+
+One recording streams the whole traced process tree, so -f (children too)
+is what toggling always does.`,
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "output-dir", Aliases: []string{"o"}, Usage: "write the raw trace into `DIR` (default: the current directory)"},
+			&cli.StringFlag{Name: "postproc", Aliases: []string{"P"}, Usage: "post-process with these `OPTS` (\"-l -c -r\") into <pid>-<n>.rtrace.txt"},
+			&cli.StringFlag{Name: "toggle-signal", Aliases: []string{"S"}, Value: "SIGUSR1", Usage: "the `SIGNAL` rtrace record was given with --toggle-signal"},
+			&cli.BoolFlag{Name: "follow-forks", Aliases: []string{"f"}, Usage: "toggle the traced children too (always the case: one recording covers the tree)"},
+			&cli.DurationFlag{Name: "timeout", Value: 0, Usage: "give up when the target does not answer within `D` (default 10s)"},
+		},
+		Action: func(c *cli.Context) error {
+			if c.NArg() != 1 {
+				return cli.Exit("toggle: want one PID (usage: rtrace toggle [OPTIONS] PID)", 2)
+			}
+			pid, err := strconv.Atoi(c.Args().First())
+			if err != nil || pid <= 0 {
+				return cli.Exit(fmt.Sprintf("toggle: %q is not a process id", c.Args().First()), 2)
+			}
+			sig, err := launcher.ParseSignal(c.String("toggle-signal"))
+			if err != nil {
+				return cli.Exit("toggle: --toggle-signal: "+err.Error(), 2)
+			}
+			err = launcher.Toggle(launcher.ToggleOptions{Pid: pid, Signal: sig, Follow: c.Bool("follow-forks"),
+				OutDir: c.String("output-dir"), PostOpts: c.String("postproc"), Timeout: c.Duration("timeout"), Stderr: c.App.ErrWriter})
+			if err != nil {
+				return cli.Exit("toggle: "+err.Error(), 1)
+			}
+			return nil
+		},
 	}
 }

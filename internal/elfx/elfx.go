@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"sort"
+	"strings"
 
 	"rtrace/internal/elfnote"
 	"rtrace/internal/usdt"
@@ -21,6 +22,9 @@ type Func struct {
 	Size  uint64
 	Local bool
 	Weak  bool
+	// Aliases are the other names at Value (libc's free is also
+	// __libc_free, cfree).
+	Aliases []string
 }
 
 // Load is one PT_LOAD segment.
@@ -157,6 +161,9 @@ func funcs(f *elf.File) []Func {
 	dedup := out[:0]
 	for _, fn := range out {
 		if n := len(dedup); n > 0 && dedup[n-1].Value == fn.Value {
+			if fn.Name != dedup[n-1].Name {
+				dedup[n-1].Aliases = append(dedup[n-1].Aliases, fn.Name)
+			}
 			continue
 		}
 		dedup = append(dedup, fn)
@@ -164,14 +171,21 @@ func funcs(f *elf.File) []Func {
 	return dedup
 }
 
+// rank orders the names of one address: globals before locals, then the
+// public name before internal ones (calloc, not __libc_calloc, though
+// glibc makes calloc the weak alias), then strong before weak.
 func rank(f Func) int {
-	switch {
-	case !f.Local && !f.Weak:
-		return 0
-	case f.Weak:
-		return 1
+	r := 0
+	if f.Local {
+		r += 4
 	}
-	return 2
+	if strings.HasPrefix(f.Name, "_") {
+		r += 2
+	}
+	if f.Weak {
+		r++
+	}
+	return r
 }
 
 // MinVaddr is the page-aligned link-time address of the first PT_LOAD.

@@ -24,7 +24,7 @@ func sample() []trace.Item {
 		&trace.Library{Name: "*"},
 		&trace.Mapping{From: 0x400000, To: 0x401000, Path: "/bin/leaky"},
 		&trace.Call{Index: 1, Time: 13*time.Hour + 1234567891, Tid: 43, Res: 1, Alloc: true, Name: "malloc", Size: 5 << 32, ID: 0x5555aaaa0000,
-			Args: []trace.Arg{{"path", "/tmp/x"}, {"flags", ""}}, Frames: []trace.Frame{{Addr: 0x401234}, {Addr: 0x7fff00001111}}},
+			Args: []trace.Arg{{Name: "path", Value: "/tmp/x"}, {Name: "flags", Value: ""}}, Frames: []trace.Frame{{Addr: 0x401234}, {Addr: 0x7fff00001111}}},
 		&trace.Call{Index: 2, Time: 13 * time.Hour, Tid: 43, Res: 1, Name: "free", ID: 0x5555aaaa0000},
 		&trace.Task{Time: 99, Tid: 44, Pid: 42},
 		&trace.Probe{Time: 100, Tid: 44, Name: "app:step", Args: []string{"1", "0x10"}},
@@ -154,7 +154,7 @@ func TestSpRtrace20(t *testing.T) {
 		&trace.Resource{ID: 1, Name: "segment", Desc: "shared memory segment", Refcount: true},
 		&trace.Library{Name: "*"},
 		&trace.Call{Index: 1, Time: 53666319 * time.Millisecond, Res: 1, Alloc: true, Name: "shmget", Size: 1024, ID: 0x1088018,
-			Args: []trace.Arg{{"shmid", "0x1088018"}}, Frames: []trace.Frame{{Addr: 0x8048526}, {Addr: 0x80485b5}}},
+			Args: []trace.Arg{{Name: "shmid", Value: "0x1088018"}}, Frames: []trace.Frame{{Addr: 0x8048526}, {Addr: 0x80485b5}}},
 		&trace.Call{Index: 2, Time: 53666320 * time.Millisecond, Res: 1, Name: "shmdt", ID: 0x1088018},
 	}
 	if !reflect.DeepEqual(out, want) {

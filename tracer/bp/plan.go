@@ -97,6 +97,10 @@ func Prepare(code []byte, addr, slot uint64) (Plan, error) {
 //	int3
 var detourHead = []byte{0x4c, 0x89, 0x5c, 0x24, 0xf0, 0x4c, 0x8b, 0x1c, 0x24, Int3}
 
+// DetourHeadLen is the length of a trampoline's head, its int3 included:
+// a thread stopped in it has not started the call yet.
+const DetourHeadLen = 10
+
 // PrepareDetour plans a detour for the function at addr whose code is body
 // (its whole symbol size): a jmp rel32 at the entry (after an endbr64, which
 // stays for indirect-branch tracking) to a trampoline at slot that stops at

@@ -41,6 +41,9 @@ func Detach(pid, sig int) error { return ptrace(unix.PTRACE_DETACH, pid, 0, uint
 // Cont resumes pid, delivering sig (0 for none).
 func Cont(pid, sig int) error { return ptrace(unix.PTRACE_CONT, pid, 0, uintptr(sig)) }
 
+// SingleStep resumes pid for one instruction.
+func SingleStep(pid int) error { return ptrace(unix.PTRACE_SINGLESTEP, pid, 0, 0) }
+
 // SetOptions sets the ptrace options of pid.
 func SetOptions(pid, opts int) error {
 	return ptrace(unix.PTRACE_SETOPTIONS, pid, 0, uintptr(opts))

@@ -1,0 +1,24 @@
+package launcher
+
+import (
+	"io"
+	"os"
+
+	"rtrace/postproc"
+	"rtrace/resolver"
+)
+
+// postFunc returns the post-processor the pre-processor pipes a stream
+// into for -P OPTS (sp-rtrace-postproc's options, "-l -c -r").
+func postFunc(opts string) (func(io.Reader, io.Writer) error, error) {
+	o, err := postproc.ParseOptionString(opts)
+	if err != nil {
+		return nil, err
+	}
+	return func(in io.Reader, out io.Writer) error {
+		if o.Resolve {
+			o.Resolver = resolver.New(resolver.Options{Warn: os.Stderr})
+		}
+		return postproc.Text(in, out, o)
+	}, nil
+}

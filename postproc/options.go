@@ -1,0 +1,273 @@
+package postproc
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+
+	"rtrace/internal/trace"
+)
+
+// Options selects the filters Run applies. The zero value passes every
+// item through unchanged (but for the header's filter field, see Run).
+type Options struct {
+	Leaks    bool   // -l: keep only allocations never released
+	Compress bool   // -c: group calls by backtrace
+	Sort     string // -s: order of the groups: size, size-asc (default), count, count-asc
+	// Keep redoes the leaks and compress filters the input had (the
+	// resolver's pass-through: its output keeps the input's form).
+	Keep bool
+
+	Context  *uint32 // -C: keep calls whose context has a bit of the mask; 0: calls without context
+	Resource uint32  // -R: keep calls of these resource types (bit 1<<(ID-1)); 0: all
+	Depth    *int    // -b: cut backtraces to this many frames
+
+	Include map[int]bool // --include: keep only calls with these indexes
+	Exclude map[int]bool // --exclude: drop the calls with these indexes
+	// CallAddress (--call-address): keep calls whose backtrace has a frame
+	// in one of the ranges.
+	CallAddress []AddrRange
+
+	RemoveArgs bool // -a: drop call arguments
+
+	// Resolve (-r) sets each unresolved frame's Text from Resolver and adds
+	// "resolve" to the header's filter. The caller supplies the Resolver.
+	Resolve  bool
+	Resolver Resolver
+}
+
+// Resolver turns backtrace addresses into names. It is implemented by the
+// resolver stage and injected by the caller (stages do not import each
+// other).
+type Resolver interface {
+	// AddMapping registers a mapping of the traced process.
+	AddMapping(m trace.Mapping)
+	// Frame is the text printed after "0x<addr> " ("main() at leaky.c:12",
+	// "from /lib/libc.so.6", "in ??"); "" leaves the frame unresolved.
+	Frame(addr uint64) string
+}
+
+// AddrRange is a --call-address range: Size bytes from Start, an address
+// of the object Lib as nm prints it (link-time), or an absolute address
+// when Lib is "".
+type AddrRange struct {
+	Lib         string
+	Start, Size uint64
+}
+
+// Sort orders.
+const (
+	SortSize     = "size"      // total size, largest first
+	SortSizeAsc  = "size-asc"  // total size, smallest first (the default)
+	SortCount    = "count"     // number of calls, most first
+	SortCountAsc = "count-asc" // number of calls, fewest first
+)
+
+// ParseOptions parses sp-rtrace-postproc options, as the pre-processor's
+// -P "-l -c -r" passes them: short options alone or clustered (-lc, -C0,
+// -s count), long ones (--filter-leaks, --sort=count, --include FILE).
+// --include and --exclude read their file (one call index a line). An
+// error names the option.
+func ParseOptions(args []string) (Options, error) {
+	return parseOptions(args, os.ReadFile)
+}
+
+// ParseOptionString splits s at white space and parses the words.
+func ParseOptionString(s string) (Options, error) {
+	return ParseOptions(strings.Fields(s))
+}
+
+// option is one option of the table: its short letter (0: none), its long
+// name and whether it takes a value.
+type option struct {
+	short byte
+	long  string
+	value bool
+}
+
+var options = []option{
+	{'l', "filter-leaks", false},
+	{'c', "compress", false},
+	{'r', "resolve", false},
+	{'a', "remove-args", false},
+	{'t', "text", false}, // sp-rtrace: output is text anyway
+	{'q', "quiet", false},
+	{'s', "sort", true},
+	{'C', "context", true},
+	{'R', "resource", true},
+	{'b', "backtrace-depth", true},
+	{0, "include", true},
+	{0, "exclude", true},
+	{0, "call-address", true},
+}
+
+func parseOptions(args []string, readFile func(string) ([]byte, error)) (Options, error) {
+	var o Options
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		// next takes the value of an option from the following word.
+		next := func(name string) (string, error) {
+			if i+1 >= len(args) {
+				return "", fmt.Errorf("option %s needs a value", name)
+			}
+			i++
+			return args[i], nil
+		}
+		switch {
+		case strings.HasPrefix(a, "--") && len(a) > 2:
+			name, val, hasVal := strings.Cut(a[2:], "=")
+			opt, ok := findOption(0, name)
+			if !ok {
+				return o, fmt.Errorf("unknown option --%s", name)
+			}
+			if !opt.value && hasVal {
+				return o, fmt.Errorf("option --%s takes no value", name)
+			}
+			if opt.value && !hasVal {
+				v, err := next("--" + name)
+				if err != nil {
+					return o, err
+				}
+				val = v
+			}
+			if err := o.set(opt, "--"+name, val, readFile); err != nil {
+				return o, err
+			}
+		case strings.HasPrefix(a, "-") && len(a) > 1 && a != "--":
+			for j := 1; j < len(a); j++ {
+				opt, ok := findOption(a[j], "")
+				if !ok {
+					return o, fmt.Errorf("unknown option -%c", a[j])
+				}
+				name, val := "-"+string(a[j]), ""
+				if opt.value {
+					val = a[j+1:]
+					if val == "" {
+						v, err := next(name)
+						if err != nil {
+							return o, err
+						}
+						val = v
+					}
+					j = len(a)
+				}
+				if err := o.set(opt, name, val, readFile); err != nil {
+					return o, err
+				}
+			}
+		default:
+			return o, fmt.Errorf("unexpected argument %q (post-processor options start with -)", a)
+		}
+	}
+	if o.Sort != "" && !o.Compress {
+		return o, fmt.Errorf("option -s/--sort orders compressed groups: it needs -c/--compress")
+	}
+	return o, nil
+}
+
+func findOption(short byte, long string) (option, bool) {
+	for _, opt := range options {
+		if short != 0 && opt.short == short || long != "" && opt.long == long {
+			return opt, true
+		}
+	}
+	return option{}, false
+}
+
+// set applies one option; name is how it was written, for errors.
+func (o *Options) set(opt option, name, val string, readFile func(string) ([]byte, error)) error {
+	var err error
+	switch opt.long {
+	case "filter-leaks":
+		o.Leaks = true
+	case "compress":
+		o.Compress = true
+	case "resolve":
+		o.Resolve = true
+	case "remove-args":
+		o.RemoveArgs = true
+	case "sort":
+		switch val {
+		case SortSize, SortSizeAsc, SortCount, SortCountAsc:
+			o.Sort = val
+		default:
+			return fmt.Errorf("option %s: unknown order %q (size, size-asc, count or count-asc)", name, val)
+		}
+	case "context":
+		var m uint32
+		m, err = parseMask(val)
+		o.Context = &m
+	case "resource":
+		o.Resource, err = parseMask(val)
+	case "backtrace-depth":
+		var n int
+		n, err = strconv.Atoi(val)
+		if err != nil || n < 0 {
+			return fmt.Errorf("option %s: %q is not a frame count (0 or more)", name, val)
+		}
+		o.Depth = &n
+	case "include":
+		o.Include, err = readIndexes(val, readFile)
+	case "exclude":
+		o.Exclude, err = readIndexes(val, readFile)
+	case "call-address":
+		var r AddrRange
+		r, err = ParseAddrRange(val)
+		o.CallAddress = append(o.CallAddress, r)
+	}
+	if err != nil {
+		return fmt.Errorf("option %s: %w", name, err)
+	}
+	return nil
+}
+
+// parseMask reads a hex mask, with or without 0x, as sp-rtrace's %x did.
+func parseMask(s string) (uint32, error) {
+	v, err := strconv.ParseUint(strings.TrimPrefix(strings.TrimPrefix(s, "0x"), "0X"), 16, 32)
+	if err != nil || s == "" {
+		return 0, fmt.Errorf("%q is not a hex mask (e.g. 3 or 0x3)", s)
+	}
+	return uint32(v), nil
+}
+
+// ParseAddrRange reads LIB:START+SIZE, the output of sp-rtrace's
+// rtrace-function-address (hex numbers as nm prints them, 0x optional).
+// Without "LIB:" the range is absolute.
+func ParseAddrRange(s string) (AddrRange, error) {
+	var r AddrRange
+	nums := s
+	if i := strings.LastIndexByte(s, ':'); i >= 0 {
+		r.Lib, nums = s[:i], s[i+1:]
+	}
+	start, size, ok := strings.Cut(nums, "+")
+	a, err1 := strconv.ParseUint(strings.TrimPrefix(start, "0x"), 16, 64)
+	n, err2 := strconv.ParseUint(strings.TrimPrefix(size, "0x"), 16, 64)
+	if !ok || err1 != nil || err2 != nil || n == 0 || a+n < a {
+		return r, fmt.Errorf("%q is not LIB:START+SIZE (hex, e.g. /usr/lib/libfoo.so:1a40+3c)", s)
+	}
+	r.Start, r.Size = a, n
+	return r, nil
+}
+
+// readIndexes reads a file of call indexes, one a line (blank lines and
+// lines starting with # are skipped).
+func readIndexes(path string, readFile func(string) ([]byte, error)) (map[int]bool, error) {
+	b, err := readFile(path)
+	if err != nil {
+		return nil, err
+	}
+	set := map[int]bool{}
+	for n, line := range strings.Split(string(b), "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		i, err := strconv.Atoi(line)
+		if err != nil {
+			return nil, fmt.Errorf("%s line %d: %q is not a call index", path, n+1, line)
+		}
+		set[i] = true
+	}
+	return set, nil
+}

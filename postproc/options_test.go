@@ -1,0 +1,99 @@
+package postproc
+
+import (
+	"errors"
+	"os"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// files is a fake file system for --include and --exclude.
+func files(name string) ([]byte, error) {
+	switch name {
+	case "idx":
+		return []byte("1\n 3 \n\n# comment\n12\n"), nil
+	case "bad":
+		return []byte("1\nx2\n"), nil
+	}
+	return nil, os.ErrNotExist
+}
+
+func TestParseOptions(t *testing.T) {
+	zero, three, five := uint32(0), uint32(3), 5
+	for _, tc := range []struct {
+		args string
+		want Options
+	}{
+		{"", Options{}},
+		{"-l -c -r", Options{Leaks: true, Compress: true, Resolve: true}},
+		{"-lcr", Options{Leaks: true, Compress: true, Resolve: true}},
+		{"--filter-leaks --compress --resolve --remove-args -t -q", Options{Leaks: true, Compress: true, Resolve: true, RemoveArgs: true}},
+		{"-c -s count", Options{Compress: true, Sort: SortCount}},
+		{"-cs size", Options{Compress: true, Sort: SortSize}},
+		{"-c --sort=count-asc", Options{Compress: true, Sort: SortCountAsc}},
+		{"-c --sort size-asc", Options{Compress: true, Sort: SortSizeAsc}},
+		{"-C0", Options{Context: &zero}},
+		{"-C 0x3", Options{Context: &three}},
+		{"--context=3 -R 3", Options{Context: &three, Resource: 3}},
+		{"-b 5", Options{Depth: &five}},
+		{"-lb5", Options{Leaks: true, Depth: &five}},
+		{"--backtrace-depth=5", Options{Depth: &five}},
+		{"--include idx", Options{Include: map[int]bool{1: true, 3: true, 12: true}}},
+		{"--exclude=idx", Options{Exclude: map[int]bool{1: true, 3: true, 12: true}}},
+		{"--call-address /lib/libc.so.6:1a40+3c --call-address 0x400000+0x10", Options{CallAddress: []AddrRange{
+			{Lib: "/lib/libc.so.6", Start: 0x1a40, Size: 0x3c}, {Start: 0x400000, Size: 0x10}}}},
+	} {
+		got, err := parseOptions(strings.Fields(tc.args), files)
+		if err != nil {
+			t.Errorf("%q: %v", tc.args, err)
+			continue
+		}
+		if !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("%q: got %+v, want %+v", tc.args, got, tc.want)
+		}
+	}
+}
+
+func TestParseOptionsErrors(t *testing.T) {
+	for _, tc := range []struct{ args, want string }{
+		{"-x", "unknown option -x"},
+		{"-lx", "unknown option -x"},
+		{"--leaks", "unknown option --leaks"},
+		{"--compress=1", "--compress takes no value"},
+		{"-s", "-s needs a value"},
+		{"-s size", "needs -c"},
+		{"-c -s big", `-s: unknown order "big"`},
+		{"-C zz", `-C: "zz" is not a hex mask`},
+		{"-R 100000000", `-R: "100000000" is not a hex mask`},
+		{"-b -1", `-b: "-1" is not a frame count`},
+		{"--include", "--include needs a value"},
+		{"--include nofile", "--include: file does not exist"},
+		{"--exclude bad", `--exclude: bad line 2: "x2" is not a call index`},
+		{"--call-address libc.so", `--call-address: "libc.so" is not LIB:START+SIZE`},
+		{"--call-address libc.so:10+0", `is not LIB:START+SIZE`},
+		{"--call-address libc.so:ffffffffffffffff+2", `is not LIB:START+SIZE`},
+		{"leaks", `unexpected argument "leaks"`},
+		{"-", `unexpected argument "-"`},
+	} {
+		_, err := parseOptions(strings.Fields(tc.args), files)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: error %v, want one with %q", tc.args, err, tc.want)
+		}
+	}
+}
+
+func TestParseOptionStringReadsFiles(t *testing.T) {
+	path := t.TempDir() + "/keep"
+	if err := os.WriteFile(path, []byte("7\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	o, err := ParseOptionString("-l --include " + path)
+	if err != nil || !o.Leaks || !o.Include[7] {
+		t.Errorf("%+v %v", o, err)
+	}
+	_, err = ParseOptions([]string{"--exclude", path + ".missing"})
+	if !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("missing file: %v", err)
+	}
+}

@@ -1,0 +1,339 @@
+package tracer
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"sync/atomic"
+
+	"golang.org/x/sys/unix"
+
+	"rtrace/tracer/bp"
+	"rtrace/tracer/ptrace"
+)
+
+// wakeSignal is what Detach sends the target to wake the tracer thread,
+// which waits in wait4: SIGURG is ignored by default, and a ptraced thread
+// reports even ignored signals (kernel/signal.c, sig_ignored). The tracer
+// swallows it while a detach is pending.
+const wakeSignal = unix.SIGURG
+
+// attachState is what an attach adds to a Tracer.
+type attachState struct {
+	attached  bool
+	detachReq atomic.Bool
+	detached  bool
+	pending   map[int]unix.Signal // signals held while threads are parked
+}
+
+// Attach seizes every thread of the running process pid, plants the
+// breakpoints and traces until Detach is called or the process exits.
+// Detaching removes every breakpoint and restores every original byte,
+// return address and USDT semaphore: the process goes on unharmed.
+func (t *Tracer) Attach(pid int) (*Result, error) {
+	t.th = ptrace.NewThread()
+	defer t.th.Close()
+	var runErr error
+	t.th.Do(func() { runErr = t.attach(pid) })
+	t.result.Events = t.events.Load()
+	t.result.Skipped = t.skipped
+	t.result.Int3Entries = t.int3s
+	if runErr == nil {
+		runErr = t.err
+	}
+	return &t.result, runErr
+}
+
+// Detach asks an attached tracer to detach (safe from any goroutine).
+func (t *Tracer) Detach() {
+	if t.detachReq.Swap(true) {
+		return
+	}
+	unix.Tgkill(t.root, t.root, wakeSignal)
+}
+
+// attach is the whole attached trace, on the tracer thread.
+func (t *Tracer) attach(pid int) error {
+	t.root, t.attached = pid, true
+	t.pending = map[int]unix.Signal{}
+	if err := t.seizeAll(pid); err != nil {
+		t.detachAll(nil)
+		return err
+	}
+	ts := now()
+	p, err := t.newImage(pid, ts)
+	if err != nil {
+		t.detachAll(nil)
+		return err
+	}
+	p.entered = true
+	for tid, th := range t.threads {
+		th.proc = p
+		if tid != pid {
+			t.emit(t.sink.Task(ts, tid, pid))
+		}
+	}
+	t.syncModules(t.threads[pid], ts)
+	if t.cfg.Started != nil {
+		t.cfg.Started(pid)
+	}
+	for tid, th := range t.threads {
+		th.parked = false
+		resume(tid, t.pending[tid])
+		delete(t.pending, tid)
+	}
+	err = t.loop()
+	if len(t.threads) > 0 {
+		t.detachAll(nil)
+	}
+	t.flushAll()
+	return err
+}
+
+// seizeAll seizes and stops every thread of pid, again until no new one
+// appears (threads the seized ones start are attached by the kernel).
+func (t *Tracer) seizeAll(pid int) error {
+	for round := 0; ; round++ {
+		tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+		if err != nil {
+			return fmt.Errorf("pid %d: %w", pid, err)
+		}
+		fresh := 0
+		for _, e := range tasks {
+			tid, err := strconv.Atoi(e.Name())
+			if err != nil || t.threads[tid] != nil {
+				continue
+			}
+			if err := ptrace.Seize(tid, ptrace.Options&^unix.PTRACE_O_EXITKILL); err != nil {
+				if tid == pid {
+					return fmt.Errorf("attaching to pid %d: %w (see /proc/sys/kernel/yama/ptrace_scope)", pid, err)
+				}
+				continue // it exited meanwhile
+			}
+			ptrace.Interrupt(tid)
+			t.threads[tid] = &thread{tid: tid}
+			fresh++
+		}
+		if fresh == 0 || round > 100 {
+			return nil
+		}
+		if err := t.park(); err != nil {
+			return err
+		}
+	}
+}
+
+// park waits until every known thread is stopped, keeping the signals
+// they stop with for later. Breakpoint traps are handled as usual (the
+// interrupt stops the thread after them).
+func (t *Tracer) park() error {
+	var regs unix.PtraceRegs
+	for !t.allParked() {
+		var ws unix.WaitStatus
+		tid, err := unix.Wait4(-1, &ws, unix.WALL, nil)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("waiting for the threads to stop: %w", err)
+		}
+		th := t.threads[tid]
+		if th == nil { // a thread started meanwhile: stop it too
+			th = &thread{tid: tid}
+			t.threads[tid] = th
+			ptrace.Interrupt(tid)
+		}
+		switch {
+		case ws.Exited() || ws.Signaled():
+			t.gone(th, ws, &unix.Rusage{}, now())
+		case ws.Stopped():
+			sig, event := ws.StopSignal(), ptraceEvent(ws)
+			switch {
+			case event == unix.PTRACE_EVENT_STOP:
+				th.parked = true
+			case sig == unix.SIGTRAP && event == 0 && th.proc != nil:
+				t.trap(th, &regs, now())
+			case event != 0:
+				if th.proc != nil && (event == unix.PTRACE_EVENT_CLONE || event == unix.PTRACE_EVENT_FORK || event == unix.PTRACE_EVENT_VFORK) {
+					t.spawned(th, event, now())
+					if msg, err := ptrace.EventMsg(tid); err == nil {
+						ptrace.Interrupt(int(msg))
+					}
+				} else {
+					resume(tid, 0)
+				}
+			default:
+				if sig == wakeSignal && t.detachReq.Load() {
+					sig = 0
+				}
+				t.pending[tid] = sig
+				th.parked = true
+			}
+		}
+	}
+	return nil
+}
+
+// allParked reports whether every thread is stopped for good.
+func (t *Tracer) allParked() bool {
+	for _, th := range t.threads {
+		if !th.parked {
+			return false
+		}
+	}
+	return true
+}
+
+// detachAll removes rtrace from every traced process and detaches every
+// thread: breakpoints out, threads moved out of rtrace's code, hijacked
+// return addresses and semaphores restored. first is the thread already
+// stopped (nil: none). Called on the tracer thread.
+func (t *Tracer) detachAll(first *thread) {
+	if t.detached {
+		return
+	}
+	t.detached = true
+	for _, p := range t.procs {
+		t.disarmAll(p)
+	}
+	for tid := range t.threads {
+		if first == nil || tid != first.tid {
+			ptrace.Interrupt(tid)
+		}
+	}
+	if first != nil {
+		first.parked = true // already stopped: park waits for the others
+	}
+	if err := t.park(); err != nil {
+		fmt.Fprintf(t.cfg.Warn, "rtrace: warning: %v\n", err)
+	}
+	for _, th := range t.threads {
+		if th.proc != nil {
+			t.leaveScratch(th)
+			t.restoreReturns(th)
+		}
+	}
+	for tid := range t.threads {
+		if err := ptrace.Detach(tid, int(t.pending[tid])); err != nil && !errors.Is(err, unix.ESRCH) {
+			fmt.Fprintf(t.cfg.Warn, "rtrace: warning: detaching tid %d: %v\n", tid, err)
+		}
+	}
+	for _, th := range t.threads {
+		t.closeAll(th, now())
+		t.flush(th)
+	}
+	clear(t.threads)
+	clear(t.procs)
+}
+
+// disarmAll writes back the original bytes of every breakpoint, detour and
+// GOT slot of p, and decrements the semaphores rtrace bumped.
+func (t *Tracer) disarmAll(p *process) {
+	mem, err := os.OpenFile(fmt.Sprintf("/proc/%d/mem", p.pid), os.O_RDWR, 0)
+	if err != nil {
+		fmt.Fprintf(t.cfg.Warn, "rtrace: warning: cannot restore pid %d: %v\n", p.pid, err)
+		return
+	}
+	defer mem.Close()
+	im := p.image
+	im.bps.All(func(b *bp.Breakpoint) {
+		var err error
+		switch {
+		case b.Plan.Action == bp.Detoured:
+			_, err = mem.WriteAt(b.Plan.Orig, int64(b.Plan.Patch))
+		case !im.inScratch(b.Addr):
+			_, err = mem.WriteAt([]byte{b.Orig}, int64(b.Addr))
+		}
+		if err != nil {
+			fmt.Fprintf(t.cfg.Warn, "rtrace: warning: restoring %#x in pid %d: %v\n", b.Addr, p.pid, err)
+		}
+	})
+	for _, sem := range im.semaphores {
+		var c [2]byte
+		if _, err := mem.ReadAt(c[:], int64(sem)); err == nil {
+			binary.LittleEndian.PutUint16(c[:], binary.LittleEndian.Uint16(c[:])-1)
+			mem.WriteAt(c[:], int64(sem))
+		}
+	}
+}
+
+// inScratch reports whether addr lies in memory rtrace mapped.
+func (im *image) inScratch(addr uint64) bool {
+	for _, s := range im.scratch {
+		if addr >= s[0] && addr < s[1] {
+			return true
+		}
+	}
+	return false
+}
+
+// leaveScratch moves a parked thread out of rtrace's scratch code: one
+// about to run a return breakpoint goes to the real return address; one
+// at the head of a detour trampoline goes back to the function's entry
+// (whose original code is back), with r11 as it was; one elsewhere in a
+// trampoline or out-of-line slot runs, one instruction at a time, until it
+// is back in the program's code.
+func (t *Tracer) leaveScratch(th *thread) {
+	im := th.proc.image
+	var regs unix.PtraceRegs
+	for step := 0; step < 256; step++ {
+		if ptrace.GetRegs(th.tid, &regs) != nil || !im.inScratch(regs.Rip) {
+			return
+		}
+		pc := regs.Rip
+		if im.isRet(pc) {
+			for len(th.stack) > 1 && th.stack[len(th.stack)-1].slot < regs.Rsp-8 {
+				t.exit(th, now(), nil)
+			}
+			if len(th.stack) == 0 {
+				return
+			}
+			fr := t.exit(th, now(), &regs)
+			ptrace.SetPC(th.tid, fr.ret)
+			continue
+		}
+		if b := im.detourAt(pc); b != nil {
+			if pc == b.Plan.Trap {
+				if r11, err := ptrace.PeekWord(th.tid, regs.Rsp-0x10); err == nil {
+					regs.R11 = r11
+				}
+			}
+			regs.Rip = b.Plan.Patch
+			ptrace.SetRegs(th.tid, &regs)
+			continue
+		}
+		if ptrace.SingleStep(th.tid) != nil {
+			return
+		}
+		var ws unix.WaitStatus
+		if _, err := unix.Wait4(th.tid, &ws, unix.WALL, nil); err != nil || !ws.Stopped() {
+			return
+		}
+	}
+	fmt.Fprintf(t.cfg.Warn, "rtrace: warning: tid %d did not leave rtrace's code at %#x\n", th.tid, regs.Rip)
+}
+
+// detourAt returns the detoured breakpoint whose trampoline head (before
+// and at its int3) holds pc.
+func (im *image) detourAt(pc uint64) *bp.Breakpoint {
+	var found *bp.Breakpoint
+	im.bps.All(func(b *bp.Breakpoint) {
+		if b.Plan.Action == bp.Detoured && b.Plan.Trap != 0 && pc <= b.Plan.Trap && pc+bp.DetourHeadLen-1 >= b.Plan.Trap {
+			found = b
+		}
+	})
+	return found
+}
+
+// restoreReturns puts the real return addresses back where rtrace swapped
+// in its return breakpoint.
+func (t *Tracer) restoreReturns(th *thread) {
+	im := th.proc.image
+	for _, fr := range th.stack {
+		if v, err := ptrace.PeekWord(th.tid, fr.slot); err == nil && im.isRet(v) {
+			ptrace.PokeWord(th.tid, fr.slot, fr.ret)
+		}
+	}
+}

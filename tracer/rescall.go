@@ -1,0 +1,297 @@
+package tracer
+
+import (
+	"encoding/binary"
+	"fmt"
+	"strconv"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"rtrace/internal/elfx"
+	"rtrace/internal/trace"
+	"rtrace/tracer/ptrace"
+	"rtrace/tracer/unwind"
+)
+
+// resFn ties a traced function to the resource module entry it reports.
+type resFn struct {
+	rf  *ResFunc
+	res int // the resource type's id in the stream (1-based)
+}
+
+// resCall is a resource call between its entry and its return.
+type resCall struct {
+	f      *resFn
+	args   [6]uint64
+	time   time.Duration // time of day at the entry
+	frames []trace.Frame
+	// recArgs are the argument records, read at the entry (a path may be
+	// freed by the time the call returns).
+	recArgs []trace.Arg
+}
+
+// resIDs numbers the resource types of the selected modules in order,
+// from 1: the ids RESR packets carry.
+func resIDs(mods []*ResModule) map[*ResType]int {
+	ids := map[*ResType]int{}
+	n := 0
+	for _, m := range mods {
+		for i := range m.Resources {
+			n++
+			ids[&m.Resources[i]] = n
+		}
+	}
+	return ids
+}
+
+// resEntry starts a resource call at the entry of f: it is reported unless
+// tracing is off or it is nested in another resource call of the thread
+// (realloc calling malloc, fopen calling open).
+func (t *Tracer) resEntry(th *thread, fr *frame, f *fn, regs *unix.PtraceRegs, ret uint64) {
+	if !t.resOn || th.inRes > 0 {
+		return
+	}
+	th.inRes++
+	c := &resCall{f: f.res, time: timeOfDay()}
+	for i, r := range intArgRegs {
+		c.args[i] = r(regs)
+	}
+	for _, a := range f.res.rf.Args {
+		c.recArgs = append(c.recArgs, trace.Arg{Name: a.Name, Value: t.argText(th.tid, a, c.args[a.Arg])})
+	}
+	if depth := t.cfg.Backtrace; depth > 0 && t.wantBacktrace(f.res.rf, c.args) {
+		pcs := t.backtrace(th, unwind.Regs{PC: ret, SP: regs.Rsp + 8, BP: regs.Rbp}, depth)
+		c.frames = make([]trace.Frame, len(pcs))
+		for i, pc := range pcs {
+			c.frames[i].Addr = pc
+		}
+	}
+	fr.call = c
+}
+
+// wantBacktrace: backtraces go with allocations, with --backtrace-all with
+// every call, and with --monitor only with allocations of those sizes.
+func (t *Tracer) wantBacktrace(rf *ResFunc, args [6]uint64) bool {
+	alloc := rf.Effect != freeArg && rf.Effect != freeArgOK && rf.Effect != shmctlRmid
+	if !alloc {
+		return t.cfg.BacktraceAll
+	}
+	if len(t.cfg.Monitor) == 0 {
+		return true
+	}
+	size := callSize(rf, args)
+	for _, s := range t.cfg.Monitor {
+		if s == size {
+			return true
+		}
+	}
+	return false
+}
+
+// resExit finishes the resource call of fr at its return (regs non-nil)
+// and reports what it did; a call cut short (longjmp, exit) reports nothing.
+func (t *Tracer) resExit(th *thread, fr *frame, regs *unix.PtraceRegs) {
+	c := fr.call
+	if c == nil {
+		return
+	}
+	th.inRes--
+	if regs == nil {
+		return
+	}
+	rf, ret := c.f.rf, regs.Rax
+	call := func(alloc bool, id uint64) {
+		tc := &trace.Call{Time: c.time, Tid: th.tid, Res: c.f.res, Alloc: alloc, Name: rf.Display(), ID: id, Args: c.recArgs}
+		if alloc {
+			tc.Size = callSize(rf, c.args)
+		}
+		if alloc || t.cfg.BacktraceAll {
+			tc.Frames = c.frames
+		}
+		t.emit(t.sink.Call(tc))
+	}
+	failedPtr := ret == 0 || ret == ^uint64(0)
+	failedFd := int64(ret) < 0 || int32(ret) < 0
+	switch rf.Effect {
+	case allocRet:
+		if !failedPtr {
+			call(true, ret)
+		}
+	case allocRetFd:
+		if !failedFd {
+			call(true, uint64(uint32(ret)))
+		}
+	case allocOutPtr:
+		if uint32(ret) == 0 {
+			if v, err := ptrace.PeekWord(th.tid, c.args[rf.Out]); err == nil {
+				call(true, v)
+			}
+		}
+	case allocOutFds:
+		if uint32(ret) == 0 {
+			if v, err := ptrace.PeekWord(th.tid, c.args[rf.Out]); err == nil {
+				call(true, uint64(uint32(v)))
+				call(true, v>>32)
+			}
+		}
+	case freeArg:
+		if id := c.args[rf.ID]; id != 0 {
+			call(false, id)
+		}
+	case freeArgOK:
+		if uint32(ret) == 0 {
+			id := uint64(0)
+			if rf.ID >= 0 {
+				id = c.args[rf.ID]
+			}
+			call(false, id)
+		}
+	case reallocPtr:
+		// realloc(p, 0) may free p and return NULL; a failed realloc keeps p.
+		if old := c.args[0]; old != 0 && (ret != 0 || callSize(rf, c.args) == 0) {
+			call(false, old)
+		}
+		if ret != 0 {
+			call(true, ret)
+		}
+	case reallocMap:
+		if !failedPtr {
+			call(false, c.args[0])
+			call(true, ret)
+		}
+	case freopenFp:
+		if c.args[2] != 0 {
+			call(false, c.args[2])
+		}
+		if !failedPtr {
+			call(true, ret)
+		}
+	case dupFd:
+		if !failedFd {
+			if rf.Sym != "dup" && uint32(c.args[1]) != uint32(c.args[0]) {
+				call(false, uint64(uint32(c.args[1]))) // dup2 closes newfd first
+			}
+			call(true, uint64(uint32(ret)))
+		}
+	case fcntlDup:
+		if cmd := uint32(c.args[1]); (cmd == unix.F_DUPFD || cmd == unix.F_DUPFD_CLOEXEC) && !failedFd {
+			call(true, uint64(uint32(ret)))
+		}
+	case shmctlRmid:
+		if uint32(c.args[1]) == unix.IPC_RMID && uint32(ret) == 0 {
+			call(false, uint64(uint32(c.args[0])))
+		}
+	}
+}
+
+// callSize is the size an allocation reports: its size argument (times
+// another for calloc), 1 for resources without a size.
+func callSize(rf *ResFunc, args [6]uint64) uint64 {
+	if rf.Size == 0 {
+		return 1
+	}
+	n := args[rf.Size-1]
+	if rf.SizeMul > 0 {
+		n *= args[rf.SizeMul-1]
+	}
+	return n
+}
+
+// argText shows an argument record's value.
+func (t *Tracer) argText(tid int, a ArgRec, v uint64) string {
+	switch a.Kind {
+	case 's':
+		return t.readString(tid, v)
+	case 'd':
+		return strconv.FormatInt(int64(int32(v)), 10)
+	case 'o':
+		return "0" + strconv.FormatUint(uint64(uint32(v)), 8)
+	}
+	return "0x" + strconv.FormatUint(v, 16)
+}
+
+// timeOfDay is the local time of day, as sp-rtrace's call timestamps.
+func timeOfDay() time.Duration {
+	n := time.Now()
+	y, m, d := n.Date()
+	return n.Sub(time.Date(y, m, d, 0, 0, 0, 0, n.Location()))
+}
+
+// backtrace unwinds th's stack from the caller state regs. The return
+// addresses rtrace swapped for its return breakpoint are read as the real
+// ones: the shadow stack knows them by slot.
+func (t *Tracer) backtrace(th *thread, regs unwind.Regs, depth int) []uint64 {
+	im := th.proc.image
+	if im.unwinder == nil {
+		return nil
+	}
+	mem := &shadowMem{tid: th.tid, th: th}
+	if im.isRet(regs.PC) {
+		// A hijacked return address (a traced PLT stub jumped here).
+		for i := len(th.stack) - 1; i >= 0; i-- {
+			if th.stack[i].slot == regs.SP-8 {
+				regs.PC = th.stack[i].ret
+				break
+			}
+		}
+	}
+	return im.unwinder.Backtrace(mem, regs, depth, nil)
+}
+
+// shadowMem reads the target's memory with the real return addresses in
+// the slots rtrace hijacked.
+type shadowMem struct {
+	tid int
+	th  *thread
+}
+
+func (m *shadowMem) ReadMemory(buf []byte, addr uint64) (int, error) {
+	n, err := unix.ProcessVMReadv(m.tid, []unix.Iovec{{Base: &buf[0], Len: uint64(len(buf))}},
+		[]unix.RemoteIovec{{Base: uintptr(addr), Len: len(buf)}}, 0)
+	if n <= 0 {
+		if err == nil {
+			err = fmt.Errorf("reading %#x: nothing read", addr)
+		}
+		return 0, err
+	}
+	for _, fr := range m.th.stack {
+		if fr.slot >= addr && fr.slot+8 <= addr+uint64(n) {
+			binary.LittleEndian.PutUint64(buf[fr.slot-addr:], fr.ret)
+		}
+	}
+	return n, nil
+}
+
+// resCands returns the functions of library f that the selected resource
+// modules report, skipping those already picked (by -P) and aliases of one
+// address (malloc and __libc_malloc).
+func (t *Tracer) resCands(f *elfx.File, picked map[uint64]bool) []cand {
+	var out []cand
+	for _, m := range t.cfg.Modules {
+		for i := range m.Funcs {
+			rf := &m.Funcs[i]
+			for _, fn := range f.Funcs {
+				if picked[fn.Value] || !rf.matchFunc(fn) || !inExec(f, fn.Value) {
+					continue
+				}
+				picked[fn.Value] = true
+				out = append(out, cand{name: fn.Name, value: fn.Value, size: fn.Size,
+					res: &resFn{rf: rf, res: t.resIDs[&m.Resources[rf.Res]]}})
+			}
+		}
+	}
+	return out
+}
+
+// resName reports whether a selected module traces the function name.
+func (t *Tracer) resName(name string) bool {
+	for _, m := range t.cfg.Modules {
+		for i := range m.Funcs {
+			if m.Funcs[i].matchSym(name) {
+				return true
+			}
+		}
+	}
+	return false
+}

@@ -1,0 +1,238 @@
+package unwind
+
+import (
+	"debug/elf"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/go-delve/delve/pkg/dwarf/frame"
+)
+
+// DWARF register numbers of x86-64 (System V psABI, "DWARF Register Number
+// Mapping"): rbp 6, rsp 7, and 16 for the return address (rip).
+const (
+	regBP = 6
+	regSP = 7
+	regRA = 16
+)
+
+// maxRows bounds a module's cache of unwind rows; past it the cache starts
+// over (a program has far fewer distinct call sites on its hot paths).
+const maxRows = 1 << 16
+
+// cfi is the parsed call frame information of one module (path and bias),
+// and the unwind rows already computed from it, by lookup address (see
+// rowAt).
+type cfi struct {
+	fdes frame.FrameDescriptionEntries // sorted by begin; empty: no CFI
+	rows map[uint64]row
+}
+
+// loadCFI reads the CFI of the ELF object at path, loaded with bias.
+func loadCFI(path string, bias uint64) (c *cfi, err error) {
+	defer func() {
+		// debug/elf can panic on malformed input (cilium's SafeELFFile).
+		if r := recover(); r != nil {
+			c, err = nil, fmt.Errorf("reading %s: panic: %v", path, r)
+		}
+	}()
+	f, err := elf.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if f.Class != elf.ELFCLASS64 || f.Machine != elf.EM_X86_64 {
+		return nil, fmt.Errorf("%s is not an x86-64 ELF object", path)
+	}
+	var eh, debug []byte
+	var ehAddr uint64
+	if s := f.Section(".eh_frame"); s != nil && s.Type != elf.SHT_NOBITS && s.Addr != 0 {
+		if eh, err = s.Data(); err != nil {
+			return nil, fmt.Errorf("reading .eh_frame of %s: %w", path, err)
+		}
+		ehAddr = s.Addr
+	}
+	if s := f.Section(".debug_frame"); s != nil && s.Type != elf.SHT_NOBITS {
+		if debug, err = s.Data(); err != nil {
+			return nil, fmt.Errorf("reading .debug_frame of %s: %w", path, err)
+		}
+	}
+	fdes, err := parseCFI(eh, ehAddr, debug, bias)
+	if err != nil {
+		return nil, fmt.Errorf("parsing CFI of %s: %w", path, err)
+	}
+	return &cfi{fdes: fdes, rows: map[uint64]row{}}, nil
+}
+
+// errNoCFI says an object has neither .eh_frame nor .debug_frame.
+var errNoCFI = errors.New("no .eh_frame or .debug_frame")
+
+// parseCFI parses an .eh_frame section (linked at ehAddr) and a .debug_frame
+// section, either possibly empty, into FDEs with runtime addresses sorted by
+// start. A section that fails to parse is left out; it is an error only
+// that nothing is left.
+func parseCFI(eh []byte, ehAddr uint64, debug []byte, bias uint64) (frame.FrameDescriptionEntries, error) {
+	var all frame.FrameDescriptionEntries
+	var errs []error
+	if len(eh) > 0 && ehAddr != 0 {
+		// A non-zero ehFrameAddr is what makes delve read the .eh_frame
+		// variant (pc-relative pointers, CIE ids counted backwards).
+		fdes, err := safeParse(eh, bias, ehAddr)
+		if err != nil {
+			errs = append(errs, fmt.Errorf(".eh_frame: %w", err))
+		}
+		all = all.Append(fdes)
+	}
+	if len(debug) > 0 {
+		fdes, err := safeParse(debug, bias, 0)
+		if err != nil {
+			errs = append(errs, fmt.Errorf(".debug_frame: %w", err))
+		}
+		// Append sorts and drops duplicates: frame.Parse does not sort,
+		// and FDEForPC's binary search silently misses on unsorted input.
+		all = all.Append(fdes)
+	}
+	if len(all) == 0 {
+		if len(errs) > 0 {
+			return nil, errors.Join(errs...)
+		}
+		return nil, errNoCFI
+	}
+	return all, nil
+}
+
+// safeParse is frame.Parse, whose parser panics on some truncated input.
+func safeParse(data []byte, bias, ehAddr uint64) (fdes frame.FrameDescriptionEntries, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			fdes, err = nil, fmt.Errorf("panic: %v", r)
+		}
+	}()
+	return frame.Parse(data, binary.LittleEndian, bias, 8, ehAddr)
+}
+
+// kind is how a row finds a value.
+type kind uint8
+
+const (
+	// kSame: the register keeps its value (no rule, or DW_CFA_same_value).
+	kSame kind = iota
+	// kUndef: the value is gone; for the return address, the outermost frame.
+	kUndef
+	kAt      // stored at CFA+off
+	kVal     // is CFA+off
+	kReg     // register reg's value (CFA: reg+off)
+	kExpr    // stored at the address expr computes
+	kValExpr // is what expr computes
+	kBad     // a rule this package does not evaluate
+)
+
+// rule is one column of an unwind row.
+type rule struct {
+	kind kind
+	reg  uint64
+	off  int64
+	expr []byte
+}
+
+// row is what unwinding needs of the CFI row at a call site: how to find
+// the CFA, the return address and the caller's rbp. The other registers are
+// not tracked: the CFA of x86-64 code is rsp- or rbp-based.
+type row struct {
+	fde    bool // an FDE covers the call site; else frame pointers
+	signal bool // a signal frame: the caller's pc is not a return address
+	cfa    rule // kReg (reg+off) or kValExpr
+	ra, bp rule
+}
+
+// rowAt returns the unwind row at addr: pc-1 for a frame whose pc is a
+// return address, since a call can be the last instruction of a function;
+// the pc itself for a frame interrupted by a signal.
+func (c *cfi) rowAt(addr uint64) row {
+	if len(c.fdes) == 0 {
+		return row{}
+	}
+	if r, ok := c.rows[addr]; ok {
+		return r
+	}
+	r := c.compute(addr)
+	if len(c.rows) >= maxRows {
+		clear(c.rows)
+	}
+	c.rows[addr] = r
+	return r
+}
+
+// compute establishes the row at addr with delve; a row without fde when no
+// FDE covers addr, with a kBad CFA when its program cannot be run.
+func (c *cfi) compute(addr uint64) (r row) {
+	defer func() {
+		// EstablishFrame panics on some malformed programs (an advance
+		// past the end, a restore_state with nothing remembered).
+		if recover() != nil {
+			r = row{fde: true, cfa: rule{kind: kBad}}
+		}
+	}()
+	fde, err := c.fdes.FDEForPC(addr)
+	if err != nil {
+		return row{}
+	}
+	ctx, err := fde.EstablishFrame(addr)
+	if err != nil {
+		return row{fde: true, cfa: rule{kind: kBad}}
+	}
+	r = rowOf(ctx)
+	// delve parses the 'S' augmentation but does not keep it: read it
+	// from the CIE (the x86-64 psABI's signal frame, glibc's __restore_rt).
+	r.signal = fde.CIE != nil && strings.Contains(fde.CIE.Augmentation, "S")
+	return r
+}
+
+// rowOf converts delve's frame context.
+func rowOf(ctx *frame.FrameContext) row {
+	r := row{fde: true}
+	switch ctx.CFA.Rule {
+	case frame.RuleCFA:
+		r.cfa = rule{kind: kReg, reg: ctx.CFA.Reg, off: ctx.CFA.Offset}
+		if ctx.CFA.Reg != regSP && ctx.CFA.Reg != regBP {
+			r.cfa.kind = kBad // only rsp, rbp and rip are known past frame 0
+		}
+	case frame.RuleExpression:
+		r.cfa = rule{kind: kValExpr, expr: ctx.CFA.Expression}
+	default:
+		r.cfa = rule{kind: kBad}
+	}
+	r.ra = ruleOf(ctx.Regs, ctx.RetAddrReg, kUndef)
+	r.bp = ruleOf(ctx.Regs, regBP, kSame)
+	return r
+}
+
+// ruleOf converts the rule of register reg; missing is the kind of a
+// register without one.
+func ruleOf(regs map[uint64]frame.DWRule, reg uint64, missing kind) rule {
+	dw, ok := regs[reg]
+	if !ok {
+		return rule{kind: missing}
+	}
+	switch dw.Rule {
+	case frame.RuleUndefined:
+		// delve's DW_CFA_restore of a register the CIE left alone yields
+		// RuleUndefined; for rbp that means "unchanged" in practice.
+		return rule{kind: missing}
+	case frame.RuleSameVal:
+		return rule{kind: kSame}
+	case frame.RuleOffset:
+		return rule{kind: kAt, off: dw.Offset}
+	case frame.RuleValOffset:
+		return rule{kind: kVal, off: dw.Offset}
+	case frame.RuleRegister:
+		return rule{kind: kReg, reg: dw.Reg}
+	case frame.RuleExpression:
+		return rule{kind: kExpr, expr: dw.Expression}
+	case frame.RuleValExpression:
+		return rule{kind: kValExpr, expr: dw.Expression}
+	}
+	return rule{kind: kBad}
+}
