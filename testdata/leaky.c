@@ -24,7 +24,9 @@ __attribute__((noinline)) static void *zeroed_block(int i) {
 __attribute__((noinline)) static void *grown_block(int i) {
 	char *p = malloc(100);
 	p[0] = 1;
-	return realloc(p, 200 + i % 3); // LINE:grown
+	char *q = realloc(p, 200 + i % 3); // LINE:grown
+	q[1] = 2; // no tail call: grown_block stays in the backtrace
+	return q;
 }
 
 __attribute__((noinline)) static void *make_block(int i) {
