@@ -45,9 +45,12 @@ func Attach(o AttachOptions) error {
 	if err != nil {
 		return err
 	}
+	if _, err := os.Stat(fmt.Sprintf("/proc/%d", o.Pid)); err != nil {
+		return fmt.Errorf("pid %d: no such process", o.Pid)
+	}
 	exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", o.Pid))
 	if err != nil {
-		return fmt.Errorf("pid %d: no such process (or not yours)", o.Pid)
+		return fmt.Errorf("pid %d: cannot read its executable (a kernel thread, or not yours): %w", o.Pid, err)
 	}
 	resOnly := len(mods) > 0 && o.Dir == ""
 	if o.Dir == "" {

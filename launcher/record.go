@@ -151,6 +151,12 @@ func Record(o RecordOptions) (int, error) {
 	if err != nil {
 		return 2, &UsageError{"-e: " + err.Error()}
 	}
+	var post func(io.Reader, io.Writer) error
+	if o.PostOpts != "" {
+		if post, err = postFunc(o.PostOpts); err != nil {
+			return 2, &UsageError{fmt.Sprintf("-P %q: %v", o.PostOpts, err)}
+		}
+	}
 	// Resource tracing alone records no function calls, unless -d asks
 	// for a uftrace.data directory too.
 	resOnly := len(mods) > 0 && o.Dir == ""
@@ -185,12 +191,7 @@ func Record(o RecordOptions) (int, error) {
 	}
 	var rs *resStream
 	if len(mods) > 0 {
-		rs = &resStream{mods: mods, depth: o.Backtrace, outDir: o.OutDir, postOpts: o.PostOpts, manage: o.Manage || o.Start, start: o.Start, warn: o.Stderr}
-		if o.PostOpts != "" {
-			if rs.post, err = postFunc(o.PostOpts); err != nil {
-				return 2, &UsageError{fmt.Sprintf("-P %q: %v", o.PostOpts, err)}
-			}
-		}
+		rs = &resStream{mods: mods, depth: o.Backtrace, outDir: o.OutDir, postOpts: o.PostOpts, post: post, manage: o.Manage || o.Start, start: o.Start, warn: o.Stderr}
 	}
 	con := &console{w: o.Stderr}
 	var w *uftrace.Writer

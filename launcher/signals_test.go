@@ -140,7 +140,16 @@ func TestRefusals(t *testing.T) {
 		{[]string{"record", "-F", "(", "--", "./script"}, "-F pattern"},
 		{[]string{"record", "-P", "plug_run", "--", "./script"}, "FUNC@LIB"},
 		{[]string{"record", "-P", "(@libplug.so", "--", "./script"}, "-P pattern"},
-		{[]string{"attach", "1"}, "not implemented yet"},
+		{[]string{"attach", "999999999"}, "no such process"},
+		{[]string{"attach", "x"}, "not a process id"},
+		{[]string{"toggle", "999999999"}, "no such process"},
+		{[]string{"toggle", strconv.Itoa(os.Getpid())}, "not traced"},
+		{[]string{"record", "-e", "memroy", "--", "./script"}, "unknown module"},
+		{[]string{"record", "--start", "--", "./script"}, "choose modules with -e"},
+		{[]string{"record", "-e", "memory", "--toggle-signal", "SIGNOPE", "--", "./script"}, "unknown signal"},
+		{[]string{"record", "-e", "memory", "-P", "-l -Z", "--", "./script"}, "-Z"},
+		{[]string{"postproc", "-i", "/nonexistent"}, "cannot read the input"},
+		{[]string{"postproc", "-i", "./script"}, "raw .rtrace stream or sp-rtrace text"},
 	} {
 		r := runCmd(t, tmp, rtraceBin, c.args...)
 		if r.code == 0 || !strings.Contains(r.stderr, c.want) || strings.Contains(r.stderr, "goroutine") {

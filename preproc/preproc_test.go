@@ -129,3 +129,15 @@ func TestRunTruncated(t *testing.T) {
 		t.Errorf("%d whole calls kept, want at least 1", calls)
 	}
 }
+
+func FuzzExecMappings(f *testing.F) {
+	f.Add([]byte(maps1))
+	f.Add([]byte("0-1 r-xp 0 0:0 0 /x\nzz-1 r-xp\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		for _, m := range ExecMappings(data) {
+			if m.Path == "" || m.Path[0] != '/' {
+				t.Errorf("mapping without a path: %+v", m)
+			}
+		}
+	})
+}
