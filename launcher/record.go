@@ -191,7 +191,7 @@ func Record(o RecordOptions) (int, error) {
 	}
 	var rs *resStream
 	if len(mods) > 0 {
-		rs = &resStream{mods: mods, depth: o.Backtrace, outDir: o.OutDir, postOpts: o.PostOpts, post: post, manage: o.Manage || o.Start, start: o.Start, warn: o.Stderr}
+		rs = &resStream{mods: mods, depth: o.Backtrace, outDir: o.OutDir, postOpts: o.PostOpts, post: post, manage: o.Manage, start: o.Start, warn: o.Stderr}
 	}
 	con := &console{w: o.Stderr}
 	var w *uftrace.Writer

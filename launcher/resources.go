@@ -45,6 +45,8 @@ type resStream struct {
 	done    chan error // the in-process pre-processor's result
 	files   []string   // raw or text files written
 	errs    []error
+	broken  bool     // the window's output failed: tell the tracer once
+	markers []string // the state files of the open window
 }
 
 // open starts a window: the pipe of a listener when one waits (the
@@ -66,6 +68,7 @@ func (s *resStream) open(pid int) error {
 				return err
 			}
 			s.out, s.done = f, nil
+			s.mark(pid)
 			return s.begin()
 		}
 	}
@@ -86,8 +89,27 @@ func (s *resStream) open(pid int) error {
 		done <- err
 	}()
 	s.out, s.done = w, done
+	s.mark(pid)
 	return s.begin()
 }
+
+// mark records that a window is open for pid and the root, in the files
+// `rtrace toggle` reads to know whether tracing is on.
+func (s *resStream) mark(pid int) {
+	if privateDir(FIFODir()) != nil {
+		return
+	}
+	for _, p := range []int{pid, s.pid} {
+		m := StatePath(p)
+		if f, err := os.OpenFile(m, os.O_CREATE|os.O_WRONLY|syscall.O_NOFOLLOW, 0o600); err == nil {
+			f.Close()
+			s.markers = append(s.markers, m)
+		}
+	}
+}
+
+// StatePath is the file that exists while tracing of pid is on.
+func StatePath(pid int) string { return FIFOPath(pid) + ".on" }
 
 // begin writes the initial state: header, modules, resources, the mappings
 // known and a NLIB "*" for the pre-processor to rescan.
@@ -122,6 +144,7 @@ func (s *resStream) fail(err error) error {
 	if err != nil {
 		s.errs = append(s.errs, fmt.Errorf("resource stream: %w", err))
 		s.closeOut()
+		s.broken = true
 	}
 	return err
 }
@@ -129,6 +152,10 @@ func (s *resStream) fail(err error) error {
 // closeOut ends the window: NLIB "*" (mappings at the end), flush, close,
 // and wait for the in-process pre-processor to finish its file.
 func (s *resStream) closeOut() {
+	for _, m := range s.markers {
+		os.Remove(m)
+	}
+	s.markers = nil
 	if s.out == nil {
 		return
 	}
@@ -148,6 +175,10 @@ func (s *resStream) closeOut() {
 }
 
 func (s *resStream) call(c *trace.Call) error {
+	if s.broken {
+		s.broken = false
+		return tracer.ErrStreamClosed
+	}
 	if s.w == nil {
 		return nil
 	}

@@ -46,18 +46,18 @@ func toggleOne(o ToggleOptions) error {
 		return err
 	}
 	fifo := FIFOPath(o.Pid)
+	if _, err := os.Lstat(StatePath(o.Pid)); err == nil {
+		// Tracing is on (rtrace keeps this file while a window is open):
+		// turn it off; a listening toggle then sees the end of its stream.
+		if err := unix.Kill(o.Pid, o.Signal); err != nil {
+			return fmt.Errorf("signalling pid %d: %w", o.Pid, err)
+		}
+		fmt.Fprintf(o.Stderr, "rtrace: tracing of pid %d turned off\n", o.Pid)
+		return nil
+	}
 	if fi, err := os.Lstat(fifo); err == nil {
 		if fi.Mode()&os.ModeNamedPipe == 0 {
 			return fmt.Errorf("%s exists and is not a named pipe: remove it", fifo)
-		}
-		// Tracing is on when a listener holds the pipe: turn it off.
-		if f, err := os.OpenFile(fifo, os.O_WRONLY|syscall.O_NONBLOCK|syscall.O_NOFOLLOW, 0); err == nil {
-			f.Close()
-			if err := unix.Kill(o.Pid, o.Signal); err != nil {
-				return fmt.Errorf("signalling pid %d: %w", o.Pid, err)
-			}
-			fmt.Fprintf(o.Stderr, "rtrace: tracing of pid %d turned off\n", o.Pid)
-			return nil
 		}
 		os.Remove(fifo) // stale: its listener is gone
 	}

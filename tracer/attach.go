@@ -23,6 +23,7 @@ const wakeSignal = unix.SIGURG
 // attachState is what an attach adds to a Tracer.
 type attachState struct {
 	attached  bool
+	target    atomic.Int64 // the attached pid, for Detach
 	detachReq atomic.Bool
 	detached  bool
 	pending   map[int]unix.Signal // signals held while threads are parked
@@ -33,6 +34,7 @@ type attachState struct {
 // Detaching removes every breakpoint and restores every original byte,
 // return address and USDT semaphore: the process goes on unharmed.
 func (t *Tracer) Attach(pid int) (*Result, error) {
+	t.target.Store(int64(pid))
 	t.th = ptrace.NewThread()
 	defer t.th.Close()
 	var runErr error
@@ -47,11 +49,19 @@ func (t *Tracer) Attach(pid int) (*Result, error) {
 }
 
 // Detach asks an attached tracer to detach (safe from any goroutine).
+// The wake signal goes to every thread: one that blocks it (a daemon's
+// signal-handling thread layout) does not report it, another will.
 func (t *Tracer) Detach() {
 	if t.detachReq.Swap(true) {
 		return
 	}
-	unix.Tgkill(t.root, t.root, wakeSignal)
+	pid := int(t.target.Load())
+	tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	for _, e := range tasks {
+		if tid, err := strconv.Atoi(e.Name()); err == nil {
+			unix.Tgkill(pid, tid, wakeSignal)
+		}
+	}
 }
 
 // attach is the whole attached trace, on the tracer thread.
@@ -79,9 +89,18 @@ func (t *Tracer) attach(pid int) error {
 	if t.cfg.Started != nil {
 		t.cfg.Started(pid)
 	}
+	if t.detachReq.Load() { // asked while rtrace was setting up
+		t.detachAll(nil)
+		t.flushAll()
+		return nil
+	}
 	for tid, th := range t.threads {
 		th.parked = false
-		resume(tid, t.pending[tid])
+		if th.groupStop {
+			ptrace.Listen(tid) // it was stopped (SIGSTOP) before rtrace came
+		} else {
+			resume(tid, t.pending[tid])
+		}
 		delete(t.pending, tid)
 	}
 	err = t.loop()
@@ -153,6 +172,10 @@ func (t *Tracer) park() error {
 			switch {
 			case event == unix.PTRACE_EVENT_STOP:
 				th.parked = true
+				switch sig {
+				case unix.SIGSTOP, unix.SIGTSTP, unix.SIGTTIN, unix.SIGTTOU:
+					th.groupStop = true
+				}
 			case sig == unix.SIGTRAP && event == 0 && th.proc != nil:
 				t.trap(th, &regs, now())
 			case event != 0:
@@ -165,8 +188,8 @@ func (t *Tracer) park() error {
 					resume(tid, 0)
 				}
 			default:
-				if sig == wakeSignal && t.detachReq.Load() {
-					sig = 0
+				if sig == wakeSignal && t.detachReq.Load() || sig == t.cfg.ToggleSignal && len(t.cfg.Modules) > 0 {
+					sig = 0 // rtrace's own (a toggle while parked is dropped)
 				}
 				t.pending[tid] = sig
 				th.parked = true
@@ -195,9 +218,6 @@ func (t *Tracer) detachAll(first *thread) {
 		return
 	}
 	t.detached = true
-	for _, p := range t.procs {
-		t.disarmAll(p)
-	}
 	for tid := range t.threads {
 		if first == nil || tid != first.tid {
 			ptrace.Interrupt(tid)
@@ -208,6 +228,10 @@ func (t *Tracer) detachAll(first *thread) {
 	}
 	if err := t.park(); err != nil {
 		fmt.Fprintf(t.cfg.Warn, "rtrace: warning: %v\n", err)
+	}
+	// Every thread is stopped: no one runs code while it is rewritten.
+	for _, p := range t.procs {
+		t.disarmAll(p)
 	}
 	for _, th := range t.threads {
 		if th.proc != nil {
@@ -301,6 +325,11 @@ func (t *Tracer) leaveScratch(th *thread) {
 				}
 			}
 			regs.Rip = b.Plan.Patch
+			if len(b.Plan.Jmp) == 8 {
+				// A GOT slot's trampoline (-fno-plt): Patch is the slot, and
+				// the call it made goes on to the function the slot held.
+				regs.Rip = binary.LittleEndian.Uint64(b.Plan.Orig)
+			}
 			ptrace.SetRegs(th.tid, &regs)
 			continue
 		}

@@ -49,6 +49,8 @@ type thread struct {
 	jmpbufs  map[uint64]int // shadow stack depth at setjmp, by jmp_buf address
 	inRes    int            // resource calls open: a nested one is not reported
 	parked   bool           // stopped by rtrace for an attach or detach
+	// groupStop: it was in a group-stop (SIGSTOP) when attached.
+	groupStop bool
 }
 
 // enter pushes a frame for a call of f and returns whether it is recorded,

@@ -2,6 +2,7 @@ package tracer
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -109,7 +110,12 @@ func (t *Tracer) resExit(th *thread, fr *frame, regs *unix.PtraceRegs) {
 		if alloc || t.cfg.BacktraceAll {
 			tc.Frames = c.frames
 		}
-		t.emit(t.sink.Call(tc))
+		if err := t.sink.Call(tc); errors.Is(err, ErrStreamClosed) {
+			fmt.Fprintf(t.cfg.Warn, "rtrace: the resource stream was closed (its reader is gone): tracing turned off\n")
+			t.setRes(false)
+		} else {
+			t.emit(err)
+		}
 	}
 	failedPtr := ret == 0 || ret == ^uint64(0)
 	failedFd := int64(ret) < 0 || int32(ret) < 0

@@ -1,6 +1,7 @@
 package tracer
 
 import (
+	"errors"
 	"fmt"
 	"os"
 
@@ -18,6 +19,15 @@ func (t *Tracer) toggle(pid int) {
 		fmt.Fprintf(t.cfg.Warn, "rtrace: cannot turn tracing on: %v\n", err)
 		return
 	}
+	t.setRes(on)
+}
+
+// ErrStreamClosed is what Sink.Call returns once the resource stream is
+// gone (a listener died): reporting is then turned off, as a toggle would.
+var ErrStreamClosed = errors.New("resource stream closed")
+
+// setRes turns resource reporting on or off in every traced process.
+func (t *Tracer) setRes(on bool) {
 	t.resOn = on
 	for _, p := range t.procs {
 		mem, err := os.OpenFile(fmt.Sprintf("/proc/%d/mem", p.pid), os.O_RDWR, 0)
