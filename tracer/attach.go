@@ -35,17 +35,7 @@ type attachState struct {
 // return address and USDT semaphore: the process goes on unharmed.
 func (t *Tracer) Attach(pid int) (*Result, error) {
 	t.target.Store(int64(pid))
-	t.th = ptrace.NewThread()
-	defer t.th.Close()
-	var runErr error
-	t.th.Do(func() { runErr = t.attach(pid) })
-	t.result.Events = t.events.Load()
-	t.result.Skipped = t.skipped
-	t.result.Int3Entries = t.int3s
-	if runErr == nil {
-		runErr = t.err
-	}
-	return &t.result, runErr
+	return t.onThread(func() error { return t.attach(pid) })
 }
 
 // Detach asks an attached tracer to detach (safe from any goroutine).

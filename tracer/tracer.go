@@ -133,10 +133,15 @@ func (t *Tracer) Run() (*Result, error) {
 	if err != nil {
 		return nil, fmt.Errorf("program %s: %w", t.cfg.Path, err)
 	}
+	return t.onThread(func() error { return t.run(path) })
+}
+
+// onThread runs trace on a new ptrace thread and returns the result.
+func (t *Tracer) onThread(trace func() error) (*Result, error) {
 	t.th = ptrace.NewThread()
 	defer t.th.Close()
 	var runErr error
-	t.th.Do(func() { runErr = t.run(path) })
+	t.th.Do(func() { runErr = trace() })
 	t.result.Events = t.events.Load()
 	t.result.Skipped = t.skipped
 	t.result.Int3Entries = t.int3s
