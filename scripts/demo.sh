@@ -5,7 +5,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 mkdir -p demo
 gcc -O0 -g -o demo/sample testdata/sample.c
-echo "== rtrace record -d demo/uftrace.data -- demo/sample"
+gcc -O2 -g -o demo/leaky testdata/leaky.c
+echo "== rtrace record -e memory --start -o demo/raw -- demo/leaky   (resource tracing)"
+rm -rf demo/raw
+bin/rtrace record -e memory --start -o demo/raw -- demo/leaky
+echo "== rtrace postproc -l -c -i demo/raw/*.rtrace | rtrace resolve   (the leaks, grouped by backtrace)"
+bin/rtrace postproc -l -c -i demo/raw/*.rtrace | bin/rtrace resolve
+echo "== rtrace record -d demo/uftrace.data -- demo/sample   (function tracing)"
 rm -rf demo/uftrace.data
 bin/rtrace record -d demo/uftrace.data -- demo/sample
 if ! command -v uftrace >/dev/null; then
