@@ -10,7 +10,7 @@ import (
 // prints as text that reads back to the same text (the writer's output is
 // a fixed point of read-then-write).
 func FuzzReader(f *testing.F) {
-	files, _ := filepath.Glob(filepath.Join("testdata", "sample.txt*"))
+	files, _ := filepath.Glob(filepath.Join(goldenDir, "sample.txt*"))
 	for _, name := range files {
 		b, err := os.ReadFile(name)
 		if err != nil {

@@ -55,9 +55,13 @@ func encode(t testing.TB, items []trace.Item) string {
 	return buf.String()
 }
 
+// goldenDir holds sp-rtrace's post-processor golden files; the text codec
+// reads them from the post-processor's test data rather than a copy.
+var goldenDir = filepath.Join("..", "..", "postproc", "testdata", "sp-rtrace-postproc")
+
 func testdata(t *testing.T, name string) string {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("testdata", name))
+	b, err := os.ReadFile(filepath.Join(goldenDir, name))
 	if err != nil {
 		t.Fatal(err)
 	}
