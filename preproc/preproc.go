@@ -8,10 +8,10 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 
 	"rtrace/internal/trace"
+	"rtrace/internal/uftrace"
 	"rtrace/internal/wire"
 )
 
@@ -145,24 +145,17 @@ func (p *pass) rescan() error {
 }
 
 // ExecMappings returns the executable file mappings of a /proc/<pid>/maps
-// text, as MMAP packets carry them.
+// text, as MMAP packets carry them (nil for text that is not maps).
 func ExecMappings(maps []byte) []trace.Mapping {
+	mm, err := uftrace.ParseMaps(bytes.NewReader(maps))
+	if err != nil {
+		return nil
+	}
 	var out []trace.Mapping
-	for _, line := range bytes.Split(maps, []byte("\n")) {
-		f := strings.Fields(string(line))
-		if len(f) < 6 || len(f[1]) < 3 || f[1][2] != 'x' || !strings.HasPrefix(f[5], "/") {
-			continue
+	for _, m := range mm {
+		if len(m.Perm) >= 3 && m.Perm[2] == 'x' && strings.HasPrefix(m.Path, "/") {
+			out = append(out, trace.Mapping{From: m.Start, To: m.End, Path: m.Path})
 		}
-		from, to, ok := strings.Cut(f[0], "-")
-		if !ok {
-			continue
-		}
-		a, err1 := strconv.ParseUint(from, 16, 64)
-		b, err2 := strconv.ParseUint(to, 16, 64)
-		if err1 != nil || err2 != nil {
-			continue
-		}
-		out = append(out, trace.Mapping{From: a, To: b, Path: strings.Join(f[5:], " ")})
 	}
 	return out
 }
@@ -185,7 +178,14 @@ func (o Options) output(pid int) (io.Writer, string, error) {
 	if o.Post != nil {
 		ext = ".rtrace.txt"
 	}
-	for n := 0; n < 100000; n++ {
+	return Create(dir, pid, ext)
+}
+
+// Create makes a new file <pid>-<n><ext> in dir, n counted up from 0
+// until the name is free (sp-rtrace's naming); O_EXCL, so no file is ever
+// overwritten.
+func Create(dir string, pid int, ext string) (*os.File, string, error) {
+	for n := 0; n < 1<<20; n++ {
 		path := filepath.Join(dir, fmt.Sprintf("%d-%d%s", pid, n, ext))
 		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 		if errors.Is(err, os.ErrExist) {
@@ -196,5 +196,5 @@ func (o Options) output(pid int) (io.Writer, string, error) {
 		}
 		return f, path, nil
 	}
-	return nil, "", fmt.Errorf("no free name for pid %d in %s", pid, dir)
+	return nil, "", fmt.Errorf("no free %d-<n>%s name in %s", pid, ext, dir)
 }

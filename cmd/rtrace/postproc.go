@@ -1,12 +1,10 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -14,6 +12,7 @@ import (
 	"rtrace/internal/rtext"
 	"rtrace/internal/trace"
 	"rtrace/postproc"
+	"rtrace/preproc"
 	"rtrace/resolver"
 )
 
@@ -169,18 +168,11 @@ func openOutput(path string, pid int, stdout io.Writer) (io.Writer, string, erro
 		}
 		return f, path, nil
 	}
-	for n := 0; n < 1<<20; n++ {
-		name := filepath.Join(path, fmt.Sprintf("%d-%d.rtrace.txt", pid, n))
-		f, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
-		if errors.Is(err, fs.ErrExist) {
-			continue
-		}
-		if err != nil {
-			return nil, "", fmt.Errorf("cannot create the output: %w", err)
-		}
-		return f, name, nil
+	f, name, err := preproc.Create(path, pid, ".rtrace.txt")
+	if err != nil {
+		return nil, "", fmt.Errorf("cannot create the output: %w", err)
 	}
-	return nil, "", fmt.Errorf("output directory %s: no free %d-<n>.rtrace.txt name", path, pid)
+	return f, name, nil
 }
 
 // replay is a trace.Reader that returns first, then what rest returns.
