@@ -253,23 +253,16 @@ func (t *Tracer) disarmAll(p *process) {
 	defer mem.Close()
 	im := p.image
 	im.bps.All(func(b *bp.Breakpoint) {
-		var err error
-		switch {
-		case b.Plan.Action == bp.Detoured:
-			_, err = mem.WriteAt(b.Plan.Orig, int64(b.Plan.Patch))
-		case !im.inScratch(b.Addr):
-			_, err = mem.WriteAt([]byte{b.Orig}, int64(b.Addr))
+		addr, orig := entryPatch(b, false)
+		if im.inScratch(addr) {
+			return // rtrace's own code (return breakpoints): stays mapped
 		}
-		if err != nil {
-			fmt.Fprintf(t.cfg.Warn, "rtrace: warning: restoring %#x in pid %d: %v\n", b.Addr, p.pid, err)
+		if _, err := mem.WriteAt(orig, int64(addr)); err != nil {
+			fmt.Fprintf(t.cfg.Warn, "rtrace: warning: restoring %#x in pid %d: %v\n", addr, p.pid, err)
 		}
 	})
 	for _, sem := range im.semaphores {
-		var c [2]byte
-		if _, err := mem.ReadAt(c[:], int64(sem)); err == nil {
-			binary.LittleEndian.PutUint16(c[:], binary.LittleEndian.Uint16(c[:])-1)
-			mem.WriteAt(c[:], int64(sem))
-		}
+		addSemaphore(mem, sem, ^uint16(0)) // -1
 	}
 }
 

@@ -112,14 +112,19 @@ func bumpSemaphore(mem *os.File, p usdt.Probe, bias uint64) error {
 	if p.Semaphore == 0 {
 		return nil
 	}
+	return addSemaphore(mem, p.Semaphore+bias, 1)
+}
+
+// addSemaphore adds delta to the 16-bit USDT semaphore at addr: +1 when
+// rtrace plants a probe, -1 when a detach takes it out.
+func addSemaphore(mem *os.File, addr uint64, delta uint16) error {
 	var c [2]byte
-	sem := int64(p.Semaphore + bias)
-	if _, err := mem.ReadAt(c[:], sem); err != nil {
+	if _, err := mem.ReadAt(c[:], int64(addr)); err != nil {
 		return fmt.Errorf("reading its semaphore: %w", err)
 	}
-	binary.LittleEndian.PutUint16(c[:], binary.LittleEndian.Uint16(c[:])+1)
-	if _, err := mem.WriteAt(c[:], sem); err != nil {
-		return fmt.Errorf("bumping its semaphore: %w", err)
+	binary.LittleEndian.PutUint16(c[:], binary.LittleEndian.Uint16(c[:])+delta)
+	if _, err := mem.WriteAt(c[:], int64(addr)); err != nil {
+		return fmt.Errorf("writing its semaphore: %w", err)
 	}
 	return nil
 }

@@ -55,8 +55,9 @@ func (t *Tracer) armRes(mem *os.File, im *image, lo, hi int, on bool) {
 	})
 }
 
-// entryPatch is where a function breakpoint's entry instrumentation goes
-// and its bytes: armed (the detour jmp or an int3) or not (the original).
+// entryPatch is where a breakpoint's instrumentation goes and its bytes:
+// armed (the detour jmp or GOT slot value, or an int3) or not (the
+// original bytes).
 func entryPatch(b *bp.Breakpoint, armed bool) (uint64, []byte) {
 	if b.Plan.Action == bp.Detoured {
 		if armed {
