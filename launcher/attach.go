@@ -59,22 +59,16 @@ func Attach(o AttachOptions) error {
 	con := &console{w: o.Stderr}
 	var sink tracer.Sink = nopSink{}
 	var us *uftraceSink
-	var w *uftrace.Writer
 	if !resOnly {
-		if err := moveAside(o.Dir); err != nil {
-			return err
-		}
 		info := uftrace.Info{ExeName: exe, Cmdline: o.Cmdline, Version: "rtrace " + o.Version}
-		uftrace.FillSystemInfo(&info)
-		if w, err = uftrace.Create(o.Dir, info); err != nil {
+		if us, err = newUftraceSink(o.Dir, info, con, false); err != nil {
 			return err
 		}
-		us = &uftraceSink{w: w, warn: con, modules: map[string]bool{}}
 		sink = us
 	}
 	var rs *resStream
 	if len(mods) > 0 {
-		rs = &resStream{mods: mods, depth: o.Backtrace, outDir: o.OutDir, postOpts: o.PostOpts, manage: true, start: true, warn: o.Stderr}
+		rs = &resStream{mods: mods, depth: o.Backtrace, outDir: o.OutDir, postOpts: o.PostOpts, manage: true, start: true}
 		if o.PostOpts != "" {
 			if rs.post, err = postFunc(o.PostOpts); err != nil {
 				return &UsageError{fmt.Sprintf("-P %q: %v", o.PostOpts, err)}
@@ -119,7 +113,7 @@ func Attach(o AttachOptions) error {
 		errs = append(errs, runErr)
 	}
 	if us != nil {
-		errs = append(errs, us.close(), finish(w, res, start))
+		errs = append(errs, us.close(), finish(us.w, res, start))
 		fmt.Fprintf(o.Stderr, "rtrace: detached from pid %d, function trace saved in %s\n", o.Pid, o.Dir)
 	}
 	if rs != nil {

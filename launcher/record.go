@@ -191,28 +191,16 @@ func Record(o RecordOptions) (int, error) {
 	}
 	var rs *resStream
 	if len(mods) > 0 {
-		rs = &resStream{mods: mods, depth: o.Backtrace, outDir: o.OutDir, postOpts: o.PostOpts, post: post, manage: o.Manage, start: o.Start, warn: o.Stderr}
+		rs = &resStream{mods: mods, depth: o.Backtrace, outDir: o.OutDir, postOpts: o.PostOpts, post: post, manage: o.Manage, start: o.Start}
 	}
 	con := &console{w: o.Stderr}
-	var w *uftrace.Writer
 	var us *uftraceSink
 	var sink tracer.Sink = nopSink{}
 	if !resOnly {
-		if err := moveAside(o.Dir); err != nil {
+		info := uftrace.Info{ExeName: prog, BuildID: ef.BuildID, Cmdline: o.Cmdline, Version: "rtrace " + o.Version, ArgSpecs: specLines}
+		if us, err = newUftraceSink(o.Dir, info, con, o.AutoArgs); err != nil {
 			return 1, err
 		}
-		info := uftrace.Info{
-			ExeName:  prog,
-			BuildID:  ef.BuildID,
-			Cmdline:  o.Cmdline,
-			Version:  "rtrace " + o.Version,
-			ArgSpecs: specLines,
-		}
-		uftrace.FillSystemInfo(&info)
-		if w, err = uftrace.Create(o.Dir, info); err != nil {
-			return 1, err
-		}
-		us = &uftraceSink{w: w, warn: con, modules: map[string]bool{}, autoArgs: o.AutoArgs}
 		sink = us
 	}
 	if rs != nil {
@@ -285,7 +273,7 @@ func Record(o RecordOptions) (int, error) {
 	var finishErr error
 	saved := o.Dir
 	if us != nil {
-		finishErr = errors.Join(us.close(), finish(w, res, start))
+		finishErr = errors.Join(us.close(), finish(us.w, res, start))
 	}
 	if rs != nil {
 		files, err := rs.close()

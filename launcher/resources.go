@@ -34,7 +34,6 @@ type resStream struct {
 	post     func(io.Reader, io.Writer) error // nil: raw files
 	manage   bool                             // --manage-preproc: never wait for a listener
 	start    bool                             // --start: the first window opens at the start
-	warn     io.Writer
 
 	mu      sync.Mutex
 	pid     int

@@ -14,6 +14,20 @@ import (
 	"rtrace/tracer"
 )
 
+// newUftraceSink creates the uftrace.data directory dir (an existing one
+// is moved aside to dir.old) with info and the machine's facts.
+func newUftraceSink(dir string, info uftrace.Info, warn io.Writer, autoArgs bool) (*uftraceSink, error) {
+	if err := moveAside(dir); err != nil {
+		return nil, err
+	}
+	uftrace.FillSystemInfo(&info)
+	w, err := uftrace.Create(dir, info)
+	if err != nil {
+		return nil, err
+	}
+	return &uftraceSink{w: w, warn: warn, modules: map[string]bool{}, autoArgs: autoArgs}, nil
+}
+
 // uftraceSink writes what the tracer sees into a uftrace.data directory,
 // with the resolver's .sym and .dbg files for each executable.
 type uftraceSink struct {
