@@ -232,7 +232,7 @@ func (t *Tracer) backtrace(th *thread, regs unwind.Regs, depth int) []uint64 {
 	if im.unwinder == nil {
 		return nil
 	}
-	mem := &shadowMem{tid: th.tid, th: th}
+	mem := &shadowMem{mem: unwind.ProcMem(th.tid), th: th}
 	if im.isRet(regs.PC) {
 		// A hijacked return address (a traced PLT stub jumped here).
 		for i := len(th.stack) - 1; i >= 0; i-- {
@@ -248,17 +248,13 @@ func (t *Tracer) backtrace(th *thread, regs unwind.Regs, depth int) []uint64 {
 // shadowMem reads the target's memory with the real return addresses in
 // the slots rtrace hijacked.
 type shadowMem struct {
-	tid int
+	mem unwind.Memory
 	th  *thread
 }
 
 func (m *shadowMem) ReadMemory(buf []byte, addr uint64) (int, error) {
-	n, err := unix.ProcessVMReadv(m.tid, []unix.Iovec{{Base: &buf[0], Len: uint64(len(buf))}},
-		[]unix.RemoteIovec{{Base: uintptr(addr), Len: len(buf)}}, 0)
+	n, err := m.mem.ReadMemory(buf, addr)
 	if n <= 0 {
-		if err == nil {
-			err = fmt.Errorf("reading %#x: nothing read", addr)
-		}
 		return 0, err
 	}
 	for _, fr := range m.th.stack {
