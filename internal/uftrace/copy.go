@@ -8,10 +8,21 @@ import (
 	"path/filepath"
 )
 
+// Filter chooses the records Copy writes. Record is given every record in
+// time order and emits what is to be written (possibly changed, possibly
+// later, possibly none); End is called once at the end of the input for
+// what the filter still holds. Emitted records of one task must keep
+// their time order.
+type Filter interface {
+	Record(it *Item, emit func(*Item) error) error
+	End(emit func(*Item) error) error
+}
+
 // Copy writes everything r holds into a new directory dst through a Writer:
 // info, task.txt, maps, symbols, debug info, events, extern data and every
-// record with its payload. It consumes r's records.
-func Copy(r *Reader, dst string) error {
+// record with its payload, or with f the records f emits. It consumes r's
+// records.
+func Copy(r *Reader, dst string, f Filter) error {
 	info := *r.Info
 	info.TaskIDs = nil
 	w, err := Create(dst, info)
@@ -22,16 +33,26 @@ func Copy(r *Reader, dst string) error {
 		w.Close()
 		return err
 	}
+	emit := func(it *Item) error { return w.Append(it.Tid, it.Record, it.Payload) }
 	for {
 		it, err := r.Next()
 		if err == io.EOF {
 			break
 		}
+		if err == nil {
+			if f != nil {
+				err = f.Record(it, emit)
+			} else {
+				err = emit(it)
+			}
+		}
 		if err != nil {
 			w.Close()
 			return err
 		}
-		if err := w.Append(it.Tid, it.Record, it.Payload); err != nil {
+	}
+	if f != nil {
+		if err := f.End(emit); err != nil {
 			w.Close()
 			return err
 		}

@@ -1,0 +1,254 @@
+package postproc
+
+import (
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"rtrace/internal/uftrace"
+)
+
+// FuncOptions are the function-trace filters of a uftrace.data input
+// (uftrace's own record and replay options of the same letters).
+type FuncOptions struct {
+	Filters   []Pattern // -F: keep these functions and what they call
+	NoTrace   []Pattern // -N: drop these functions and what they call
+	Depth     int       // -D: keep calls nested less than this deep (0: any)
+	Threshold uint64    // -t: drop calls shorter than this many ns
+	Tids      map[int]bool
+}
+
+// Active says whether any filter is set.
+func (o FuncOptions) Active() bool {
+	return len(o.Filters) > 0 || len(o.NoTrace) > 0 || o.Depth > 0 || o.Threshold > 0 || len(o.Tids) > 0
+}
+
+// regexChars make a pattern a regular expression; without them it is a
+// name (uftrace, utils/filter.h REGEX_CHARS).
+const regexChars = ".?*+-^$|()[]{}"
+
+// Pattern matches function names as uftrace's filters do: an exact name,
+// or, when the pattern has one of regexChars, an unanchored regex search.
+type Pattern struct {
+	name string
+	re   *regexp.Regexp
+}
+
+// ParsePattern compiles a -F/-N pattern.
+func ParsePattern(s string) (Pattern, error) {
+	if s == "" {
+		return Pattern{}, fmt.Errorf("empty function pattern")
+	}
+	if !strings.ContainsAny(s, regexChars) {
+		return Pattern{name: s}, nil
+	}
+	re, err := regexp.Compile(s)
+	if err != nil {
+		return Pattern{}, fmt.Errorf("function pattern %q: %w", s, err)
+	}
+	return Pattern{re: re}, nil
+}
+
+// Match says whether the function name matches.
+func (p Pattern) Match(name string) bool {
+	if p.re != nil {
+		return p.re.MatchString(name)
+	}
+	return name == p.name
+}
+
+func matchAny(ps []Pattern, name string) bool {
+	for _, p := range ps {
+		if p.Match(name) {
+			return true
+		}
+	}
+	return false
+}
+
+// ParseThreshold reads a -t time: a number with a unit (ns, us, ms, s, m),
+// or a bare number of nanoseconds.
+func ParseThreshold(s string) (uint64, error) {
+	if n, err := strconv.ParseUint(s, 10, 64); err == nil {
+		return n, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d < 0 {
+		return 0, fmt.Errorf("time threshold %q: want a duration such as 100us, 2ms or 1.5s", s)
+	}
+	return uint64(d), nil
+}
+
+// NewFuncFilter returns the uftrace.Filter of o, for uftrace.Copy.
+func NewFuncFilter(o FuncOptions) uftrace.Filter {
+	return &funcFilter{opts: o, tasks: map[int]*funcTask{}}
+}
+
+// funcFilter follows each task's call stack from the records' depths. A
+// call is kept when it is under a -F function (or there is no -F), under
+// no -N function, and fewer than -D kept calls deep; kept records are
+// written with their depth among kept calls. With -t an entry waits on
+// the stack until its exit shows the call lasted long enough; a call that
+// does makes its waiting callers pass too (they lasted longer), so the
+// filter holds at most one stack of entries per task.
+type funcFilter struct {
+	opts  FuncOptions
+	tasks map[int]*funcTask
+}
+
+type funcTask struct {
+	stack []funcFrame
+	last  uint64 // time of the task's last record
+}
+
+// funcFrame is one call on a task's stack.
+type funcFrame struct {
+	addr    uint64
+	inDepth int  // the record's depth
+	in, out bool // under a -F function; under a -N function
+	kept    bool
+	depth   int           // output depth when kept
+	nkept   int           // kept calls on the stack up to this one
+	entry   uint64        // entry time
+	pending *uftrace.Item // -t: entry not yet written
+}
+
+func (f *funcFilter) Record(it *uftrace.Item, emit func(*uftrace.Item) error) error {
+	if len(f.opts.Tids) > 0 && !f.opts.Tids[it.Tid] {
+		return nil
+	}
+	t := f.tasks[it.Tid]
+	if t == nil {
+		t = &funcTask{}
+		f.tasks[it.Tid] = t
+	}
+	t.last = it.Time
+	switch it.Type {
+	case uftrace.Entry:
+		return f.entry(t, it, emit)
+	case uftrace.Exit:
+		return f.exit(t, it, emit)
+	}
+	// Events and lost records belong to the innermost call.
+	top := f.top(t)
+	if !f.inside(top) {
+		return nil
+	}
+	if err := f.flush(t, len(t.stack), emit); err != nil {
+		return err
+	}
+	it.Depth = top.nkept
+	return emit(it)
+}
+
+// top is the innermost open call (a frame for "no call" when none is).
+func (f *funcFilter) top(t *funcTask) funcFrame {
+	if len(t.stack) == 0 {
+		return funcFrame{in: len(f.opts.Filters) == 0}
+	}
+	return t.stack[len(t.stack)-1]
+}
+
+// unwind pops the calls a record of depth d shows to be over.
+func (t *funcTask) unwind(d int) {
+	n := len(t.stack)
+	for n > 0 && t.stack[n-1].inDepth >= d {
+		n--
+	}
+	t.stack = t.stack[:n]
+}
+
+// inside says whether calls under fr are kept by -F and -N.
+func (f *funcFilter) inside(fr funcFrame) bool { return fr.in && !fr.out }
+
+func (f *funcFilter) entry(t *funcTask, it *uftrace.Item, emit func(*uftrace.Item) error) error {
+	t.unwind(it.Depth)
+	p := f.top(t)
+	fr := funcFrame{
+		addr:    it.Addr,
+		inDepth: it.Depth,
+		in:      p.in || matchAny(f.opts.Filters, it.Func),
+		out:     p.out || matchAny(f.opts.NoTrace, it.Func),
+		depth:   p.nkept,
+		entry:   it.Time,
+	}
+	fr.kept = f.inside(fr) && (f.opts.Depth == 0 || fr.depth < f.opts.Depth)
+	fr.nkept = p.nkept
+	if fr.kept {
+		fr.nkept++
+		it.Depth = fr.depth
+		if f.opts.Threshold > 0 {
+			fr.pending = it
+		} else if err := emit(it); err != nil {
+			return err
+		}
+	}
+	t.stack = append(t.stack, fr)
+	return nil
+}
+
+func (f *funcFilter) exit(t *funcTask, it *uftrace.Item, emit func(*uftrace.Item) error) error {
+	t.unwind(it.Depth + 1)
+	d := len(t.stack) - 1
+	if d < 0 || t.stack[d].inDepth != it.Depth || t.stack[d].addr != it.Addr {
+		// No entry seen (tracing started inside the call): keep the exit
+		// only where nothing had to be known about the call.
+		p := f.top(t)
+		if f.opts.Threshold > 0 || len(f.opts.Filters) > 0 || !f.inside(p) ||
+			f.opts.Depth > 0 && p.nkept >= f.opts.Depth {
+			return nil
+		}
+		it.Depth = p.nkept
+		return emit(it)
+	}
+	fr := t.stack[d]
+	t.stack = t.stack[:d]
+	if !fr.kept {
+		return nil
+	}
+	if fr.pending != nil && it.Time-fr.entry < f.opts.Threshold {
+		return nil
+	}
+	t.stack = append(t.stack, fr)
+	err := f.flush(t, d+1, emit)
+	t.stack = t.stack[:d]
+	if err != nil {
+		return err
+	}
+	it.Depth = fr.depth
+	return emit(it)
+}
+
+// flush writes the waiting entries of the first n frames, outermost first.
+func (f *funcFilter) flush(t *funcTask, n int, emit func(*uftrace.Item) error) error {
+	for i := range t.stack[:n] {
+		fr := &t.stack[i]
+		if fr.pending == nil {
+			continue
+		}
+		if err := emit(fr.pending); err != nil {
+			return err
+		}
+		fr.pending = nil
+	}
+	return nil
+}
+
+// End writes the calls still open whose run so far passes -t: uftrace shows
+// a call without exit as lasting to the end of its task's data.
+func (f *funcFilter) End(emit func(*uftrace.Item) error) error {
+	for _, t := range f.tasks {
+		n := 0
+		for i, fr := range t.stack {
+			if fr.pending != nil && t.last-fr.entry >= f.opts.Threshold {
+				n = i + 1
+			}
+		}
+		if err := f.flush(t, n, emit); err != nil {
+			return err
+		}
+	}
+	return nil
+}

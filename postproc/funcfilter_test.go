@@ -1,0 +1,158 @@
+package postproc
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"rtrace/internal/uftrace"
+)
+
+// callTree builds the records of one task from a compact script: "+f" enters
+// f, "-" leaves the innermost call; each step takes 10 ns, and "~N" lets N
+// ns pass.
+func callTree(tid int, script string) []*uftrace.Item {
+	var out []*uftrace.Item
+	var stack []string
+	now := uint64(100)
+	for _, tok := range strings.Fields(script) {
+		switch {
+		case strings.HasPrefix(tok, "~"):
+			var n uint64
+			fmt.Sscan(tok[1:], &n)
+			now += n
+			continue
+		case strings.HasPrefix(tok, "+"):
+			name := tok[1:]
+			out = append(out, &uftrace.Item{Tid: tid, Func: name, Record: uftrace.Record{
+				Time: now, Type: uftrace.Entry, Depth: len(stack), Addr: addrOf(name)}})
+			stack = append(stack, name)
+		case tok == "-":
+			name := stack[len(stack)-1]
+			stack = stack[:len(stack)-1]
+			out = append(out, &uftrace.Item{Tid: tid, Func: name, Record: uftrace.Record{
+				Time: now, Type: uftrace.Exit, Depth: len(stack), Addr: addrOf(name)}})
+		}
+		now += 10
+	}
+	return out
+}
+
+func addrOf(name string) uint64 {
+	var h uint64 = 0x1000
+	for _, c := range name {
+		h = h*31 + uint64(c)
+	}
+	return h & 0xffffff
+}
+
+// render prints emitted records as "+name@depth" / "-name@depth".
+func runFilter(t *testing.T, o FuncOptions, items []*uftrace.Item) string {
+	t.Helper()
+	f := NewFuncFilter(o)
+	var b strings.Builder
+	last := map[int]uint64{}
+	emit := func(it *uftrace.Item) error {
+		if it.Time < last[it.Tid] {
+			t.Fatalf("task %d: record at %d after %d", it.Tid, it.Time, last[it.Tid])
+		}
+		last[it.Tid] = it.Time
+		sign := "+"
+		if it.Type == uftrace.Exit {
+			sign = "-"
+		}
+		fmt.Fprintf(&b, "%s%s@%d ", sign, it.Func, it.Depth)
+		return nil
+	}
+	for _, it := range items {
+		if err := f.Record(it, emit); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := f.End(emit); err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(b.String())
+}
+
+func mustPatterns(t *testing.T, ss ...string) []Pattern {
+	var ps []Pattern
+	for _, s := range ss {
+		p, err := ParsePattern(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ps = append(ps, p)
+	}
+	return ps
+}
+
+func TestFuncFilter(t *testing.T) {
+	const tree = "+main +a +b - - +c ~500 +a - - - "
+	for _, tc := range []struct {
+		name string
+		opts FuncOptions
+		want string
+	}{
+		{"none", FuncOptions{}, "+main@0 +a@1 +b@2 -b@2 -a@1 +c@1 +a@2 -a@2 -c@1 -main@0"},
+		{"-F a", FuncOptions{Filters: mustPatterns(t, "a")}, "+a@0 +b@1 -b@1 -a@0 +a@0 -a@0"},
+		{"-F regex", FuncOptions{Filters: mustPatterns(t, "^[bc]$")}, "+b@0 -b@0 +c@0 +a@1 -a@1 -c@0"},
+		{"-N a", FuncOptions{NoTrace: mustPatterns(t, "a")}, "+main@0 +c@1 -c@1 -main@0"},
+		{"-F c -N a", FuncOptions{Filters: mustPatterns(t, "c"), NoTrace: mustPatterns(t, "a")}, "+c@0 -c@0"},
+		{"-D 2", FuncOptions{Depth: 2}, "+main@0 +a@1 -a@1 +c@1 -c@1 -main@0"},
+		{"-F c -D 1", FuncOptions{Filters: mustPatterns(t, "c"), Depth: 1}, "+c@0 -c@0"},
+		// c lasts 520 ns, main 590; a, b 10 or 30.
+		{"-t 100", FuncOptions{Threshold: 100}, "+main@0 +c@1 -c@1 -main@0"},
+		{"-t 550", FuncOptions{Threshold: 550}, "+main@0 -main@0"},
+		{"-t 1s", FuncOptions{Threshold: 1e9}, ""},
+		{"exact name, not substring", FuncOptions{Filters: mustPatterns(t, "mai")}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := runFilter(t, tc.opts, callTree(1, tree)); got != tc.want {
+				t.Errorf("got  %s\nwant %s", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestFuncFilterOpenCalls: calls without exit (the trace was cut) wait with
+// -t until the end, then pass if they had run long enough by then.
+func TestFuncFilterOpenCalls(t *testing.T) {
+	items := callTree(1, "+main +a - +b ~1000 +c")
+	if got, want := runFilter(t, FuncOptions{Threshold: 500}, items), "+main@0 +b@1"; got != want {
+		t.Errorf("got %s, want %s", got, want)
+	}
+}
+
+// TestFuncFilterTids keeps only the tasks asked for, and tracks each task's
+// stack on its own.
+func TestFuncFilterTids(t *testing.T) {
+	items := func() []*uftrace.Item { // the filter changes depths: new ones each run
+		a, b := callTree(1, "+main +a - -"), callTree(2, "+worker +a - -")
+		return []*uftrace.Item{a[0], b[0], a[1], b[1], a[2], b[2], a[3], b[3]}
+	}
+	got := runFilter(t, FuncOptions{Tids: map[int]bool{2: true}, Filters: mustPatterns(t, "a")}, items())
+	if want := "+a@0 -a@0"; got != want {
+		t.Errorf("got %s, want %s", got, want)
+	}
+	got = runFilter(t, FuncOptions{Depth: 1}, items())
+	if want := "+main@0 +worker@0 -main@0 -worker@0"; got != want {
+		t.Errorf("got %s, want %s", got, want)
+	}
+}
+
+func TestParseThreshold(t *testing.T) {
+	for in, want := range map[string]uint64{"250": 250, "2us": 2000, "1.5ms": 1500000, "1s": 1e9} {
+		if got, err := ParseThreshold(in); err != nil || got != want {
+			t.Errorf("ParseThreshold(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	for _, bad := range []string{"", "fast", "-1s"} {
+		if _, err := ParseThreshold(bad); err == nil {
+			t.Errorf("ParseThreshold(%q) succeeded", bad)
+		}
+	}
+	if _, err := ParsePattern("a("); err == nil {
+		t.Error("ParsePattern(\"a(\") succeeded")
+	}
+}
