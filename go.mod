@@ -4,6 +4,7 @@ go 1.26.0
 
 require (
 	github.com/go-delve/delve v1.27.2
+	github.com/google/pprof v0.0.0-20260906184651-6331bc6350fe
 	github.com/ianlancetaylor/demangle v0.0.0-20260724033716-83e58baca724
 	github.com/urfave/cli/v2 v2.27.7
 	golang.org/x/arch v0.32.0

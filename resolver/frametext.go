@@ -24,6 +24,14 @@ func frameText(name, file string, line int, module string, full bool) string {
 	return fn + " at " + displayPath(file, full) + ":" + strconv.Itoa(line)
 }
 
+// frameText formats a: unknownFrame outside any mapping.
+func (a *answer) frameText(full bool) string {
+	if a.m == nil {
+		return unknownFrame
+	}
+	return frameText(a.name, a.file, a.line, a.m.Path, full)
+}
+
 // displayName is a function name as sp-rtrace prints it: a C++ name
 // demangled with its parameter list (libiberty's cplus_demangle with
 // DMGL_PARAMS | DMGL_ANSI: "geo::Shape::area() const"), any other name

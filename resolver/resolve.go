@@ -31,7 +31,7 @@ type Resolver struct {
 	objs    map[string]*object
 	failed  map[string]bool
 	warned  map[string]bool
-	answers map[uint64]string
+	answers map[uint64]*answer
 }
 
 // mapping is an executable mapping and, once a frame fell in it, its
@@ -56,7 +56,7 @@ func New(opts Options) *Resolver {
 		objs:    map[string]*object{},
 		failed:  map[string]bool{},
 		warned:  map[string]bool{},
-		answers: map[uint64]string{},
+		answers: map[uint64]*answer{},
 	}
 }
 
@@ -84,7 +84,7 @@ func (r *Resolver) AddMapping(m trace.Mapping) {
 	copy(r.maps[i+1:], r.maps[i:])
 	r.maps[i] = nm
 	if len(r.answers) > 0 {
-		r.answers = map[uint64]string{}
+		r.answers = map[uint64]*answer{}
 	}
 }
 
@@ -96,30 +96,56 @@ func (r *Resolver) AddMapping(m trace.Mapping) {
 // without -i and sp-rtrace (bfd_find_nearest_line) give them: one line per
 // frame, the chain of callers it was inlined into is not shown.
 func (r *Resolver) Frame(addr uint64) string {
-	if s, ok := r.answers[addr]; ok {
-		return s
+	a := r.answer(addr)
+	if a.text == "" {
+		a.text = a.frameText(r.opts.FullPaths)
 	}
-	s := r.frame(addr)
-	r.answers[addr] = s
-	return s
+	return a.text
 }
 
-// frame resolves addr without the answer cache.
+// answer is what the resolver found at one address, kept for Frame and
+// Locate alike.
+type answer struct {
+	m          *mapping // nil: in no mapping
+	name, file string   // raw function name, source path; "" unknown
+	line       int
+	text       string // Frame's text, formatted on first use
+}
+
+// answer returns the cached answer for addr, resolving it on first use.
+func (r *Resolver) answer(addr uint64) *answer {
+	if a, ok := r.answers[addr]; ok {
+		return a
+	}
+	a := r.find(addr)
+	r.answers[addr] = a
+	return a
+}
+
+// frame resolves and formats addr without the answer cache.
 func (r *Resolver) frame(addr uint64) string {
+	return r.find(addr).frameText(r.opts.FullPaths)
+}
+
+// find resolves addr without the answer cache. The function and line are
+// those of addr-1, inside the call instruction, unless addr is the first
+// byte of its mapping.
+func (r *Resolver) find(addr uint64) *answer {
 	m := r.mappingAt(addr)
 	if m == nil {
-		return unknownFrame
+		return &answer{}
 	}
 	r.load(m)
+	a := &answer{m: m}
 	if m.obj == nil {
-		return "from " + m.Path
+		return a
 	}
 	pc := addr - m.bias
 	if addr > m.From {
 		pc-- // inside the call, not at the instruction after it
 	}
-	name, file, line := m.obj.lookup(pc)
-	return frameText(name, file, line, m.Path, r.opts.FullPaths)
+	a.name, a.file, a.line = m.obj.lookup(pc)
+	return a
 }
 
 // mappingAt returns the mapping holding addr, nil for none.
