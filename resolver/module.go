@@ -1,6 +1,10 @@
 package resolver
 
 import (
+	"debug/dwarf"
+	"debug/elf"
+	"path/filepath"
+
 	"rtrace/internal/elfx"
 	"rtrace/internal/uftrace"
 )
@@ -47,10 +51,14 @@ func Symbols(f *elfx.File) ([]uftrace.Symbol, uint64) {
 	return syms, end
 }
 
-// DebugFuncs returns the .dbg function blocks of the ELF file at path: each
-// function's declaration line and file from DWARF, and with auto its
-// argument and return-value specs (AutoSpecs). A file without DWARF gives
-// nil; corrupt DWARF gives an error and no blocks.
+// DebugFuncs returns the .dbg function blocks of the module f, from the
+// DWARF of the ELF file at path: f's own file or its separate debug file,
+// which shares its link-time addresses. Each block has the function's
+// declaration line and file and, with auto, its argument and return-value
+// specs (AutoSpecs). An out-of-line copy ("f.part.0") declared only
+// through its abstract origin gets the origin's line, as libdw's
+// dwarf_decl_line gives uftrace. A file without DWARF gives nil; corrupt
+// DWARF gives an error and no blocks.
 func DebugFuncs(path string, f *elfx.File, auto bool) ([]uftrace.DebugFunc, error) {
 	subs, err := elfx.Subprograms(path)
 	if err != nil {
@@ -62,9 +70,20 @@ func DebugFuncs(path string, f *elfx.File, auto bool) ([]uftrace.DebugFunc, erro
 	}
 	base := f.MinVaddr()
 	var out []uftrace.DebugFunc
+	var origins map[uint64]srcPos
 	for _, s := range subs {
 		name := names[s.Low]
-		if name == "" || s.Line == 0 && !auto {
+		if name == "" {
+			continue
+		}
+		if s.Line == 0 {
+			if origins == nil {
+				origins = originDecls(path)
+			}
+			p := origins[s.Low]
+			s.Line, s.File = p.line, p.file
+		}
+		if s.Line == 0 && !auto {
 			continue
 		}
 		df := uftrace.DebugFunc{Addr: s.Low - base, Name: name, Line: s.Line, File: s.File}
@@ -74,4 +93,84 @@ func DebugFuncs(path string, f *elfx.File, auto bool) ([]uftrace.DebugFunc, erro
 		out = append(out, df)
 	}
 	return out, nil
+}
+
+// srcPos is a declaration's source position.
+type srcPos struct {
+	line int
+	file string
+}
+
+// originDecls returns, by entry address, the declaration of each function
+// whose DWARF entry has code but no DW_AT_decl_line: that of the entry its
+// DW_AT_abstract_origin or DW_AT_specification leads to. Unreadable DWARF
+// gives what was read before the problem (DebugFuncs has already read it
+// once and reports errors).
+func originDecls(path string) (out map[uint64]srcPos) {
+	out = map[uint64]srcPos{}
+	defer func() { recover() }()
+	ef, err := elf.Open(path)
+	if err != nil {
+		return out
+	}
+	defer ef.Close()
+	d, err := ef.DWARF()
+	if err != nil {
+		return out
+	}
+	type decl struct {
+		pos srcPos
+		ref dwarf.Offset // the entry it refers to, 0 for none
+	}
+	decls := map[dwarf.Offset]decl{}
+	type pending struct {
+		low uint64
+		ref dwarf.Offset
+	}
+	var todo []pending
+	var files []*dwarf.LineFile
+	r := d.Reader()
+	for {
+		e, err := r.Next()
+		if err != nil || e == nil {
+			break
+		}
+		switch e.Tag {
+		case dwarf.TagCompileUnit, dwarf.TagPartialUnit:
+			files = nil
+			if lr, err := d.LineReader(e); err == nil && lr != nil {
+				files = lr.Files()
+			}
+		case dwarf.TagSubprogram:
+			var x decl
+			line, _ := e.Val(dwarf.AttrDeclLine).(int64)
+			fi, _ := e.Val(dwarf.AttrDeclFile).(int64)
+			if line > 0 && fi >= 0 && fi < int64(len(files)) && files[fi] != nil {
+				x.pos = srcPos{int(line), filepath.Clean(files[fi].Name)}
+			}
+			for _, a := range []dwarf.Attr{dwarf.AttrAbstractOrigin, dwarf.AttrSpecification} {
+				if ref, ok := e.Val(a).(dwarf.Offset); ok {
+					x.ref = ref
+					break
+				}
+			}
+			decls[e.Offset] = x
+			if low, ok := e.Val(dwarf.AttrLowpc).(uint64); ok && x.pos.line == 0 && x.ref != 0 {
+				todo = append(todo, pending{low, x.ref})
+			}
+		}
+	}
+	for _, t := range todo {
+		// An origin may itself refer on (a definition to its
+		// declaration in a class); a few steps suffice.
+		for ref, n := t.ref, 0; ref != 0 && n < 4; n++ {
+			x := decls[ref]
+			if x.pos.line > 0 {
+				out[t.low] = x.pos
+				break
+			}
+			ref = x.ref
+		}
+	}
+	return out
 }
