@@ -21,7 +21,9 @@ type Reader struct {
 	ptr     int   // pointer size: 4 or 8
 	major   int
 	hdr     *trace.Header
-	pending []trace.Item // items decoded, not yet returned
+	pending []trace.Item // items decoded; those from head on not yet returned
+	head    int
+	hbuf    [8]byte // packet header
 	call    *trace.Call  // a call waiting for its BTRC
 	index   int          // calls so far
 	buf     []byte
@@ -69,7 +71,8 @@ func NewReader(r io.Reader) (*Reader, error) {
 
 // Next returns the next item; io.EOF at the end of a whole stream.
 func (rd *Reader) Next() (trace.Item, error) {
-	for len(rd.pending) == 0 {
+	for rd.head == len(rd.pending) {
+		rd.pending, rd.head = rd.pending[:0], 0 // one queue, reused
 		if rd.err != nil {
 			return nil, rd.err
 		}
@@ -83,8 +86,9 @@ func (rd *Reader) Next() (trace.Item, error) {
 			rd.hdr = nil
 		}
 	}
-	it := rd.pending[0]
-	rd.pending = rd.pending[1:]
+	it := rd.pending[rd.head]
+	rd.pending[rd.head] = nil
+	rd.head++
 	return it, nil
 }
 
@@ -99,9 +103,9 @@ func (rd *Reader) emit(it trace.Item) {
 
 // packet reads and decodes one packet.
 func (rd *Reader) packet() error {
-	var h [8]byte
+	h := rd.hbuf[:]
 	start := rd.off
-	n, err := io.ReadFull(rd.r, h[:])
+	n, err := io.ReadFull(rd.r, h)
 	rd.off += int64(n)
 	if err == io.EOF {
 		return io.EOF
@@ -192,8 +196,11 @@ func (rd *Reader) decode(typ uint32, d *decoder) error {
 			return fmt.Errorf("%d frames do not fit in %d bytes", n, len(d.b))
 		}
 		var frames []trace.Frame
-		for i := uint32(0); i < n; i++ {
-			frames = append(frames, trace.Frame{Addr: d.ptrv()})
+		if n > 0 {
+			frames = make([]trace.Frame, n)
+		}
+		for i := range frames {
+			frames[i].Addr = d.ptrv()
 		}
 		if rd.call != nil {
 			rd.call.Frames = frames
