@@ -276,6 +276,9 @@ func Record(o RecordOptions) (int, error) {
 		finishErr = errors.Join(us.close(), finish(us.w, res, start))
 	}
 	if rs != nil {
+		if runErr == nil && caught == nil {
+			rs.exited()
+		}
 		files, err := rs.close()
 		finishErr = errors.Join(finishErr, err)
 		if resOnly {

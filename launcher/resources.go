@@ -195,6 +195,20 @@ func (s *resStream) toggle(on bool, pid int) error {
 	return nil
 }
 
+// exited records, in an open window, that the process ended on its own:
+// what is still allocated then was never released (the pprof encoder's
+// leak_* values need this).
+func (s *resStream) exited() {
+	if s.w == nil {
+		return
+	}
+	var ts unix.Timespec
+	unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+	if err := s.w.Write(&trace.Task{Time: uint64(ts.Nano()), Tid: s.pid, Pid: s.pid, Exit: true}); err != nil {
+		s.fail(err)
+	}
+}
+
 // close ends the recording; it returns the files written and what failed.
 func (s *resStream) close() ([]string, error) {
 	s.closeOut()

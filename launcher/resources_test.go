@@ -99,20 +99,28 @@ func checkLeakReport(t *testing.T, report, fixtureOut string, lines map[string]i
 
 // TestRecordLeaks: the leaky fixture under -e memory, its raw trace through
 // postproc -l -c | resolve, and the same report made in-process with -P,
-// at -O0 and at -O2 -fomit-frame-pointer (CFI unwinding).
+// at -O0 and at -O2 -fomit-frame-pointer (CFI unwinding), PIE and not, and
+// with the allocating code in a -g shared library.
 func TestRecordLeaks(t *testing.T) {
 	testutil.RequireTool(t, "gcc")
 	lines := markerLines(t, "leaky.c")
 	for _, v := range []struct {
 		name  string
 		flags []string
+		lib   bool // the allocating code in a shared library
 	}{
-		{"O0", []string{"-O0", "-g"}},
-		{"O2-omit-fp", []string{"-O2", "-g", "-fomit-frame-pointer"}},
-		{"O2-nopie", []string{"-O2", "-g", "-fomit-frame-pointer", "-no-pie", "-fno-PIE"}},
+		{"O0", []string{"-O0", "-g"}, false},
+		{"O0-nopie", []string{"-O0", "-g", "-no-pie", "-fno-PIE"}, false},
+		{"O2-omit-fp", []string{"-O2", "-g", "-fomit-frame-pointer"}, false},
+		{"O2-nopie", []string{"-O2", "-g", "-fomit-frame-pointer", "-no-pie", "-fno-PIE"}, false},
+		{"O2-lib", []string{"-O2", "-g", "-fomit-frame-pointer"}, true},
 	} {
 		t.Run(v.name, func(t *testing.T) {
 			prog := testutil.BuildC(t, "leaky.c", v.flags...)
+			if v.lib {
+				lib := testutil.BuildC(t, "leaky.c", append([]string{"-DLEAKY_LIB", "-shared", "-fPIC"}, v.flags...)...)
+				prog = testutil.BuildC(t, "leakymain.c", "-O2", lib)
+			}
 			tmp := t.TempDir()
 			r := runCmd(t, tmp, rtraceBin, "record", "-e", "memory", "--start", "-b", "10", "-o", "D", "--", prog)
 			if r.code != 0 {

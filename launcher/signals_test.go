@@ -149,7 +149,7 @@ func TestRefusals(t *testing.T) {
 		{[]string{"record", "-e", "memory", "--toggle-signal", "SIGNOPE", "--", "./script"}, "unknown signal"},
 		{[]string{"record", "-e", "memory", "-P", "-l -Z", "--", "./script"}, "-Z"},
 		{[]string{"postproc", "-i", "/nonexistent"}, "cannot read the input"},
-		{[]string{"postproc", "-i", "./script"}, "raw .rtrace stream or sp-rtrace text"},
+		{[]string{"postproc", "-i", "./script"}, "raw .rtrace stream, sp-rtrace text"},
 	} {
 		r := runCmd(t, tmp, rtraceBin, c.args...)
 		if r.code == 0 || !strings.Contains(r.stderr, c.want) || strings.Contains(r.stderr, "goroutine") {

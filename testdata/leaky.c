@@ -6,6 +6,12 @@
 #include <string.h>
 #include <unistd.h>
 
+#ifdef LEAKY_LIB
+// Built as a shared library (-DLEAKY_LIB -shared -fPIC) for leakymain.c: the
+// allocating frames then lie in a library.
+#define main leaky_main
+#endif
+
 static void *blocks[1000];
 static volatile int sink;
 

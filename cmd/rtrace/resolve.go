@@ -1,16 +1,18 @@
 package main
 
 import (
+	"runtime"
+
 	"github.com/urfave/cli/v2"
 
 	"rtrace/postproc"
-	"rtrace/resolver"
 )
 
 func resolveCommand() *cli.Command {
 	return &cli.Command{
-		Name:  "resolve",
-		Usage: "turn backtrace addresses into function names and source lines",
+		Name:      "resolve",
+		Usage:     "turn backtrace addresses into function names and source lines; complete a uftrace.data directory's symbols",
+		UsageText: "rtrace resolve [-p] [-i FILE|DIR] [-o FILE|DIR]\n   rtrace resolve [-p] -o OUTDIR [-j N] INPUT...",
 		Description: `Reads sp-rtrace text or an rtrace stream (-i FILE or stdin) and annotates
 every backtrace frame from the mappings the trace lists, in sp-rtrace's
 forms:
@@ -22,21 +24,31 @@ forms:
 
 Symbols come from .symtab/.dynsym, lines from DWARF (also from separate
 debug files found by build id or .gnu_debuglink under /usr/lib/debug),
-C++ names are demangled. Each module is parsed once per run.
+C++ names are demangled. Each module is parsed once per run. The output
+keeps the input's form: the leak and compress filters it had are redone.
 
-   rtrace postproc -l -c -i out/1234-0.rtrace | rtrace resolve > leaks.txt`,
+A uftrace.data directory (-i DIR) gets a .sym and a .dbg file for every
+module of its session maps, libraries included, so that uftrace names
+library functions and --srcline shows their lines; in place, or in a copy
+at -o OUTDIR.
+
+Batch: with INPUT... after the options, every input is resolved (-j at a
+time) into -o OUTDIR under its own name; a failing input is reported with
+its name and does not stop the others; the exit status is then 1.
+
+   rtrace postproc -l -c -i out/1234-0.rtrace | rtrace resolve > leaks.txt
+   rtrace resolve -i uftrace.data && uftrace replay --srcline
+   rtrace resolve -o resolved/ -j 4 reports/*.txt`,
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "input", Aliases: []string{"i"}, Usage: "read `FILE` (default: stdin)"},
-			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "write to `FILE` or into a directory (default: stdout)"},
+			&cli.StringFlag{Name: "input", Aliases: []string{"i"}, Usage: "read `FILE` or a uftrace.data DIR (default: stdin)"},
+			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "write to `FILE` or into a directory (default: stdout; a uftrace.data input: in place)"},
 			&cli.BoolFlag{Name: "full-path", Aliases: []string{"p"}, Usage: "keep full source paths (default: the file name)"},
+			&cli.IntFlag{Name: "jobs", Aliases: []string{"j"}, Value: runtime.NumCPU(), Usage: "resolve `N` inputs of a batch at a time"},
 		},
 		Action: func(c *cli.Context) error {
-			if c.NArg() > 0 {
-				return cli.Exit("resolve: unexpected argument "+c.Args().First()+" (the input is given with -i FILE)", 2)
-			}
-			opts := postproc.Options{Resolve: true, Keep: true,
-				Resolver: resolver.New(resolver.Options{FullPaths: c.Bool("full-path"), Warn: c.App.ErrWriter})}
-			return runStage(c, "resolve", opts)
+			j := &stageJob{verb: "resolve", opts: postproc.Options{Resolve: true, Keep: true},
+				fullPaths: c.Bool("full-path"), warn: c.App.ErrWriter, format: formatText}
+			return runStage(c, j)
 		},
 	}
 }

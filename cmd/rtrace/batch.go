@@ -1,0 +1,204 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/urfave/cli/v2"
+	"golang.org/x/sys/unix"
+
+	"rtrace/postproc"
+)
+
+// batchInput is one input of a batch and where its output goes.
+type batchInput struct {
+	path, out string
+	dir       bool // a uftrace.data directory
+}
+
+// batch runs the job on every input, jobs at a time, each into outDir under
+// the input's name. A failing input is reported with its name and reason
+// and does not stop the others; its output is not left behind (each is
+// written under a temporary name and renamed when complete). The exit
+// status is 1 when any input failed.
+func (j *stageJob) batch(c *cli.Context, inputs []string, outDir string, jobs int) error {
+	if err := os.MkdirAll(outDir, 0o755); err != nil {
+		return cli.Exit(fmt.Sprintf("%s: output directory: %v", j.verb, err), 1)
+	}
+	var list []batchInput
+	seen := map[string]string{}
+	for _, p := range inputs {
+		if strings.HasPrefix(p, "-") {
+			return cli.Exit(fmt.Sprintf("%s: %q after the inputs: options go before the first input", j.verb, p), 2)
+		}
+		trace, dir := isTraceDir(p)
+		if dir && !trace {
+			return cli.Exit(fmt.Sprintf("%s: %s is a directory but not a uftrace.data directory (no info file)", j.verb, p), 2)
+		}
+		in := batchInput{path: p, dir: dir}
+		in.out = filepath.Join(outDir, j.outputName(p, dir))
+		if other, ok := seen[in.out]; ok {
+			return cli.Exit(fmt.Sprintf("%s: %s and %s would both be written to %s; rename one", j.verb, other, p, in.out), 2)
+		}
+		if same(in.out, p) {
+			return cli.Exit(fmt.Sprintf("%s: the output for %s would overwrite it; choose another -o directory", j.verb, p), 2)
+		}
+		seen[in.out] = p
+		list = append(list, in)
+	}
+	prog := newProgress(c.App.ErrWriter, j.verb, len(list))
+	j.warn = prog
+	work := make(chan batchInput)
+	var wg sync.WaitGroup
+	for range max(1, min(jobs, len(list))) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for in := range work {
+				prog.done(in.path, j.batchOne(in))
+			}
+		}()
+	}
+	for _, in := range list {
+		work <- in
+	}
+	close(work)
+	wg.Wait()
+	if failed := prog.finish(); failed > 0 {
+		return cli.Exit("", 1) // the summary line said it
+	}
+	return nil
+}
+
+// same says whether two paths name one file.
+func same(a, b string) bool {
+	sa, err1 := os.Stat(a)
+	sb, err2 := os.Stat(b)
+	return err1 == nil && err2 == nil && os.SameFile(sa, sb)
+}
+
+// batchOne processes one input of a batch into a temporary name beside its
+// output, then renames it into place.
+func (j *stageJob) batchOne(in batchInput) error {
+	tmp := filepath.Join(filepath.Dir(in.out), fmt.Sprintf(".%s.tmp%d", filepath.Base(in.out), os.Getpid()))
+	os.RemoveAll(tmp)
+	err := j.batchWrite(in, tmp)
+	if err == nil && in.dir {
+		// A uftrace.data directory from an earlier run is replaced.
+		if trace, _ := isTraceDir(in.out); trace {
+			err = os.RemoveAll(in.out)
+		}
+	}
+	if err == nil {
+		err = os.Rename(tmp, in.out)
+	}
+	if err != nil {
+		os.RemoveAll(tmp)
+	}
+	return err
+}
+
+func (j *stageJob) batchWrite(in batchInput, tmp string) error {
+	if in.dir {
+		return j.dir(in.path, tmp)
+	}
+	f, err := os.Open(in.path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	rd, err := postproc.NewReader(f)
+	if err != nil {
+		return err
+	}
+	out, err := os.Create(tmp)
+	if err != nil {
+		return err
+	}
+	err = j.stream(rd, out)
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// progress reports a batch: each failure as it happens and, on a terminal,
+// a bar redrawn in place.
+type progress struct {
+	mu        sync.Mutex
+	w         io.Writer
+	verb      string
+	tty       bool
+	total, n  int
+	failed    int
+	start     time.Time
+	lastDrawn time.Time
+}
+
+func newProgress(w io.Writer, verb string, total int) *progress {
+	p := &progress{w: w, verb: verb, total: total, start: time.Now()}
+	if f, ok := w.(*os.File); ok {
+		_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+		p.tty = err == nil
+	}
+	p.draw(true)
+	return p
+}
+
+// done counts one input; err is its failure.
+func (p *progress) done(input string, err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.n++
+	if err != nil {
+		p.failed++
+		p.clear()
+		fmt.Fprintf(p.w, "rtrace %s: %s: %v\n", p.verb, input, err)
+	}
+	p.draw(err != nil || p.n == p.total)
+}
+
+// draw redraws the bar, at most ten times a second unless forced.
+func (p *progress) draw(force bool) {
+	if !p.tty || !force && time.Since(p.lastDrawn) < 100*time.Millisecond {
+		return
+	}
+	p.lastDrawn = time.Now()
+	const width = 30
+	fill := width * p.n / max(p.total, 1)
+	fmt.Fprintf(p.w, "\r%s [%s%s] %d/%d", p.verb, strings.Repeat("#", fill), strings.Repeat(".", width-fill), p.n, p.total)
+	if p.failed > 0 {
+		fmt.Fprintf(p.w, ", %d failed", p.failed)
+	}
+	fmt.Fprintf(p.w, " %.1fs", time.Since(p.start).Seconds())
+}
+
+// Write prints a warning of one input above the bar.
+func (p *progress) Write(b []byte) (int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.clear()
+	n, err := p.w.Write(b)
+	p.draw(true)
+	return n, err
+}
+
+func (p *progress) clear() {
+	if p.tty {
+		fmt.Fprint(p.w, "\r\033[K")
+	}
+}
+
+// finish ends the bar with a summary line and returns the failures.
+func (p *progress) finish() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.clear()
+	fmt.Fprintf(p.w, "rtrace %s: %d of %d inputs done, %d failed, in %.1fs\n", p.verb, p.n-p.failed, p.total, p.failed, time.Since(p.start).Seconds())
+	return p.failed
+}
