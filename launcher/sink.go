@@ -53,7 +53,7 @@ func (s *uftraceSink) module(path string, f *elfx.File) error {
 		return nil
 	}
 	s.modules[path] = true
-	name := s.w.SymName(path, f.BuildID)
+	name := s.w.SymName(path, "") // rtrace's map lines carry no build id
 	syms, end := resolver.Symbols(f)
 	if err := s.w.Symbols(name, path, f.BuildID, syms, end); err != nil {
 		return err

@@ -201,7 +201,7 @@ func (m *traceModule) write(dir string) (*ModuleFiles, error) {
 // them up (load_module_symbol in utils/symbol.c; load_debug_file in
 // utils/dwarf.c for .dbg): it opens <basename>.sym and, only when that
 // exists and its "# path name:" (or build id) names another module,
-// <basename>-<altSuffix>.sym. So the plain name goes to the module an
+// <basename>-<uftrace.AltSymSuffix>.sym. So the plain name goes to the module an
 // existing <basename>.sym names (kept even if rtrace cannot rewrite it),
 // else to the one an existing <basename>.dbg names, else to the first
 // loaded module of the basename; the others take the suffix.
@@ -233,7 +233,7 @@ func nameFiles(dir string, mods []traceModule) {
 			}
 			name := b
 			if m.path != owner {
-				name = b + "-" + altSuffix(m.path, m.id)
+				name = b + "-" + uftrace.AltSymSuffix(m.path, m.id)
 			}
 			if other, ok := taken[name]; ok {
 				m.err = fmt.Errorf("its files would be named %s.sym, as those of %s (uftrace tells modules of one basename apart by build id or path)", name, other)
@@ -243,22 +243,6 @@ func nameFiles(dir string, mods []traceModule) {
 			m.name = name
 		}
 	}
-}
-
-// altSuffix is what uftrace 0.13 appends to the basename of the files of
-// a module whose plain name another module holds (make_new_symbol_filename
-// in utils/symbol.c): the first 4 characters of its build id, or without
-// one a 16-bit sum of the path's chars (C char: signed on x86-64) in 4 hex
-// digits.
-func altSuffix(path, id string) string {
-	if id != "" {
-		return id[:min(4, len(id))]
-	}
-	var sum uint16
-	for i := 0; i < len(path); i++ {
-		sum += uint16(int8(path[i]))
-	}
-	return fmt.Sprintf("%04x", sum)
 }
 
 // warn reports a problem with the module at path, and its effect, to w.

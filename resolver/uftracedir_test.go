@@ -322,7 +322,7 @@ func TestWriteModuleFilesSameBasename(t *testing.T) {
 			}
 			alt := "app-" + f.BuildID[:4]
 			if c.stripID {
-				alt = "app-" + altSuffix(other, "")
+				alt = "app-" + uftrace.AltSymSuffix(other, "")
 			}
 			if names["app"] == "" || names[alt] != other {
 				t.Fatalf("files named %v, want app and %s (for %s)", names, alt, other)
@@ -533,18 +533,4 @@ func TestWriteModuleFilesBadModules(t *testing.T) {
 		t.Fatal(err)
 	}
 	fx.checkReplay(t)
-}
-
-// FuzzMapBuildIDs feeds random map text to the build id reader.
-func FuzzMapBuildIDs(f *testing.F) {
-	f.Add([]byte("55a9952c7000-55a9952cc000 r-xp 00000000 00:00 0    /tmp/prog build-id:6230b7479d8a746f86c72de907503205b265c309\n" +
-		"7ffc99133000-7ffc99154000 rw-p 00000000 00:00 0   [stack]\n"))
-	f.Add([]byte("1000-2000 r-xp 0 0 0 /a b build-id: build-id:x\n build-id:\n"))
-	f.Fuzz(func(t *testing.T, data []byte) {
-		for path, id := range mapBuildIDs(data) {
-			if path == "" || id == "" || strings.ContainsAny(id, " \t\n") {
-				t.Fatalf("path %q id %q", path, id)
-			}
-		}
-	})
 }

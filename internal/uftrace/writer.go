@@ -333,20 +333,34 @@ func (w *Writer) Extern(time uint64, msg string) error {
 
 // SymName returns the basename of the .sym/.dbg files of the module at path:
 // its file name, or for a second module of the same file name
-// "<name>-<first 4 hex digits of its build id>".
-func (w *Writer) SymName(path, buildID string) string {
+// "<name>-<AltSymSuffix>", where uftrace looks for it. mapID is the build id
+// on the module's session map line ("" for none: rtrace's maps are /proc
+// copies).
+func (w *Writer) SymName(path, mapID string) string {
 	base := filepath.Base(path)
 	if owner, ok := w.modules[base]; !ok || owner == path {
 		w.modules[base] = path
 		return base
 	}
-	id := buildID
-	if len(id) > 4 {
-		id = id[:4]
-	}
-	name := base + "-" + id
+	name := base + "-" + AltSymSuffix(path, mapID)
 	w.modules[name] = path
 	return name
+}
+
+// AltSymSuffix is what uftrace 0.13 appends to the basename of the files of
+// a module whose plain name another module holds (make_new_symbol_filename
+// in utils/symbol.c): the first 4 characters of the build id on its map
+// line, or without one a 16-bit sum of the path's chars (C char: signed on
+// x86-64) in 4 hex digits.
+func AltSymSuffix(path, mapID string) string {
+	if mapID != "" {
+		return mapID[:min(4, len(mapID))]
+	}
+	var sum uint16
+	for i := 0; i < len(path); i++ {
+		sum += uint16(int8(path[i]))
+	}
+	return fmt.Sprintf("%04x", sum)
 }
 
 // Symbols writes <name>.sym for the module at path (name from SymName).
