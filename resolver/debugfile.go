@@ -16,6 +16,41 @@ type debugFile struct {
 	fh *os.File // open while its DWARF is read
 }
 
+// openedModule is an ELF file, parsed, and its separate debug file when it
+// needs one (nil when there is none; warn tells why a candidate was
+// unusable). Both stay open, for DWARF read lazily, until close.
+type openedModule struct {
+	main  *elfFile
+	debug *debugFile
+	warn  error
+	fh    *os.File
+}
+
+// openModule parses the ELF file at path and, when it lacks a symbol table
+// or DWARF, finds its separate debug file.
+func openModule(path string, dirs []string) (*openedModule, error) {
+	fh, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	m := &openedModule{fh: fh}
+	if m.main, err = parseELF(fh); err != nil {
+		fh.Close()
+		return nil, fmt.Errorf("reading %s: %w", path, err)
+	}
+	if !m.main.hasSymtab || !m.main.hasDWARF {
+		m.debug, m.warn = findDebugFile(path, m.main, dirs)
+	}
+	return m, nil
+}
+
+func (m *openedModule) close() {
+	m.fh.Close()
+	if m.debug != nil {
+		m.debug.fh.Close()
+	}
+}
+
 // findDebugFile opens the separate debug file of the object at path, as
 // gdb looks for it ("Separate Debug Files" in the gdb manual): by build id,
 // <dir>/.build-id/xx/rest.debug for each debug directory, then by the

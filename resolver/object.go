@@ -5,7 +5,6 @@ import (
 	"debug/elf"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"strings"
 
@@ -130,28 +129,20 @@ func parseObject(ra io.ReaderAt) (*object, error) {
 // unusable, err says why. An object with an error: usable, with a warning
 // (corrupt DWARF, an unreadable debug file).
 func openObject(path string, dirs []string) (*object, error) {
-	fh, err := os.Open(path)
+	m, err := openModule(path, dirs)
 	if err != nil {
 		return nil, err
 	}
-	defer fh.Close()
-	main, err := parseELF(fh)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+	defer m.close()
+	var warn error
+	if m.warn != nil {
+		warn = fmt.Errorf("%s: %w", path, m.warn)
 	}
 	var debug *elfFile
-	var warn error
-	if !main.hasSymtab || !main.hasDWARF {
-		d, err := findDebugFile(path, main, dirs)
-		if err != nil {
-			warn = fmt.Errorf("%s: %w", path, err)
-		}
-		if d != nil {
-			defer d.fh.Close()
-			debug = d.elfFile
-		}
+	if m.debug != nil {
+		debug = m.debug.elfFile
 	}
-	o, err := newObject(main, debug)
+	o, err := newObject(m.main, debug)
 	if err != nil {
 		warn = fmt.Errorf("%s: %w", path, err)
 	}

@@ -431,36 +431,25 @@ type moduleData struct {
 // or DWARF, its separate debug file. A debug file shares the module's
 // link-time addresses, so its symbols and DWARF stand for the module's.
 func loadModule(path string, dirs []string) (*moduleData, error) {
-	fh, err := os.Open(path)
+	m, err := openModule(path, dirs)
 	if err != nil {
 		return nil, err
 	}
-	defer fh.Close()
-	main, err := parseELF(fh)
-	if err != nil {
-		return nil, fmt.Errorf("reading %s: %w", path, err)
-	}
-	xf := *main.File
-	md := &moduleData{file: &xf}
-	if main.hasDWARF {
+	defer m.close()
+	xf := *m.main.File
+	md := &moduleData{file: &xf, warn: m.warn}
+	if m.main.hasDWARF {
 		md.dwarf = path
 	}
-	if main.hasSymtab && main.hasDWARF {
-		return md, nil
-	}
-	d, err := findDebugFile(path, main, dirs)
-	md.warn = err
-	if d == nil {
-		return md, nil
-	}
-	defer d.fh.Close()
-	if !main.hasSymtab && d.hasSymtab {
-		xf.Funcs = d.Funcs
-		md.debug = d.fh.Name()
-	}
-	if !main.hasDWARF && d.hasDWARF {
-		md.dwarf = d.fh.Name()
-		md.debug = d.fh.Name()
+	if d := m.debug; d != nil {
+		if !m.main.hasSymtab && d.hasSymtab {
+			xf.Funcs = d.Funcs
+			md.debug = d.fh.Name()
+		}
+		if !m.main.hasDWARF && d.hasDWARF {
+			md.dwarf = d.fh.Name()
+			md.debug = d.fh.Name()
+		}
 	}
 	return md, nil
 }
