@@ -82,11 +82,10 @@ func TestPostprocBadUftraceUse(t *testing.T) {
 	}
 }
 
-// recordLeaky records the leaky fixture's memory trace into dir and returns
-// the raw file and the fixture's output.
-func recordLeaky(t *testing.T, tmp string, flags ...string) (raw, out string) {
+// recordLeaky records the memory trace of prog (the leaky fixture) into
+// tmp/D and returns the raw file and the fixture's output.
+func recordLeaky(t *testing.T, tmp, prog string) (raw, out string) {
 	t.Helper()
-	prog := testutil.BuildC(t, "leaky.c", flags...)
 	r := runCmd(t, tmp, rtraceBin, "record", "-e", "memory", "--start", "-b", "10", "-o", "D", "--", prog)
 	if r.code != 0 {
 		t.Fatalf("record: exit %d\n%s", r.code, r.stderr)
@@ -105,7 +104,7 @@ func recordLeaky(t *testing.T, tmp string, flags ...string) (raw, out string) {
 func TestBatch(t *testing.T) {
 	testutil.RequireTool(t, "gcc")
 	tmp := t.TempDir()
-	raw, _ := recordLeaky(t, tmp, "-O0", "-g")
+	raw, _ := recordLeaky(t, tmp, testutil.BuildC(t, "leaky.c", "-O0", "-g"))
 	data, err := os.ReadFile(raw)
 	if err != nil {
 		t.Fatal(err)
@@ -169,7 +168,7 @@ func TestBatch(t *testing.T) {
 func TestPprof(t *testing.T) {
 	goTool := testutil.RequireTool(t, "go")
 	tmp := t.TempDir()
-	raw, _ := recordLeaky(t, tmp, "-O2", "-g", "-fomit-frame-pointer")
+	raw, _ := recordLeaky(t, tmp, testutil.BuildC(t, "leaky.c", "-O2", "-g", "-fomit-frame-pointer"))
 	if r := runCmd(t, tmp, rtraceBin, "postproc", "--pprof", "heap.pb.gz", "-i", raw); r.code != 0 {
 		t.Fatalf("postproc --pprof: exit %d\n%s", r.code, r.stderr)
 	}

@@ -122,15 +122,8 @@ func TestRecordLeaks(t *testing.T) {
 				prog = testutil.BuildC(t, "leakymain.c", "-O2", lib)
 			}
 			tmp := t.TempDir()
-			r := runCmd(t, tmp, rtraceBin, "record", "-e", "memory", "--start", "-b", "10", "-o", "D", "--", prog)
-			if r.code != 0 {
-				t.Fatalf("record: exit %d\n%s", r.code, r.stderr)
-			}
-			raw := rawFiles(t, filepath.Join(tmp, "D"), ".rtrace")
-			if len(raw) != 1 {
-				t.Fatalf("raw files %v, want one", raw)
-			}
-			pp := exec.Command(rtraceBin, "postproc", "-l", "-c", "-i", raw[0])
+			raw, fixtureOut := recordLeaky(t, tmp, prog)
+			pp := exec.Command(rtraceBin, "postproc", "-l", "-c", "-i", raw)
 			rs := exec.Command(rtraceBin, "resolve")
 			pipe, _ := pp.StdoutPipe()
 			rs.Stdin = pipe
@@ -145,14 +138,14 @@ func TestRecordLeaks(t *testing.T) {
 			if err := rs.Wait(); err != nil {
 				t.Fatalf("resolve: %v", err)
 			}
-			checkLeakReport(t, out.String(), r.stdout, lines)
-			direct := runCmd(t, tmp, rtraceBin, "postproc", "-l", "-c", "-r", "-i", raw[0])
+			checkLeakReport(t, out.String(), fixtureOut, lines)
+			direct := runCmd(t, tmp, rtraceBin, "postproc", "-l", "-c", "-r", "-i", raw)
 			if direct.stdout != out.String() {
 				t.Errorf("postproc -l -c | resolve and postproc -l -c -r differ:\n%s\n---\n%s", out.String(), direct.stdout)
 			}
 
 			// -P: the same report, post-processed as it is recorded.
-			r = runCmd(t, tmp, rtraceBin, "record", "-e", "memory", "--start", "-b", "10", "-P", "-l -c -r", "-o", "P", "--", prog)
+			r := runCmd(t, tmp, rtraceBin, "record", "-e", "memory", "--start", "-b", "10", "-P", "-l -c -r", "-o", "P", "--", prog)
 			if r.code != 0 {
 				t.Fatalf("record -P: exit %d\n%s", r.code, r.stderr)
 			}
