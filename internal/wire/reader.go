@@ -23,9 +23,9 @@ type Reader struct {
 	hdr     *trace.Header
 	pending []trace.Item // items decoded; those from head on not yet returned
 	head    int
-	hbuf    [8]byte // packet header
-	call    *trace.Call  // a call waiting for its BTRC
-	index   int          // calls so far
+	hbuf    [8]byte     // packet header
+	call    *trace.Call // a call waiting for its BTRC
+	index   int         // calls so far
 	buf     []byte
 	err     error
 }
