@@ -156,3 +156,56 @@ func TestParseThreshold(t *testing.T) {
 		t.Error("ParsePattern(\"a(\") succeeded")
 	}
 }
+
+// FuzzFuncFilter drives the filter with arbitrary record sequences, as a
+// damaged or foreign uftrace.data directory gives them (exits without
+// entries, depth jumps, events anywhere): it must not panic, must keep each
+// task's records in time order and never write a negative depth.
+func FuzzFuncFilter(f *testing.F) {
+	f.Add([]byte{0, 0, 1, 0, 1, 1, 1, 1, 0, 0}, uint8(3))
+	f.Add([]byte{1, 5, 0, 0, 3, 2, 0, 9, 1, 9}, uint8(255))
+	f.Fuzz(func(t *testing.T, script []byte, sel uint8) {
+		names := []string{"main", "a", "b", "c"}
+		o := FuncOptions{}
+		if sel&1 != 0 {
+			o.Filters = mustPatterns(t, "a")
+		}
+		if sel&2 != 0 {
+			o.NoTrace = mustPatterns(t, "^b$")
+		}
+		if sel&4 != 0 {
+			o.Depth = 2
+		}
+		if sel&8 != 0 {
+			o.Threshold = 25
+		}
+		if sel&16 != 0 {
+			o.Tids = map[int]bool{1: true}
+		}
+		var items []*uftrace.Item
+		for i := 0; i+1 < len(script); i += 2 {
+			op, arg := script[i], script[i+1]
+			name := names[int(arg)%len(names)]
+			it := &uftrace.Item{Tid: 1 + int(op>>7), Func: name, Record: uftrace.Record{
+				Time: uint64(100 + 10*i), Type: uftrace.RecordType(op % 4), Depth: int(arg>>2) % 8, Addr: addrOf(name)}}
+			items = append(items, it)
+		}
+		ff := NewFuncFilter(o)
+		last := map[int]uint64{}
+		emit := func(it *uftrace.Item) error {
+			if it.Time < last[it.Tid] || it.Depth < 0 {
+				t.Fatalf("task %d: record at %d (depth %d) after %d", it.Tid, it.Time, it.Depth, last[it.Tid])
+			}
+			last[it.Tid] = it.Time
+			return nil
+		}
+		for _, it := range items {
+			if err := ff.Record(it, emit); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := ff.End(emit); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
