@@ -1,6 +1,7 @@
 package launcher_test
 
 import (
+	"encoding/binary"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -97,6 +98,21 @@ func recordLeaky(t *testing.T, tmp, prog string) (raw, out string) {
 	return files[0], r.stdout
 }
 
+// midPacket returns an offset inside a packet header past two thirds of
+// the wire stream b: a cut there is a truncation (a cut between packets
+// would leave a shorter, whole stream).
+func midPacket(t *testing.T, b []byte) int {
+	off := 2 + int(b[1]) // the handshake
+	for off+8 <= len(b) {
+		if off >= len(b)*2/3 {
+			return off + 5
+		}
+		off += 8 + int(binary.LittleEndian.Uint32(b[off+4:]))
+	}
+	t.Fatalf("no packet past two thirds of %d bytes", len(b))
+	return 0
+}
+
 // TestBatch: 20 traces, one of them truncated, through postproc -l -c under
 // -j 2: 19 reports, each what the single-input command writes, one error
 // naming the bad file and the offset, exit 1, and no output for it. Then
@@ -115,7 +131,7 @@ func TestBatch(t *testing.T) {
 	for i := range 20 {
 		b := data
 		if i == 13 {
-			b = data[:len(data)*2/3]
+			b = data[:midPacket(t, data)]
 		}
 		p := filepath.Join(in, fmt.Sprintf("t%02d.rtrace", i))
 		if err := os.WriteFile(p, b, 0o644); err != nil {
