@@ -18,35 +18,49 @@ import (
 // included.
 func TestPostprocUftraceFilters(t *testing.T) {
 	uft := testutil.RequireTool(t, "uftrace")
-	prog := testutil.BuildC(t, "slow.c", "-O0")
-	tmp := t.TempDir()
-	if r := runCmd(t, tmp, rtraceBin, "record", "-d", "full", "--", prog); r.code != 0 {
-		t.Fatalf("record: exit %d\n%s", r.code, r.stderr)
-	}
-	full := testutil.Run(t, tmp, uft, "replay", "-d", "full")
-	for i, opts := range [][]string{
-		{"-F", "slow"},
-		{"-N", "slow", "-D", "2"},
-		{"-t", "5ms"},
-		{"-F", "main", "-D", "2"},
-		{"-F", "^(mid|slow)$", "-N", "usleep"},
-		{"-F", "slow", "-t", "10us"},
+	for _, fx := range []struct {
+		src  string
+		args []string
+		opts [][]string
+	}{
+		{"slow.c", nil, [][]string{
+			{"-F", "slow"},
+			{"-N", "slow", "-D", "2"},
+			{"-t", "5ms"},
+			{"-F", "main", "-D", "2"},
+			{"-F", "^(mid|slow)$", "-N", "usleep"},
+			{"-F", "slow", "-t", "10us"},
+		}},
+		// Each fib matching -F starts the -D count again.
+		{"fib.c", []string{"6"}, [][]string{
+			{"-F", "fib", "-D", "2"},
+			{"-D", "3"},
+			{"-N", "fib"},
+		}},
 	} {
-		t.Run(strings.Join(opts, " "), func(t *testing.T) {
-			out := fmt.Sprintf("f%d", i)
-			args := append(append([]string{"postproc"}, opts...), "-i", "full", "-d", out)
-			if r := runCmd(t, tmp, rtraceBin, args...); r.code != 0 {
-				t.Fatalf("postproc: exit %d\n%s", r.code, r.stderr)
-			}
-			want := testutil.Run(t, tmp, uft, append([]string{"replay", "-d", "full"}, opts...)...)
-			got := testutil.Run(t, tmp, uft, "replay", "-d", out)
-			if got != want {
-				t.Errorf("uftrace replay of the filtered trace:\n%s\nuftrace replay %v of the full one:\n%s", got, opts, want)
-			}
-			if got == full || strings.Count(got, "\n") < 3 {
-				t.Errorf("the filter kept everything or nothing:\n%s", got)
-			}
-		})
+		prog := testutil.BuildC(t, fx.src, "-O0")
+		tmp := t.TempDir()
+		if r := runCmd(t, tmp, rtraceBin, append([]string{"record", "-d", "full", "--", prog}, fx.args...)...); r.code != 0 {
+			t.Fatalf("record: exit %d\n%s", r.code, r.stderr)
+		}
+		full := testutil.Run(t, tmp, uft, "replay", "-d", "full")
+		for i, opts := range fx.opts {
+			t.Run(fx.src+" "+strings.Join(opts, " "), func(t *testing.T) {
+				out := fmt.Sprintf("f%d", i)
+				args := append(append([]string{"postproc"}, opts...), "-i", "full", "-d", out)
+				if r := runCmd(t, tmp, rtraceBin, args...); r.code != 0 {
+					t.Fatalf("postproc: exit %d\n%s", r.code, r.stderr)
+				}
+				want := testutil.Run(t, tmp, uft, append([]string{"replay", "-d", "full"}, opts...)...)
+				got := testutil.Run(t, tmp, uft, "replay", "-d", out)
+				if got != want {
+					t.Errorf("uftrace replay of the filtered trace:\n%s\nuftrace replay %v of the full one:\n%s", got, opts, want)
+				}
+				if got == full || strings.Count(got, "\n") < 3 {
+					t.Errorf("the filter kept everything or nothing:\n%s", got)
+				}
+			})
+		}
 	}
 }
 
@@ -75,10 +89,23 @@ func TestPostprocBadUftraceUse(t *testing.T) {
 		{[]string{"-t", "soon", "-i", "full", "-d", "x"}, 2, "time threshold"},
 		{[]string{"-i", "full", "-d", "full"}, 1, "is not empty"},
 		{[]string{"-O", "svg", "-i", "empty.txt"}, 2, "the formats are"},
+		{[]string{"-N", "main", "-i", "full", "-d", "none"}, 1, "no record passed the filters"},
+		{[]string{"-i", "full", "-o", "x", "-d", "y"}, 2, "written to -d OUTDIR, not -o"},
+		{[]string{"-i", "empty.txt", "-o", "empty.txt"}, 2, "is the input"},
+		{[]string{"-c", "-O", "wire", "-i", "empty.txt"}, 2, "the binary stream has no groups"},
+		{[]string{"-r", "-O", "wire", "-i", "empty.txt"}, 2, "carries addresses only"},
+		{[]string{"-c", "--pprof", "p.pb.gz", "-i", "empty.txt"}, 2, "sums calls by backtrace"},
+		{[]string{"--pprof", "p", "-o", "d", "a", "b"}, 2, "names one output file"},
 	} {
 		r := runCmd(t, tmp, rtraceBin, append([]string{"postproc"}, tc.args...)...)
 		if r.code != tc.code || !strings.Contains(r.stderr, tc.want) || strings.Contains(r.stderr, "panic") {
 			t.Errorf("postproc %v: exit %d, stderr %q; want exit %d and %q", tc.args, r.code, r.stderr, tc.code, tc.want)
+		}
+		if b, _ := os.ReadFile(filepath.Join(tmp, "empty.txt")); string(b) != "not a trace\n" {
+			t.Fatalf("postproc %v changed its input", tc.args)
+		}
+		if _, err := os.Stat(filepath.Join(tmp, "none")); err == nil {
+			t.Errorf("postproc %v left the empty trace directory", tc.args)
 		}
 	}
 }
@@ -188,6 +215,13 @@ func TestPprof(t *testing.T) {
 	if r := runCmd(t, tmp, rtraceBin, "postproc", "--pprof", "heap.pb.gz", "-i", raw); r.code != 0 {
 		t.Fatalf("postproc --pprof: exit %d\n%s", r.code, r.stderr)
 	}
+	// The same profile from the trace's text: the process's end survives it.
+	if r := runCmd(t, tmp, rtraceBin, "postproc", "-i", raw, "-o", "trace.txt"); r.code != 0 {
+		t.Fatalf("postproc: exit %d\n%s", r.code, r.stderr)
+	}
+	if r := runCmd(t, tmp, rtraceBin, "postproc", "--pprof", "text.pb.gz", "-i", "trace.txt"); r.code != 0 {
+		t.Fatalf("postproc --pprof: exit %d\n%s", r.code, r.stderr)
+	}
 	// leaky.c: block i is leaked when i%59 == 0; its size and allocating
 	// function depend on i%3.
 	want := map[string]int{}
@@ -201,11 +235,12 @@ func TestPprof(t *testing.T) {
 			want["grown_block"] += 200 + i%3
 		}
 	}
-	top := func(index string) string {
-		return testutil.Run(t, tmp, goTool, "tool", "pprof", "-top", "-unit=B", "-sample_index="+index, "heap.pb.gz")
+	top := func(index, file string) string {
+		return testutil.Run(t, tmp, goTool, "tool", "pprof", "-top", "-unit=B", "-sample_index="+index, file)
 	}
-	for _, index := range []string{"leak_space", "inuse_space"} {
-		out := top(index)
+	for _, index := range []string{"leak_space@heap.pb.gz", "inuse_space@heap.pb.gz", "leak_space@text.pb.gz"} {
+		index, file, _ := strings.Cut(index, "@")
+		out := top(index, file)
 		for fn, bytes := range want {
 			line := regexp.MustCompile(fmt.Sprintf(`(?m)^\s+%dB\s.*\s%s$`, bytes, fn))
 			if !line.MatchString(out) {
@@ -218,7 +253,7 @@ func TestPprof(t *testing.T) {
 	}
 	// Every allocation: 1000 blocks plus grown_block's 333 first mallocs;
 	// realloc counts as an allocation of its own.
-	out := top("alloc_objects")
+	out := top("alloc_objects", "heap.pb.gz")
 	if m := regexp.MustCompile(`accounting for \d+B?, 100% of (\d+)B? total`).FindStringSubmatch(out); m == nil || m[1] != "1333" {
 		t.Errorf("alloc_objects total %q, want 1333:\n%s", m, out)
 	}

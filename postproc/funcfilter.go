@@ -81,21 +81,27 @@ func ParseThreshold(s string) (uint64, error) {
 	return uint64(d), nil
 }
 
-// NewFuncFilter returns the uftrace.Filter of o, for uftrace.Copy.
-func NewFuncFilter(o FuncOptions) uftrace.Filter {
-	return &funcFilter{opts: o, tasks: map[int]*funcTask{}}
+// NewFuncFilter returns the uftrace.Filter of o, for uftrace.Copy. parent,
+// when not nil, names the task a forked process's main thread came from
+// (uftrace.Reader.Parent): the child's stack starts as its parent's was.
+func NewFuncFilter(o FuncOptions, parent func(tid int) int) uftrace.Filter {
+	return &funcFilter{opts: o, parent: parent, tasks: map[int]*funcTask{}}
 }
 
 // funcFilter follows each task's call stack from the records' depths. A
 // call is kept when it is under a -F function (or there is no -F), under
-// no -N function, and fewer than -D kept calls deep; kept records are
-// written with their depth among kept calls. With -t an entry waits on
-// the stack until its exit shows the call lasted long enough; a call that
-// does makes its waiting callers pass too (they lasted longer), so the
-// filter holds at most one stack of entries per task.
+// no -N function, and fewer than -D kept calls below the innermost -F
+// function (or the bottom); kept records are written with their depth
+// among kept calls. With -t an entry waits on the stack until its exit
+// shows the call lasted long enough; a call that does makes its waiting
+// callers pass too (they lasted longer), so the filter holds at most one
+// stack of entries per task. Levels a task's records start below (a
+// forked child, a trace started mid-run) get stand-in frames: the parent's
+// when known, else frames kept unless a -F is needed.
 type funcFilter struct {
-	opts  FuncOptions
-	tasks map[int]*funcTask
+	opts   FuncOptions
+	parent func(tid int) int
+	tasks  map[int]*funcTask
 }
 
 type funcTask struct {
@@ -109,8 +115,10 @@ type funcFrame struct {
 	inDepth int  // the record's depth
 	in, out bool // under a -F function; under a -N function
 	kept    bool
+	stand   bool          // a stand-in for a call whose entry is not in the data
 	depth   int           // output depth when kept
 	nkept   int           // kept calls on the stack up to this one
+	dnext   int           // -D depth of a kept call under this one
 	entry   uint64        // entry time
 	pending *uftrace.Item // -t: entry not yet written
 }
@@ -121,8 +129,7 @@ func (f *funcFilter) Record(it *uftrace.Item, emit func(*uftrace.Item) error) er
 	}
 	t := f.tasks[it.Tid]
 	if t == nil {
-		t = &funcTask{}
-		f.tasks[it.Tid] = t
+		t = f.newTask(it.Tid)
 	}
 	t.last = it.Time
 	switch it.Type {
@@ -143,6 +150,21 @@ func (f *funcFilter) Record(it *uftrace.Item, emit func(*uftrace.Item) error) er
 	return emit(it)
 }
 
+// newTask starts a task's stack: a forked child's as its parent's is.
+func (f *funcFilter) newTask(tid int) *funcTask {
+	t := &funcTask{}
+	if f.parent != nil {
+		if p := f.tasks[f.parent(tid)]; p != nil {
+			t.stack = append(t.stack, p.stack...)
+			for i := range t.stack {
+				t.stack[i].stand, t.stack[i].pending = true, nil
+			}
+		}
+	}
+	f.tasks[tid] = t
+	return t
+}
+
 // top is the innermost open call (a frame for "no call" when none is).
 func (f *funcFilter) top(t *funcTask) funcFrame {
 	if len(t.stack) == 0 {
@@ -160,24 +182,57 @@ func (t *funcTask) unwind(d int) {
 	t.stack = t.stack[:n]
 }
 
+// frame makes the frame of a call at record depth d under the current top;
+// name is "" for a stand-in.
+func (f *funcFilter) frame(t *funcTask, d int, addr uint64, name string) funcFrame {
+	p := f.top(t)
+	matchF := name != "" && matchAny(f.opts.Filters, name)
+	fr := funcFrame{
+		addr:    addr,
+		inDepth: d,
+		in:      p.in || matchF,
+		out:     p.out || name != "" && matchAny(f.opts.NoTrace, name),
+		stand:   name == "",
+		depth:   p.nkept,
+		nkept:   p.nkept,
+		dnext:   p.dnext,
+	}
+	dd := p.dnext
+	if matchF {
+		dd = 0 // uftrace counts -D from the innermost -F function
+	}
+	fr.kept = f.inside(fr) && (f.opts.Depth == 0 || dd < f.opts.Depth)
+	if fr.kept {
+		fr.nkept++
+		fr.dnext = dd + 1
+	}
+	return fr
+}
+
+// fill pushes stand-ins for the levels below record depth d that have no
+// call on the stack.
+func (f *funcFilter) fill(t *funcTask, d int) {
+	for {
+		next := 0
+		if n := len(t.stack); n > 0 {
+			next = t.stack[n-1].inDepth + 1
+		}
+		if next >= d {
+			return
+		}
+		t.stack = append(t.stack, f.frame(t, next, 0, ""))
+	}
+}
+
 // inside says whether calls under fr are kept by -F and -N.
 func (f *funcFilter) inside(fr funcFrame) bool { return fr.in && !fr.out }
 
 func (f *funcFilter) entry(t *funcTask, it *uftrace.Item, emit func(*uftrace.Item) error) error {
 	t.unwind(it.Depth)
-	p := f.top(t)
-	fr := funcFrame{
-		addr:    it.Addr,
-		inDepth: it.Depth,
-		in:      p.in || matchAny(f.opts.Filters, it.Func),
-		out:     p.out || matchAny(f.opts.NoTrace, it.Func),
-		depth:   p.nkept,
-		entry:   it.Time,
-	}
-	fr.kept = f.inside(fr) && (f.opts.Depth == 0 || fr.depth < f.opts.Depth)
-	fr.nkept = p.nkept
+	f.fill(t, it.Depth)
+	fr := f.frame(t, it.Depth, it.Addr, it.Func)
+	fr.entry = it.Time
 	if fr.kept {
-		fr.nkept++
 		it.Depth = fr.depth
 		if f.opts.Threshold > 0 {
 			fr.pending = it
@@ -189,22 +244,22 @@ func (f *funcFilter) entry(t *funcTask, it *uftrace.Item, emit func(*uftrace.Ite
 	return nil
 }
 
+// exit closes the call at the record's depth: the one whose entry was
+// seen, or a stand-in for one whose entry is not in the data (its exit
+// still says whether -N named it).
 func (f *funcFilter) exit(t *funcTask, it *uftrace.Item, emit func(*uftrace.Item) error) error {
 	t.unwind(it.Depth + 1)
+	f.fill(t, it.Depth+1)
 	d := len(t.stack) - 1
-	if d < 0 || t.stack[d].inDepth != it.Depth || t.stack[d].addr != it.Addr {
-		// No entry seen (tracing started inside the call): keep the exit
-		// only where nothing had to be known about the call.
-		p := f.top(t)
-		if f.opts.Threshold > 0 || len(f.opts.Filters) > 0 || !f.inside(p) ||
-			f.opts.Depth > 0 && p.nkept >= f.opts.Depth {
-			return nil
-		}
-		it.Depth = p.nkept
-		return emit(it)
-	}
 	fr := t.stack[d]
 	t.stack = t.stack[:d]
+	if fr.stand || fr.addr != it.Addr {
+		if !fr.kept || fr.pending != nil || matchAny(f.opts.NoTrace, it.Func) {
+			return nil
+		}
+		it.Depth = fr.depth
+		return emit(it)
+	}
 	if !fr.kept {
 		return nil
 	}

@@ -49,7 +49,7 @@ func addrOf(name string) uint64 {
 // render prints emitted records as "+name@depth" / "-name@depth".
 func runFilter(t *testing.T, o FuncOptions, items []*uftrace.Item) string {
 	t.Helper()
-	f := NewFuncFilter(o)
+	f := NewFuncFilter(o, nil)
 	var b strings.Builder
 	last := map[int]uint64{}
 	emit := func(it *uftrace.Item) error {
@@ -190,7 +190,7 @@ func FuzzFuncFilter(f *testing.F) {
 				Time: uint64(100 + 10*i), Type: uftrace.RecordType(op % 4), Depth: int(arg>>2) % 8, Addr: addrOf(name)}}
 			items = append(items, it)
 		}
-		ff := NewFuncFilter(o)
+		ff := NewFuncFilter(o, func(tid int) int { return tid - 1 })
 		last := map[int]uint64{}
 		emit := func(it *uftrace.Item) error {
 			if it.Time < last[it.Tid] || it.Depth < 0 {
@@ -208,4 +208,82 @@ func FuzzFuncFilter(f *testing.F) {
 			t.Fatal(err)
 		}
 	})
+}
+
+// TestFuncFilterNestedF: each call matching -F starts the -D count again,
+// as in uftrace: a recursion under -F fib -D 2 is kept whole.
+func TestFuncFilterNestedF(t *testing.T) {
+	items := callTree(1, "+main +fib +fib +fib +x - - - - -")
+	got := runFilter(t, FuncOptions{Filters: mustPatterns(t, "fib"), Depth: 1}, items)
+	if want := "+fib@0 +fib@1 +fib@2 -fib@2 -fib@1 -fib@0"; got != want {
+		t.Errorf("got  %s\nwant %s", got, want)
+	}
+}
+
+// item is one record for the mid-stack tests.
+func item(tid int, typ uftrace.RecordType, depth int, name string, at uint64) *uftrace.Item {
+	return &uftrace.Item{Tid: tid, Func: name, Record: uftrace.Record{Time: at, Type: typ, Depth: depth, Addr: addrOf(name)}}
+}
+
+// TestFuncFilterMidStack: a task whose data starts inside calls (a forked
+// child returning from fork, an attach) gets stand-ins for the missing
+// levels, so -D counts them and -N still drops an exit it names.
+func TestFuncFilterMidStack(t *testing.T) {
+	records := func() []*uftrace.Item {
+		return []*uftrace.Item{
+			item(7, uftrace.Exit, 1, "fork", 10),
+			item(7, uftrace.Entry, 1, "leaf", 20),
+			item(7, uftrace.Exit, 1, "leaf", 30),
+			item(7, uftrace.Exit, 0, "main", 40),
+		}
+	}
+	for _, tc := range []struct {
+		opts FuncOptions
+		want string
+	}{
+		{FuncOptions{}, "-fork@1 +leaf@1 -leaf@1 -main@0"},
+		{FuncOptions{Depth: 1}, "-main@0"},
+		{FuncOptions{NoTrace: mustPatterns(t, "fork")}, "+leaf@1 -leaf@1 -main@0"},
+		{FuncOptions{Filters: mustPatterns(t, "leaf")}, "+leaf@0 -leaf@0"},
+	} {
+		if got := runFilter(t, tc.opts, records()); got != tc.want {
+			t.Errorf("%+v: got %s, want %s", tc.opts, got, tc.want)
+		}
+	}
+}
+
+// TestFuncFilterForkedChild: a forked child's stack starts as its
+// parent's, so a -F function the parent is in keeps the child's calls.
+func TestFuncFilterForkedChild(t *testing.T) {
+	items := []*uftrace.Item{
+		item(1, uftrace.Entry, 0, "main", 10),
+		item(1, uftrace.Entry, 1, "spawn", 20),
+		item(1, uftrace.Entry, 2, "fork", 30),
+		item(2, uftrace.Exit, 2, "fork", 40),
+		item(2, uftrace.Entry, 2, "child_work", 50),
+		item(2, uftrace.Exit, 2, "child_work", 60),
+		item(1, uftrace.Exit, 2, "fork", 70),
+		item(1, uftrace.Exit, 1, "spawn", 80),
+		item(1, uftrace.Exit, 0, "main", 90),
+	}
+	f := NewFuncFilter(FuncOptions{Filters: mustPatterns(t, "spawn")}, func(tid int) int {
+		if tid == 2 {
+			return 1
+		}
+		return 0
+	})
+	var got []string
+	emit := func(it *uftrace.Item) error {
+		got = append(got, fmt.Sprintf("%d:%v:%s@%d", it.Tid, it.Type, it.Func, it.Depth))
+		return nil
+	}
+	for _, it := range items {
+		if err := f.Record(it, emit); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := "1:entry:spawn@0 1:entry:fork@1 2:exit:fork@1 2:entry:child_work@1 2:exit:child_work@1 1:exit:fork@1 1:exit:spawn@0"
+	if s := strings.Join(got, " "); s != want {
+		t.Errorf("got  %s\nwant %s", s, want)
+	}
 }

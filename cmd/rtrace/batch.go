@@ -27,9 +27,6 @@ type batchInput struct {
 // written under a temporary name and renamed when complete). The exit
 // status is 1 when any input failed.
 func (j *stageJob) batch(c *cli.Context, inputs []string, outDir string, jobs int) error {
-	if err := os.MkdirAll(outDir, 0o755); err != nil {
-		return cli.Exit(fmt.Sprintf("%s: output directory: %v", j.verb, err), 1)
-	}
 	var list []batchInput
 	seen := map[string]string{}
 	for _, p := range inputs {
@@ -50,6 +47,9 @@ func (j *stageJob) batch(c *cli.Context, inputs []string, outDir string, jobs in
 		}
 		seen[in.out] = p
 		list = append(list, in)
+	}
+	if err := os.MkdirAll(outDir, 0o755); err != nil {
+		return cli.Exit(fmt.Sprintf("%s: output directory: %v", j.verb, err), 1)
 	}
 	prog := newProgress(c.App.ErrWriter, j.verb, len(list))
 	j.warn = prog

@@ -110,7 +110,29 @@ func runPostproc(c *cli.Context) error {
 	default:
 		return cli.Exit(fmt.Sprintf("postproc: -O %q: the formats are text, wire and pprof", j.format), 2)
 	}
+	// What the output format cannot carry is refused, not dropped.
+	for _, f := range []struct {
+		format, flag, why string
+	}{
+		{formatWire, "compress", "the binary stream has no groups"},
+		{formatWire, "resolve", "the binary stream carries addresses only; resolve its text"},
+		{formatWire, "sort", "the binary stream has no groups"},
+		{formatPprof, "compress", "a profile sums calls by backtrace already"},
+		{formatPprof, "sort", "a profile has no groups"},
+		{formatPprof, "remove-args", "a profile has no arguments"},
+	} {
+		format := j.format
+		if c.String("pprof") != "" {
+			format = formatPprof
+		}
+		if format == f.format && c.IsSet(f.flag) {
+			return cli.Exit(fmt.Sprintf("postproc: --%s with %s output: %s", f.flag, f.format, f.why), 2)
+		}
+	}
 	if p := c.String("pprof"); p != "" {
+		if c.NArg() > 0 {
+			return cli.Exit("postproc: --pprof names one output file; for a batch, use -O pprof -o OUTDIR", 2)
+		}
 		if c.IsSet("output") || c.IsSet("output-format") {
 			return cli.Exit("postproc: --pprof FILE names the output; it goes without -o and -O", 2)
 		}

@@ -92,14 +92,22 @@ func (j *stageJob) dir(in, out string) error {
 		if err != nil {
 			return err
 		}
-		var f uftrace.Filter
+		var f *countFilter
 		if j.funcs.Active() {
-			f = postproc.NewFuncFilter(j.funcs)
+			f = &countFilter{Filter: postproc.NewFuncFilter(j.funcs, r.Parent)}
 		}
-		err = uftrace.Copy(r, out, f)
+		if f != nil {
+			err = uftrace.Copy(r, out, f)
+		} else {
+			err = uftrace.Copy(r, out, nil)
+		}
 		r.Close()
 		if err != nil {
 			return err
+		}
+		if f != nil && f.n == 0 {
+			os.RemoveAll(out)
+			return errors.New("no record passed the filters, and uftrace cannot read a trace without any; nothing written")
 		}
 	}
 	if j.verb != "resolve" {
@@ -125,6 +133,22 @@ func (j *stageJob) dir(in, out string) error {
 	}
 	return nil
 }
+
+// countFilter counts the records a filter keeps.
+type countFilter struct {
+	uftrace.Filter
+	n int
+}
+
+func (c *countFilter) count(emit func(*uftrace.Item) error) func(*uftrace.Item) error {
+	return func(it *uftrace.Item) error { c.n++; return emit(it) }
+}
+
+func (c *countFilter) Record(it *uftrace.Item, emit func(*uftrace.Item) error) error {
+	return c.Filter.Record(it, c.count(emit))
+}
+
+func (c *countFilter) End(emit func(*uftrace.Item) error) error { return c.Filter.End(c.count(emit)) }
 
 // checkNewDir refuses an output directory that exists with something in it.
 func checkNewDir(dir string) error {
@@ -156,6 +180,9 @@ func (j *stageJob) one(c *cli.Context) error {
 			out := c.String("output")
 			j.summary = c.App.ErrWriter
 			if j.verb == "postproc" {
+				if c.IsSet("output") {
+					return cli.Exit("postproc: a uftrace.data input is written to -d OUTDIR, not -o", 2)
+				}
 				out = c.String("uftrace-dir")
 			}
 			if err := j.dir(inName, out); err != nil {
@@ -171,6 +198,9 @@ func (j *stageJob) one(c *cli.Context) error {
 	}
 	if j.funcs.Active() {
 		return cli.Exit(fmt.Sprintf("%s: %s", j.verb, errFuncOnStream), 2)
+	}
+	if o := c.String("output"); o != "" && same(o, inName) {
+		return cli.Exit(fmt.Sprintf("%s: -o %s is the input; write the output elsewhere", j.verb, o), 2)
 	}
 	in := io.Reader(os.Stdin)
 	if inName != "" && inName != "-" {

@@ -1,6 +1,7 @@
 package rtext
 
 import (
+	"fmt"
 	"math/bits"
 	"strconv"
 	"strings"
@@ -115,6 +116,34 @@ func parseHex(s string, bitSize int) (uint64, bool) {
 	}
 	v, err := strconv.ParseUint(s, 16, bitSize)
 	return v, err == nil
+}
+
+// parseTask reads the line Writer prints for a task event, "## task 42
+// (pid 42) exited at 1234 ns", back into the event: the pprof encoder
+// needs the process's end from a text trace too.
+func parseTask(s string) (*trace.Task, bool) {
+	if !strings.HasPrefix(s, "## task ") {
+		return nil, false
+	}
+	var t trace.Task
+	var what string
+	if _, err := fmt.Sscanf(s, "## task %d (pid %d) %s at %d ns", &t.Tid, &t.Pid, &what, &t.Time); err != nil {
+		return nil, false
+	}
+	t.Exit = what == "exited"
+	if taskLine(&t) != s {
+		return nil, false
+	}
+	return &t, true
+}
+
+// taskLine is the text of a task event.
+func taskLine(t *trace.Task) string {
+	what := "started"
+	if t.Exit {
+		what = "exited"
+	}
+	return fmt.Sprintf("## task %d (pid %d) %s at %d ns", t.Tid, t.Pid, what, t.Time)
 }
 
 // parseModule reads "## tracing module: [1] shmsysv (1.0)".

@@ -133,6 +133,9 @@ func (rd *Reader) other(s string) trace.Item {
 	if m, ok := parseModule(s); ok {
 		return m
 	}
+	if t, ok := parseTask(s); ok {
+		return t
+	}
 	return &trace.Comment{Text: s}
 }
 

@@ -236,11 +236,8 @@ func (w *Writer) note(it trace.Item) {
 		w.w.WriteString(it.Text)
 		w.w.WriteByte('\n')
 	case *trace.Task:
-		what := "started"
-		if it.Exit {
-			what = "exited"
-		}
-		fmt.Fprintf(w.w, "## task %d (pid %d) %s at %d ns\n", it.Tid, it.Pid, what, it.Time)
+		w.w.WriteString(taskLine(it))
+		w.w.WriteByte('\n')
 	case *trace.Probe:
 		fmt.Fprintf(w.w, "## probe %s (tid %d) at %d ns: %s\n", it.Name, it.Tid, it.Time, strings.Join(it.Args, ", "))
 	case *trace.Lost:

@@ -107,6 +107,10 @@ func Open(dir string) (*Reader, error) {
 
 func (r *Reader) path(name string) string { return filepath.Join(r.Dir, name) }
 
+// Parent returns the pid of the process that forked the process whose main
+// thread is tid (task.txt's FORK lines), 0 for any other task.
+func (r *Reader) Parent(tid int) int { return r.parents[tid] }
+
 func (r *Reader) readTasks() error {
 	f, err := os.Open(r.path("task.txt"))
 	if err != nil {
