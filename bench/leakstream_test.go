@@ -84,18 +84,8 @@ func newLeakStream(p leakStreamParams, mods []*module) (*leakStream, error) {
 	s := &leakStream{bodyCalls: 2 * p.bodyPairs, headCalls: p.window}
 	var err error
 	s.head, err = packets(hdr, func(w *wire.Writer) error {
-		items := []trace.Item{
-			&trace.Module{ID: 0, Name: "main", Major: 1},
-			&trace.Module{ID: 1, Name: "memory", Major: 1},
-			&trace.Resource{ID: 1, Name: "memory", Desc: "memory allocation in bytes"},
-		}
-		for _, m := range mods {
-			items = append(items, &m.Mapping)
-		}
-		for _, it := range items {
-			if err := w.Write(it); err != nil {
-				return err
-			}
+		if err := writeMemoryPreamble(w, mods); err != nil {
+			return err
 		}
 		for slot := range p.window {
 			if err := w.Write(call(true, slot, 16+rng.Uint64N(1000), stacks[rng.IntN(len(stacks))])); err != nil {

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"rtrace/internal/trace"
+	"rtrace/internal/wire"
 )
 
 // module is an ELF file placed in a made-up address space, as the
@@ -125,4 +126,23 @@ func leakyFuncs(name string) bool {
 		return true
 	}
 	return false
+}
+
+// writeMemoryPreamble writes what a memory trace has before its calls: the
+// tracing modules, the memory resource type and the mappings of mods.
+func writeMemoryPreamble(w *wire.Writer, mods []*module) error {
+	items := []trace.Item{
+		&trace.Module{ID: 0, Name: "main", Major: 1},
+		&trace.Module{ID: 1, Name: "memory", Major: 1},
+		&trace.Resource{ID: 1, Name: "memory", Desc: "memory allocation in bytes"},
+	}
+	for _, m := range mods {
+		items = append(items, &m.Mapping)
+	}
+	for _, it := range items {
+		if err := w.Write(it); err != nil {
+			return err
+		}
+	}
+	return nil
 }

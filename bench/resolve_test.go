@@ -147,20 +147,13 @@ func writeResolveInput(path string, mods []*module, frames []uint64) error {
 	}
 	defer f.Close()
 	w := wire.NewWriter(f)
-	items := []trace.Item{
-		&trace.Header{Version: "3.0", Arch: "x86_64", Time: time.Date(2025, 1, 2, 10, 0, 0, 0, time.Local),
-			Process: mods[0].Path, Pid: 4343, Depth: resolveDepth},
-		&trace.Module{ID: 0, Name: "main", Major: 1},
-		&trace.Module{ID: 1, Name: "memory", Major: 1},
-		&trace.Resource{ID: 1, Name: "memory", Desc: "memory allocation in bytes"},
+	hdr := &trace.Header{Version: "3.0", Arch: "x86_64", Time: time.Date(2025, 1, 2, 10, 0, 0, 0, time.Local),
+		Process: mods[0].Path, Pid: 4343, Depth: resolveDepth}
+	if err := w.Write(hdr); err != nil {
+		return err
 	}
-	for _, m := range mods {
-		items = append(items, &m.Mapping)
-	}
-	for _, it := range items {
-		if err := w.Write(it); err != nil {
-			return err
-		}
+	if err := writeMemoryPreamble(w, mods); err != nil {
+		return err
 	}
 	clock := 10 * time.Hour
 	fs := make([]trace.Frame, resolveDepth)
