@@ -92,20 +92,16 @@ func (j *stageJob) dir(in, out string) error {
 		if err != nil {
 			return err
 		}
-		var f *countFilter
+		var f uftrace.Filter
 		if j.funcs.Active() {
-			f = &countFilter{Filter: postproc.NewFuncFilter(j.funcs, r.Parent)}
+			f = postproc.NewFuncFilter(j.funcs, r.Parent)
 		}
-		if f != nil {
-			err = uftrace.Copy(r, out, f)
-		} else {
-			err = uftrace.Copy(r, out, nil)
-		}
+		n, err := uftrace.Copy(r, out, f)
 		r.Close()
 		if err != nil {
 			return err
 		}
-		if f != nil && f.n == 0 {
+		if f != nil && n == 0 {
 			os.RemoveAll(out)
 			return errors.New("no record passed the filters, and uftrace cannot read a trace without any; nothing written")
 		}
@@ -133,22 +129,6 @@ func (j *stageJob) dir(in, out string) error {
 	}
 	return nil
 }
-
-// countFilter counts the records a filter keeps.
-type countFilter struct {
-	uftrace.Filter
-	n int
-}
-
-func (c *countFilter) count(emit func(*uftrace.Item) error) func(*uftrace.Item) error {
-	return func(it *uftrace.Item) error { c.n++; return emit(it) }
-}
-
-func (c *countFilter) Record(it *uftrace.Item, emit func(*uftrace.Item) error) error {
-	return c.Filter.Record(it, c.count(emit))
-}
-
-func (c *countFilter) End(emit func(*uftrace.Item) error) error { return c.Filter.End(c.count(emit)) }
 
 // checkNewDir refuses an output directory that exists with something in it.
 func checkNewDir(dir string) error {

@@ -21,19 +21,23 @@ type Filter interface {
 // Copy writes everything r holds into a new directory dst through a Writer:
 // info, task.txt, maps, symbols, debug info, events, extern data and every
 // record with its payload, or with f the records f emits. It consumes r's
-// records.
-func Copy(r *Reader, dst string, f Filter) error {
+// records and returns how many it wrote.
+func Copy(r *Reader, dst string, f Filter) (int, error) {
 	info := *r.Info
 	info.TaskIDs = nil
 	w, err := Create(dst, info)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	if err := copyMeta(r, w); err != nil {
 		w.Close()
-		return err
+		return 0, err
 	}
-	emit := func(it *Item) error { return w.Append(it.Tid, it.Record, it.Payload) }
+	n := 0
+	emit := func(it *Item) error {
+		n++
+		return w.Append(it.Tid, it.Record, it.Payload)
+	}
 	for {
 		it, err := r.Next()
 		if err == io.EOF {
@@ -48,21 +52,21 @@ func Copy(r *Reader, dst string, f Filter) error {
 		}
 		if err != nil {
 			w.Close()
-			return err
+			return n, err
 		}
 	}
 	if f != nil {
 		if err := f.End(emit); err != nil {
 			w.Close()
-			return err
+			return n, err
 		}
 	}
 	// Keep the original's task order in info.
 	if err := w.UpdateInfo(func(in *Info) { in.TaskIDs = append([]int(nil), r.Info.TaskIDs...) }); err != nil {
 		w.Close()
-		return err
+		return n, err
 	}
-	return w.Close()
+	return n, w.Close()
 }
 
 func copyMeta(r *Reader, w *Writer) error {

@@ -26,7 +26,7 @@ func TestRoundTripRealUftrace(t *testing.T) {
 	}
 	defer r.Close()
 	cp := filepath.Join(tmp, "copy")
-	if err := uftrace.Copy(r, cp, nil); err != nil {
+	if _, err := uftrace.Copy(r, cp, nil); err != nil {
 		t.Fatal(err)
 	}
 	for _, args := range [][]string{
