@@ -33,9 +33,9 @@ func (j *stageJob) batch(c *cli.Context, inputs []string, outDir string, jobs in
 		if strings.HasPrefix(p, "-") {
 			return cli.Exit(fmt.Sprintf("%s: %q after the inputs: options go before the first input", j.verb, p), 2)
 		}
-		trace, dir := isTraceDir(p)
-		if dir && !trace {
-			return cli.Exit(fmt.Sprintf("%s: %s is a directory but not a uftrace.data directory (no info file)", j.verb, p), 2)
+		dir, err := traceDirInput(j.verb, p)
+		if err != nil {
+			return cli.Exit(err.Error(), 2)
 		}
 		in := batchInput{path: p, dir: dir}
 		in.out = filepath.Join(outDir, j.outputName(p, dir))

@@ -150,13 +150,26 @@ func isTraceDir(path string) (trace, dir bool) {
 	return err == nil, true
 }
 
+// traceDirInput says whether the input path is a uftrace.data directory;
+// any other directory is an error.
+func traceDirInput(verb, path string) (bool, error) {
+	trace, dir := isTraceDir(path)
+	if dir && !trace {
+		return false, fmt.Errorf("%s: %s is a directory but not a uftrace.data directory (no info file)", verb, path)
+	}
+	return trace, nil
+}
+
 // one runs the job on the single input of -i (or stdin), writing to -o
 // (a file, a directory, stdout), --pprof or -d.
 func (j *stageJob) one(c *cli.Context) error {
 	inName := c.String("input")
 	if inName != "" && inName != "-" {
-		switch trace, dir := isTraceDir(inName); {
-		case trace:
+		trace, err := traceDirInput(j.verb, inName)
+		if err != nil {
+			return cli.Exit(err.Error(), 1)
+		}
+		if trace {
 			out := c.String("output")
 			j.summary = c.App.ErrWriter
 			if j.verb == "postproc" {
@@ -169,8 +182,6 @@ func (j *stageJob) one(c *cli.Context) error {
 				return cli.Exit(fmt.Sprintf("%s: %s: %v", j.verb, inName, err), 1)
 			}
 			return nil
-		case dir:
-			return cli.Exit(fmt.Sprintf("%s: %s is a directory but not a uftrace.data directory (no info file)", j.verb, inName), 1)
 		}
 	}
 	if c.IsSet("uftrace-dir") {
