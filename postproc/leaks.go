@@ -6,57 +6,38 @@ import (
 	"rtrace/internal/trace"
 )
 
-// leakSet is the -l filter: the allocations not released so far.
-//
-// Calls are keyed by (resource type, resource ID), in call order. An
-// allocation of a key already live on a refcount resource type adds a
-// reference and is dropped; any other allocation takes the key over (the
-// older allocation, never matched, stays a leak). A release takes a
-// reference away and, at zero or for other types, drops the allocation.
-// Releases are always dropped. (sp-rtrace.md, "Leak semantics".)
+// leakSet is the -l filter: the allocations not released so far, in call
+// order, with sp-rtrace's leak semantics (trace.Matcher; sp-rtrace.md,
+// "Leak semantics"). An allocation taken over by a newer one of the same
+// ID is never matched and stays a leak. Releases are always dropped.
 type leakSet struct {
-	byKey map[leakKey]*live
-	bySeq map[int]*live // every leak, keyed or taken over
-}
-
-type leakKey struct {
-	res int
-	id  uint64
+	match *trace.Matcher[*live]
+	bySeq map[int]*live // every leak, matchable or taken over
 }
 
 // live is an allocation not released.
 type live struct {
 	call *trace.Call
 	seq  int
-	refs int
 	show bool // passes the per-call selections
 }
 
 func newLeakSet() *leakSet {
-	return &leakSet{byKey: map[leakKey]*live{}, bySeq: map[int]*live{}}
+	return &leakSet{match: trace.NewMatcher[*live](), bySeq: map[int]*live{}}
 }
 
 // add takes call number seq into account. show says whether it is to be
 // written if it leaks; refcount whether its resource type counts
 // references.
 func (s *leakSet) add(c *trace.Call, seq int, show, refcount bool) {
-	k := leakKey{c.Res, c.ID}
-	l := s.byKey[k]
 	if c.Alloc {
-		if l != nil && refcount {
-			l.refs++
-			return
+		l := &live{call: c, seq: seq, show: show}
+		if s.match.Alloc(c, refcount, l) {
+			s.bySeq[seq] = l
 		}
-		l = &live{call: c, seq: seq, refs: 1, show: show}
-		s.byKey[k] = l
-		s.bySeq[seq] = l
 		return
 	}
-	if l == nil {
-		return
-	}
-	if l.refs--; l.refs <= 0 || !refcount {
-		delete(s.byKey, k)
+	if l, ok := s.match.Release(c, refcount); ok {
 		delete(s.bySeq, l.seq)
 	}
 }

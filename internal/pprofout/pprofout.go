@@ -29,23 +29,17 @@ type Writer struct {
 	ended    bool           // the process exited
 	names    map[int]string // resource type names by ID
 	refcount map[int]bool
-	live     map[liveKey]*live
+	live     *trace.Matcher[*live]
 	stacks   map[string]*stack
 	order    []*stack // in first-seen order
 	key      []byte   // scratch for stack keys
 	closed   bool
 }
 
-type liveKey struct {
-	res int
-	id  uint64
-}
-
 // live is an allocation not released and the stack it counts in.
 type live struct {
 	st   *stack
 	size int64
-	refs int
 }
 
 // stack is one sample: a resource type and backtrace, and its totals.
@@ -63,7 +57,7 @@ func NewWriter(w io.Writer, res Resolver) *Writer {
 		locs:     newLocTable(res),
 		names:    map[int]string{},
 		refcount: map[int]bool{},
-		live:     map[liveKey]*live{},
+		live:     trace.NewMatcher[*live](),
 		stacks:   map[string]*stack{},
 	}
 }
@@ -96,16 +90,11 @@ func (w *Writer) Write(it trace.Item) error {
 	return nil
 }
 
-// call counts an allocation or matches a release, as postproc's leakSet.
+// call counts an allocation or matches a release (trace.Matcher, as
+// postproc's leak filter).
 func (w *Writer) call(c *trace.Call) {
-	k := liveKey{c.Res, c.ID}
-	l := w.live[k]
 	if !c.Alloc {
-		if l == nil {
-			return
-		}
-		if l.refs--; l.refs <= 0 || !w.refcount[c.Res] {
-			delete(w.live, k)
+		if l, ok := w.live.Release(c, w.refcount[c.Res]); ok {
 			l.st.inuseObjs--
 			l.st.inuseSpace -= l.size
 		}
@@ -115,13 +104,10 @@ func (w *Writer) call(c *trace.Call) {
 	st := w.stack(c)
 	st.allocs++
 	st.allocSpace += size
-	if l != nil && w.refcount[c.Res] {
-		l.refs++
-		return
+	if w.live.Alloc(c, w.refcount[c.Res], &live{st: st, size: size}) {
+		st.inuseObjs++
+		st.inuseSpace += size
 	}
-	w.live[k] = &live{st: st, size: size, refs: 1}
-	st.inuseObjs++
-	st.inuseSpace += size
 }
 
 // stack returns the sample of c's resource type and backtrace.

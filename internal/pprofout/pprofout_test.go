@@ -121,8 +121,8 @@ func TestBounded(t *testing.T) {
 		w.Write(alloc(1, i, 16, []uint64{addrA, addrB}[i%2], addrMain))
 		w.Write(free(1, i))
 	}
-	if len(w.live) != 0 || len(w.order) != 2 || len(w.locs.locations) != 3 {
-		t.Errorf("after 10000 freed allocations: %d live, %d stacks, %d locations; want 0, 2, 3", len(w.live), len(w.order), len(w.locs.locations))
+	if w.live.Len() != 0 || len(w.order) != 2 || len(w.locs.locations) != 3 {
+		t.Errorf("after 10000 freed allocations: %d live, %d stacks, %d locations; want 0, 2, 3", w.live.Len(), len(w.order), len(w.locs.locations))
 	}
 }
 
