@@ -12,9 +12,6 @@ import (
 // version is set at build time with -ldflags "-X main.version=...".
 var version = "dev"
 
-// exitNotImplemented is the status of a verb that is registered but not built yet.
-const exitNotImplemented = 2
-
 // run builds the CLI, runs it on args and returns the process exit status.
 func run(args []string) int {
 	app := newApp(os.Stdout, os.Stderr)
@@ -81,12 +78,4 @@ Examples:
 		},
 	}
 	return app
-}
-
-// notImplemented is the action of a verb whose stage is not built yet: it
-// says so and exits 2, never pretending to have done the work.
-func notImplemented(verb string) cli.ActionFunc {
-	return func(*cli.Context) error {
-		return cli.Exit(fmt.Sprintf("%s: not implemented yet", verb), exitNotImplemented)
-	}
 }

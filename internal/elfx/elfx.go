@@ -202,17 +202,6 @@ func (f *File) MinVaddr() uint64 {
 	return min &^ 0xfff
 }
 
-// MaxVaddr is the end of the last PT_LOAD.
-func (f *File) MaxVaddr() uint64 {
-	var max uint64
-	for _, l := range f.Loads {
-		if e := l.Vaddr + l.Memsz; e > max {
-			max = e
-		}
-	}
-	return max
-}
-
 // Bias returns the load bias of f given the start of its lowest mapping:
 // runtime address = link-time address + bias. For a non-PIE executable it is 0.
 func (f *File) Bias(firstMapStart uint64) uint64 {

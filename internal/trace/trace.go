@@ -41,9 +41,6 @@ type Resource struct {
 	Refcount bool
 }
 
-// Mask is the resource's bit in -R masks and text resource lines.
-func (r *Resource) Mask() uint32 { return 1 << (r.ID - 1) }
-
 // Context is a named call context (CTXR); ID is a bit mask.
 type Context struct {
 	ID   uint32

@@ -191,15 +191,6 @@ func ParseSpecList(s string) ([]FuncSpec, error) {
 	return out, nil
 }
 
-// String returns the spec in uftrace syntax.
-func (f FuncSpec) String() string {
-	items := make([]string, len(f.Args))
-	for i, a := range f.Args {
-		items[i] = a.String()
-	}
-	return f.Pattern + "@" + strings.Join(items, ",")
-}
-
 // Split returns the argument specs and the return-value specs of f.
 func (f FuncSpec) Split() (args, rets []ArgSpec) {
 	for _, a := range f.Args {

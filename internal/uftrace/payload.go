@@ -153,10 +153,3 @@ func DecodePayload(b []byte, specs []ArgSpec) ([]Value, int, error) {
 	}
 	return vals, off, nil
 }
-
-// PayloadSize returns the length of the payload at the start of b without
-// decoding the values.
-func PayloadSize(b []byte, specs []ArgSpec) (int, error) {
-	_, n, err := DecodePayload(b, specs)
-	return n, err
-}

@@ -9,7 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"sort"
+
 	"strings"
 )
 
@@ -440,11 +440,4 @@ func (h *streamHeap) Pop() any {
 	x := old[len(old)-1]
 	*h = old[:len(old)-1]
 	return x
-}
-
-// TaskIDs returns the tasks of the trace in info order.
-func (r *Reader) TaskIDs() []int {
-	out := append([]int(nil), r.Info.TaskIDs...)
-	sort.Ints(out)
-	return out
 }

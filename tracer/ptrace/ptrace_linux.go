@@ -44,11 +44,6 @@ func Cont(pid, sig int) error { return ptrace(unix.PTRACE_CONT, pid, 0, uintptr(
 // SingleStep resumes pid for one instruction.
 func SingleStep(pid int) error { return ptrace(unix.PTRACE_SINGLESTEP, pid, 0, 0) }
 
-// SetOptions sets the ptrace options of pid.
-func SetOptions(pid, opts int) error {
-	return ptrace(unix.PTRACE_SETOPTIONS, pid, 0, uintptr(opts))
-}
-
 // EventMsg returns the message of the last ptrace event (the new tid of a
 // clone, the child of a fork, the former tid at exec).
 func EventMsg(pid int) (uint64, error) {
@@ -85,12 +80,6 @@ func GetFPRegs(pid int, f *FPRegs) error {
 // SetPC writes only rip (PTRACE_POKEUSER): a third the cost of SETREGS.
 func SetPC(pid int, pc uint64) error {
 	return ptrace(unix.PTRACE_POKEUSR, pid, offRip, uintptr(pc))
-}
-
-// GetSiginfo reads the siginfo of a signal-delivery stop; it fails with
-// EINVAL in a group-stop, which is how the two are told apart.
-func GetSiginfo(pid int, si *unix.Siginfo) error {
-	return ptrace(unix.PTRACE_GETSIGINFO, pid, 0, uintptr(unsafe.Pointer(si)))
 }
 
 // PeekWord reads 8 bytes of tracee memory.
