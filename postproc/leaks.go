@@ -7,7 +7,7 @@ import (
 )
 
 // leakSet is the -l filter: the allocations not released so far, in call
-// order, with sp-rtrace's leak semantics (trace.Matcher; sp-rtrace.md,
+// order, with sp-rtrace's leak semantics (trace.Matcher; docs/sp-rtrace.md,
 // "Leak semantics"). An allocation taken over by a newer one of the same
 // ID is never matched and stays a leak. Releases are always dropped.
 type leakSet struct {

@@ -11,7 +11,7 @@ import (
 // remoteSyscall makes the stopped tracee tid run one system call and
 // returns its result, leaving registers and code as they were. The tracee
 // executes `syscall; int3` written over its current instruction
-// (FIELD-NOTES.md, "Remote syscall"). Called on the tracer thread.
+// (docs/ptrace-costs.md, "Remote system call"). Called on the tracer thread.
 func remoteSyscall(tid int, nr uint64, args ...uint64) (uint64, error) {
 	var saved, regs unix.PtraceRegs
 	if err := ptrace.GetRegs(tid, &saved); err != nil {

@@ -1,5 +1,5 @@
 // Package usdt reads USDT probe notes (.note.stapsdt) and decodes their
-// argument operands (docs: ../shared/docs/usdt.md).
+// argument operands (docs/usdt.md).
 package usdt
 
 import (

@@ -29,7 +29,7 @@ const (
 	// OutOfLine: an int3 over an instruction whose relocated copy runs in a
 	// scratch slot that jumps back: set rip to Resume, the slot. Cheaper than
 	// emulating push/mov/sub in the tracer, which would need SETREGS and a
-	// memory write (FIELD-NOTES.md).
+	// memory write (docs/ptrace-costs.md).
 	OutOfLine
 	// Detoured: a 5-byte jmp at the entry leads to a trampoline that loads
 	// the return address into r11, stops at an int3 (Trap), then swaps the

@@ -40,7 +40,7 @@ func (t *Thread) Close() { close(t.reqs) }
 
 // PinToCurrentCPU binds the calling (locked, tracer) thread to the CPU it
 // runs on; a child forked from it inherits the mask. Cross-CPU wake-ups
-// cost ~15x a same-CPU breakpoint stop on these VMs (FIELD-NOTES.md). It
+// cost ~15x a same-CPU breakpoint stop on these VMs (docs/ptrace-costs.md). It
 // returns a function that restores the previous mask.
 func PinToCurrentCPU() (restore func()) {
 	var old, set unix.CPUSet
