@@ -1,4 +1,4 @@
-package launcher_test
+package e2e_test
 
 import (
 	"bufio"
@@ -309,15 +309,14 @@ func TestToggle(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 		listener := exec.Command(rtraceBin, "toggle", "-o", "D", strconv.Itoa(pid))
 		listener.Dir = tmp
-		var lerr strings.Builder
-		listener.Stderr = &lerr
+		lerrPipe, _ := listener.StderrPipe()
 		if err := listener.Start(); err != nil {
 			t.Fatal(err)
 		}
 		// Wait until the listener says tracing is on.
-		deadline := time.Now().Add(10 * time.Second)
-		for !strings.Contains(lerr.String(), "turned on") && time.Now().Before(deadline) {
-			time.Sleep(5 * time.Millisecond)
+		lerr := newLineLog(lerrPipe)
+		if lerr.waitFor("turned on") == "" {
+			t.Fatalf("the listener ended without turning tracing on:\n%s", lerr.String())
 		}
 		seen = p.seen(seen)
 		lo := seen

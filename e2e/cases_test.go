@@ -1,4 +1,4 @@
-package launcher_test
+package e2e_test
 
 import (
 	"bufio"
