@@ -5,17 +5,22 @@ LDFLAGS  := -X main.version=$(VERSION)
 FUZZTIME ?= 10s
 GOFILES  := $(shell find . -name '*.go' -not -path './testdata/*')
 
-.PHONY: build test demo bench fuzz lint clean
+.PHONY: build install test demo bench fuzz lint clean
 
 build: bin/rtrace
 
 bin/rtrace: $(GOFILES) go.mod go.sum
 	$(GO) build -ldflags "$(LDFLAGS)" -o $@ ./cmd/rtrace
 
+# rtrace on PATH: $(GOBIN), or $(GOPATH)/bin (usually ~/go/bin).
+install:
+	$(GO) install -ldflags "$(LDFLAGS)" ./cmd/rtrace
+
 # Tests trace real C programs and check them with the real uftrace; with
-# CI=true a missing gcc or uftrace fails instead of skipping.
+# CI=true a missing gcc or uftrace fails instead of skipping. The race
+# detector is on: the launcher and the pipeline stages are concurrent.
 test: lint
-	$(GO) test -count=1 -timeout 9m ./...
+	$(GO) test -race -count=1 -timeout 15m ./...
 
 # Build rtrace and a sample C program, record it, show the trace with uftrace.
 demo: build

@@ -38,6 +38,18 @@ func RequireTool(t testing.TB, name string) string {
 	return p
 }
 
+// RequireCapability skips the test because the machine lacks what it
+// needs (a debug package, a kernel setting), or fails it under CI=true,
+// where .ci/run must provide it.
+func RequireCapability(t testing.TB, format string, args ...any) {
+	t.Helper()
+	msg := fmt.Sprintf(format, args...)
+	if InCI() {
+		t.Fatalf("%s (CI=true: .ci/run must provide it)", msg)
+	}
+	t.Skip(msg)
+}
+
 // BuildC compiles testdata/<src> with gcc and flags, caching the result in
 // testdata/build by a hash of the source, the flags and the compiler, and
 // returns the binary's absolute path. Concurrent test binaries share the
