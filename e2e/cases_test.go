@@ -427,9 +427,14 @@ func TestRecordTimeFilter(t *testing.T) {
 	if got != want || got != "main() {\n  slow();\n  slow();\n} /* main */\n" {
 		t.Errorf("-t 5ms:\nuftrace:\n%s\nrtrace:\n%s", want, got)
 	}
-	r = runCmd(t, tmp, rtraceBin, "record", "-t", "5", "--", plain)
-	if r.code != 2 || !strings.Contains(r.stderr, `-t "5"`) || r.stdout != "" {
-		t.Errorf("-t without a unit: %+v", r)
+	// As in uftrace, a bare number is nanoseconds; an unknown unit is refused.
+	r = runCmd(t, tmp, rtraceBin, "record", "-q", "-t", "5", "-d", "R5", "--", plain)
+	if r.code != 0 || r.stdout != "slow 12\n" {
+		t.Errorf("-t 5 (ns): %+v", r)
+	}
+	r = runCmd(t, tmp, rtraceBin, "record", "-t", "5h", "--", plain)
+	if r.code != 2 || !strings.Contains(r.stderr, `-t: time "5h": unknown unit`) || r.stdout != "" {
+		t.Errorf("-t with an unknown unit: %+v", r)
 	}
 }
 

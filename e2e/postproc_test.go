@@ -86,7 +86,7 @@ func TestPostprocBadUftraceUse(t *testing.T) {
 		{[]string{"-F", "a", "-i", "empty.txt"}, 2, "apply to a uftrace.data directory"},
 		{[]string{"-i", "plain", "-d", "x"}, 1, "not a uftrace.data directory"},
 		{[]string{"-F", "a(", "-i", "full", "-d", "x"}, 2, "function pattern"},
-		{[]string{"-t", "soon", "-i", "full", "-d", "x"}, 2, "time threshold"},
+		{[]string{"-t", "soon", "-i", "full", "-d", "x"}, 2, `time "soon"`},
 		{[]string{"-i", "full", "-d", "full"}, 1, "is not empty"},
 		{[]string{"-O", "svg", "-i", "empty.txt"}, 2, "the formats are"},
 		{[]string{"-N", "main", "-i", "full", "-d", "none"}, 1, "no record passed the filters"},

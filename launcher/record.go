@@ -4,13 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"os"
 	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -64,23 +62,13 @@ type UsageError struct{ Msg string }
 
 func (e *UsageError) Error() string { return e.Msg }
 
-// compile compiles -F/-N patterns as uftrace does: a pattern with regex
-// characters is a regex (matching anywhere in the name, as regexec), one
-// without matches one name exactly.
-func compile(kind string, pats []string) ([]*regexp.Regexp, error) {
-	var out []*regexp.Regexp
-	for _, p := range pats {
-		expr := p
-		if !strings.ContainsAny(p, uftrace.RegexChars) {
-			expr = "^" + regexp.QuoteMeta(p) + "$"
-		}
-		re, err := regexp.Compile(expr)
-		if err != nil {
-			return nil, &UsageError{fmt.Sprintf("%s pattern %q: %v", kind, p, err)}
-		}
-		out = append(out, re)
+// compile compiles -F/-N patterns (uftrace's rule, uftrace.Pattern).
+func compile(flag string, pats []string) ([]uftrace.Pattern, error) {
+	ps, err := uftrace.ParsePatterns(flag, pats)
+	if err != nil {
+		return nil, &UsageError{err.Error()}
 	}
-	return out, nil
+	return ps, nil
 }
 
 // libPatterns parses -P FUNC@LIB patterns: FUNC as -F patterns are, LIB
@@ -463,24 +451,14 @@ func argSpecs(o RecordOptions) ([]uftrace.ArgSpecLine, func(exe *elfx.File, name
 	}, nil
 }
 
-// parseTime parses a -t threshold: a number with a unit, ns, us, ms, s or m
-// as uftrace writes them. A bare number is refused rather than guessed.
+// parseTime parses a -t threshold as uftrace does (a bare number is ns).
 func parseTime(s string) (uint64, error) {
 	if s == "" {
 		return 0, nil
 	}
-	units := []struct {
-		suffix string
-		ns     float64
-	}{{"ns", 1}, {"us", 1e3}, {"ms", 1e6}, {"s", 1e9}, {"m", 60e9}}
-	for _, u := range units {
-		if num, ok := strings.CutSuffix(s, u.suffix); ok {
-			v, err := strconv.ParseFloat(num, 64)
-			if err != nil || v < 0 || math.IsInf(v, 0) || math.IsNaN(v) {
-				break
-			}
-			return uint64(v * u.ns), nil
-		}
+	t, err := uftrace.ParseTime(s)
+	if err != nil {
+		return 0, &UsageError{"-t: " + err.Error()}
 	}
-	return 0, &UsageError{fmt.Sprintf("-t %q: want a duration with a unit: 500ns, 20us, 1.5ms, 2s, 1m", s)}
+	return t, nil
 }

@@ -2,10 +2,9 @@ package postproc
 
 import (
 	"debug/elf"
-	"path/filepath"
-	"strings"
 
 	"rtrace/internal/trace"
+	"rtrace/internal/uftrace"
 )
 
 // addrMatcher is the --call-address filter. A range given for a library
@@ -48,7 +47,7 @@ func newAddrMatcher(ranges []AddrRange) *addrMatcher {
 // the range falls inside the mapping.
 func (m *addrMatcher) addMapping(mp trace.Mapping) {
 	for _, r := range m.ranges {
-		if r.Lib == "" || !sameObject(r.Lib, mp.Path) {
+		if r.Lib == "" || !uftrace.MatchLibName(mp.Path, r.Lib) {
 			continue
 		}
 		var biases []uint64
@@ -85,19 +84,6 @@ func (m *addrMatcher) exec(path string) (uint64, bool) {
 		m.cache[path] = info
 	}
 	return info.vaddr, info.ok
-}
-
-// sameObject reports whether the mapping path names the library lib: the
-// same path, or the same file name (libfoo.so also matches libfoo.so.1).
-func sameObject(lib, path string) bool {
-	if lib == path || filepath.Clean(lib) == filepath.Clean(path) {
-		return true
-	}
-	if strings.Contains(lib, "/") {
-		return false
-	}
-	base := filepath.Base(path)
-	return base == lib || strings.HasPrefix(base, lib+".")
 }
 
 // elfExecVaddr reads the first executable PT_LOAD of the ELF file at path.

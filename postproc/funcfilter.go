@@ -1,84 +1,22 @@
 package postproc
 
 import (
-	"fmt"
-	"regexp"
-	"strconv"
-	"strings"
-	"time"
-
 	"rtrace/internal/uftrace"
 )
 
 // FuncOptions are the function-trace filters of a uftrace.data input
 // (uftrace's own record and replay options of the same letters).
 type FuncOptions struct {
-	Filters   []Pattern // -F: keep these functions and what they call
-	NoTrace   []Pattern // -N: drop these functions and what they call
-	Depth     int       // -D: keep calls nested less than this deep (0: any)
-	Threshold uint64    // -t: drop calls shorter than this many ns
+	Filters   []uftrace.Pattern // -F: keep these functions and what they call
+	NoTrace   []uftrace.Pattern // -N: drop these functions and what they call
+	Depth     int               // -D: keep calls nested less than this deep (0: any)
+	Threshold uint64            // -t: drop calls shorter than this many ns
 	Tids      map[int]bool
 }
 
 // Active says whether any filter is set.
 func (o FuncOptions) Active() bool {
 	return len(o.Filters) > 0 || len(o.NoTrace) > 0 || o.Depth > 0 || o.Threshold > 0 || len(o.Tids) > 0
-}
-
-// regexChars make a pattern a regular expression; without them it is a
-// name (uftrace, utils/filter.h REGEX_CHARS).
-const regexChars = ".?*+-^$|()[]{}"
-
-// Pattern matches function names as uftrace's filters do: an exact name,
-// or, when the pattern has one of regexChars, an unanchored regex search.
-type Pattern struct {
-	name string
-	re   *regexp.Regexp
-}
-
-// ParsePattern compiles a -F/-N pattern.
-func ParsePattern(s string) (Pattern, error) {
-	if s == "" {
-		return Pattern{}, fmt.Errorf("empty function pattern")
-	}
-	if !strings.ContainsAny(s, regexChars) {
-		return Pattern{name: s}, nil
-	}
-	re, err := regexp.Compile(s)
-	if err != nil {
-		return Pattern{}, fmt.Errorf("function pattern %q: %w", s, err)
-	}
-	return Pattern{re: re}, nil
-}
-
-// Match says whether the function name matches.
-func (p Pattern) Match(name string) bool {
-	if p.re != nil {
-		return p.re.MatchString(name)
-	}
-	return name == p.name
-}
-
-func matchAny(ps []Pattern, name string) bool {
-	for _, p := range ps {
-		if p.Match(name) {
-			return true
-		}
-	}
-	return false
-}
-
-// ParseThreshold reads a -t time: a number with a unit (ns, us, ms, s, m),
-// or a bare number of nanoseconds.
-func ParseThreshold(s string) (uint64, error) {
-	if n, err := strconv.ParseUint(s, 10, 64); err == nil {
-		return n, nil
-	}
-	d, err := time.ParseDuration(s)
-	if err != nil || d < 0 {
-		return 0, fmt.Errorf("time threshold %q: want a duration such as 100us, 2ms or 1.5s", s)
-	}
-	return uint64(d), nil
 }
 
 // NewFuncFilter returns the uftrace.Filter of o, for uftrace.Copy. parent,
@@ -186,12 +124,12 @@ func (t *funcTask) unwind(d int) {
 // name is "" for a stand-in.
 func (f *funcFilter) frame(t *funcTask, d int, addr uint64, name string) funcFrame {
 	p := f.top(t)
-	matchF := name != "" && matchAny(f.opts.Filters, name)
+	matchF := name != "" && uftrace.MatchAny(f.opts.Filters, name)
 	fr := funcFrame{
 		addr:    addr,
 		inDepth: d,
 		in:      p.in || matchF,
-		out:     p.out || name != "" && matchAny(f.opts.NoTrace, name),
+		out:     p.out || name != "" && uftrace.MatchAny(f.opts.NoTrace, name),
 		stand:   name == "",
 		depth:   p.nkept,
 		nkept:   p.nkept,
@@ -254,7 +192,7 @@ func (f *funcFilter) exit(t *funcTask, it *uftrace.Item, emit func(*uftrace.Item
 	fr := t.stack[d]
 	t.stack = t.stack[:d]
 	if fr.stand || fr.addr != it.Addr {
-		if !fr.kept || fr.pending != nil || matchAny(f.opts.NoTrace, it.Func) {
+		if !fr.kept || fr.pending != nil || uftrace.MatchAny(f.opts.NoTrace, it.Func) {
 			return nil
 		}
 		it.Depth = fr.depth

@@ -75,14 +75,10 @@ func runFilter(t *testing.T, o FuncOptions, items []*uftrace.Item) string {
 	return strings.TrimSpace(b.String())
 }
 
-func mustPatterns(t *testing.T, ss ...string) []Pattern {
-	var ps []Pattern
-	for _, s := range ss {
-		p, err := ParsePattern(s)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ps = append(ps, p)
+func mustPatterns(t *testing.T, ss ...string) []uftrace.Pattern {
+	ps, err := uftrace.ParsePatterns("-F", ss)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return ps
 }
@@ -138,22 +134,6 @@ func TestFuncFilterTids(t *testing.T) {
 	got = runFilter(t, FuncOptions{Depth: 1}, items())
 	if want := "+main@0 +worker@0 -main@0 -worker@0"; got != want {
 		t.Errorf("got %s, want %s", got, want)
-	}
-}
-
-func TestParseThreshold(t *testing.T) {
-	for in, want := range map[string]uint64{"250": 250, "2us": 2000, "1.5ms": 1500000, "1s": 1e9} {
-		if got, err := ParseThreshold(in); err != nil || got != want {
-			t.Errorf("ParseThreshold(%q) = %d, %v; want %d", in, got, err, want)
-		}
-	}
-	for _, bad := range []string{"", "fast", "-1s"} {
-		if _, err := ParseThreshold(bad); err == nil {
-			t.Errorf("ParseThreshold(%q) succeeded", bad)
-		}
-	}
-	if _, err := ParsePattern("a("); err == nil {
-		t.Error("ParsePattern(\"a(\") succeeded")
 	}
 }
 

@@ -11,7 +11,6 @@ import (
 	"slices"
 	"strings"
 
-	"rtrace/internal/cxxname"
 	"rtrace/internal/elfx"
 	"rtrace/internal/uftrace"
 	"rtrace/tracer/bp"
@@ -288,10 +287,7 @@ func (t *Tracer) setupImage(tid int) (*image, []byte, error) {
 // with the filters and specs that apply to it. Patterns match the mangled
 // symbol or the short demangled name uftrace shows (geo::Shape::area).
 func (t *Tracer) newFn(f *elfx.File, name string, addr uint64) fn {
-	short := cxxname.Short(name)
-	fi := fn{name: name, addr: addr,
-		in:  matchAny(t.cfg.Filter, name) || matchAny(t.cfg.Filter, short),
-		out: matchAny(t.cfg.NoTrace, name) || matchAny(t.cfg.NoTrace, short)}
+	fi := fn{name: name, addr: addr, in: uftrace.MatchAny(t.cfg.Filter, name), out: uftrace.MatchAny(t.cfg.NoTrace, name)}
 	if t.cfg.Specs != nil {
 		fi.args, fi.rets = t.cfg.Specs(f, name)
 	}
@@ -321,15 +317,6 @@ func isFragment(name string) bool {
 func inExec(f *elfx.File, vaddr uint64) bool {
 	for _, l := range f.Loads {
 		if l.Exec && vaddr >= l.Vaddr && vaddr < l.Vaddr+l.Memsz {
-			return true
-		}
-	}
-	return false
-}
-
-func matchAny(res []*regexp.Regexp, name string) bool {
-	for _, re := range res {
-		if re.MatchString(name) {
 			return true
 		}
 	}

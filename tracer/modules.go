@@ -5,10 +5,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 
-	"rtrace/internal/cxxname"
 	"rtrace/internal/elfx"
 	"rtrace/internal/uftrace"
 	"rtrace/tracer/bp"
@@ -16,15 +14,10 @@ import (
 
 // LibPattern selects functions of shared libraries to trace (-P FUNC@LIB).
 type LibPattern struct {
-	Func *regexp.Regexp
-	// Lib names the library by its file name: libfoo.so matches
+	Func uftrace.Pattern
+	// Lib names the library (uftrace.MatchLibName): libfoo.so matches
 	// libfoo.so, libfoo.so.1 and libfoo.so.1.2.
 	Lib string
-}
-
-// Matches reports whether the library file name base is the pattern's.
-func (lp LibPattern) Matches(base string) bool {
-	return base == lp.Lib || strings.HasPrefix(base, lp.Lib+".")
 }
 
 // module is a library mapped in an image, and what rtrace planted there.
@@ -145,14 +138,14 @@ func (t *Tracer) traceLibrary(tid int, mem *os.File, im *image, f *elfx.File, bi
 	var cands []cand
 	picked := map[uint64]bool{}
 	for _, lp := range t.cfg.LibFuncs {
-		if !lp.Matches(base) {
+		if !uftrace.MatchLibName(f.Path, lp.Lib) {
 			continue
 		}
 		for _, fn := range f.Funcs {
 			if picked[fn.Value] || !traceable(f, fn) {
 				continue
 			}
-			if lp.Func.MatchString(fn.Name) || lp.Func.MatchString(cxxname.Short(fn.Name)) {
+			if lp.Func.MatchSymbol(fn.Name) {
 				picked[fn.Value] = true
 				cands = append(cands, cand{name: fn.Name, value: fn.Value, size: fn.Size})
 			}

@@ -5,7 +5,6 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"regexp"
 	"sync/atomic"
 	"syscall"
 
@@ -21,8 +20,8 @@ type Config struct {
 	Path    string   // program to run (looked up in PATH)
 	Args    []string // argv, Args[0] included
 	Env     []string // nil: the caller's environment
-	Filter  []*regexp.Regexp
-	NoTrace []*regexp.Regexp
+	Filter  []uftrace.Pattern
+	NoTrace []uftrace.Pattern
 	Depth   int // record at most this many nested levels; 0 = no limit
 	// MaxStack: record no call nested deeper than this, counting the calls
 	// filters hide (uftrace record --max-stack); 0 = no limit.

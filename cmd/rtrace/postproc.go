@@ -12,6 +12,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"rtrace/internal/trace"
+	"rtrace/internal/uftrace"
 	"rtrace/postproc"
 	"rtrace/preproc"
 )
@@ -149,10 +150,10 @@ func funcOptions(c *cli.Context) (postproc.FuncOptions, error) {
 	var o postproc.FuncOptions
 	for _, f := range []struct {
 		flag string
-		to   *[]postproc.Pattern
+		to   *[]uftrace.Pattern
 	}{{"filter", &o.Filters}, {"notrace", &o.NoTrace}} {
 		for _, s := range c.StringSlice(f.flag) {
-			p, err := postproc.ParsePattern(s)
+			p, err := uftrace.ParsePattern(s, uftrace.PatternRegex)
 			if err != nil {
 				return o, fmt.Errorf("-%s: %w", f.flag, err)
 			}
@@ -163,7 +164,7 @@ func funcOptions(c *cli.Context) (postproc.FuncOptions, error) {
 		return o, fmt.Errorf("-D %d: the depth must be 1 or more", o.Depth)
 	}
 	if s := c.String("time-filter"); s != "" {
-		t, err := postproc.ParseThreshold(s)
+		t, err := uftrace.ParseTime(s)
 		if err != nil {
 			return o, err
 		}

@@ -2,9 +2,6 @@ package uftrace
 
 import (
 	"fmt"
-	"path"
-	"regexp"
-	"strings"
 
 	"rtrace/internal/cxxname"
 )
@@ -78,32 +75,13 @@ func Merge(args, rets []ArgSpec, more []ArgSpec) ([]ArgSpec, []ArgSpec) {
 	return FuncSpec{Args: all}.Split()
 }
 
-// RegexChars are the characters that make a pattern a regex for uftrace;
-// a pattern without them matches one name exactly (utils/filter.c).
-const RegexChars = ".?*+-^$|()[]{}"
-
 // matcher compiles a function pattern of the given pattern type.
 func matcher(kind, pat string) (func(string) bool, error) {
-	if kind == "" || kind == "regex" {
-		if !strings.ContainsAny(pat, RegexChars) {
-			kind = "simple"
-		}
+	p, err := ParsePattern(pat, kind)
+	if err != nil {
+		return nil, err
 	}
-	switch kind {
-	case "simple":
-		return func(s string) bool { return s == pat }, nil
-	case "glob":
-		if _, err := path.Match(pat, ""); err != nil {
-			return nil, fmt.Errorf("bad glob %q: %w", pat, err)
-		}
-		return func(s string) bool { ok, _ := path.Match(pat, s); return ok }, nil
-	default:
-		re, err := regexp.Compile(pat)
-		if err != nil {
-			return nil, fmt.Errorf("bad regex %q: %w", pat, err)
-		}
-		return re.MatchString, nil
-	}
+	return p.Match, nil
 }
 
 // lookup returns the merged argument and return specs of function name at
