@@ -127,10 +127,13 @@ func parseTask(s string) (*trace.Task, bool) {
 	}
 	var t trace.Task
 	var what string
-	if _, err := fmt.Sscanf(s, "## task %d (pid %d) %s at %d ns", &t.Tid, &t.Pid, &what, &t.Time); err != nil {
-		return nil, false
+	if _, err := fmt.Sscanf(s, "## task %d (pid %d) forked by %d at %d ns", &t.Tid, &t.Pid, &t.PPid, &t.Time); err != nil {
+		t = trace.Task{}
+		if _, err := fmt.Sscanf(s, "## task %d (pid %d) %s at %d ns", &t.Tid, &t.Pid, &what, &t.Time); err != nil {
+			return nil, false
+		}
+		t.Exit = what == "exited"
 	}
-	t.Exit = what == "exited"
 	if taskLine(&t) != s {
 		return nil, false
 	}
@@ -140,8 +143,11 @@ func parseTask(s string) (*trace.Task, bool) {
 // taskLine is the text of a task event.
 func taskLine(t *trace.Task) string {
 	what := "started"
-	if t.Exit {
+	switch {
+	case t.Exit:
 		what = "exited"
+	case t.PPid != 0:
+		what = fmt.Sprintf("forked by %d", t.PPid)
 	}
 	return fmt.Sprintf("## task %d (pid %d) %s at %d ns", t.Tid, t.Pid, what, t.Time)
 }

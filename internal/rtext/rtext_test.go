@@ -272,6 +272,7 @@ func TestTaskRoundTrip(t *testing.T) {
 	for _, it := range []trace.Item{
 		&trace.Header{Version: "3.0", Arch: "x86_64", Process: "p", Pid: 42},
 		&trace.Task{Time: 1234, Tid: 42, Pid: 42, Exit: true},
+		&trace.Task{Time: 1235, Tid: 43, Pid: 43, PPid: 42},
 		&trace.Comment{Text: "## task 42 (pid 42) exited at soon"},
 	} {
 		if err := w.Write(it); err != nil {
@@ -290,13 +291,16 @@ func TestTaskRoundTrip(t *testing.T) {
 		}
 		got = append(got, it)
 	}
-	if len(got) != 3 {
+	if len(got) != 4 {
 		t.Fatalf("read %d items from:\n%s", len(got), b.String())
 	}
 	if task, ok := got[1].(*trace.Task); !ok || *task != (trace.Task{Time: 1234, Tid: 42, Pid: 42, Exit: true}) {
 		t.Errorf("item 1 = %#v, want the task exit", got[1])
 	}
-	if _, ok := got[2].(*trace.Comment); !ok {
-		t.Errorf("item 2 = %#v, want a comment", got[2])
+	if task, ok := got[2].(*trace.Task); !ok || *task != (trace.Task{Time: 1235, Tid: 43, Pid: 43, PPid: 42}) {
+		t.Errorf("item 2 = %#v, want the fork", got[2])
+	}
+	if _, ok := got[3].(*trace.Comment); !ok {
+		t.Errorf("item 3 = %#v, want a comment", got[3])
 	}
 }

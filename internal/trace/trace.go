@@ -7,7 +7,9 @@ import "time"
 
 // Item is one element of a trace, in stream order: *Header first, then any
 // of *Module, *Resource, *Context, *Mapping, *Call, *Comment, *Task,
-// *Probe, *Lost, *File, *Library.
+// *Probe, *Lost, *File, *Library, and the function-trace items of
+// functions.go (*Session, *Maps, *Dlopen, *Symbols, *EventName, *Records,
+// *Info).
 type Item interface{ item() }
 
 // Header is the start of a trace (the handshake and PINF, or the text's
@@ -22,8 +24,13 @@ type Header struct {
 	Depth   int      // backtrace depth
 	Origin  string   // who wrote it ("rtrace dev", "sp-rtrace 1.6")
 	// OutDir and PostOpts are the output directory and post-processor
-	// options the tracer was given (OCFG), when any.
+	// options the tracer was given (OCFG), when any. In a function trace
+	// they are the uftrace.data directory to write and the uftrace filters
+	// to apply ("-F main -D 3", postproc's option syntax).
 	OutDir, PostOpts string
+	// Functions: the stream is a function trace (sessions, tasks, batches
+	// of uftrace records), not a resource trace.
+	Functions bool
 }
 
 // Module is a tracing module (MINF): main = 0, others 1, 2, 4, ...
@@ -82,11 +89,13 @@ type Frame struct {
 // newline).
 type Comment struct{ Text string }
 
-// Task: a thread started (Pid its process) or, with Exit, ended.
+// Task: a thread started (Pid its process) or, with Exit, ended; with
+// PPid, the process Pid (Tid == Pid) was forked by process PPid.
 type Task struct {
 	Time     uint64 // ns, CLOCK_MONOTONIC
 	Tid, Pid int
 	Exit     bool
+	PPid     int
 }
 
 // Probe is a USDT probe hit with its arguments as text.

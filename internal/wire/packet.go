@@ -23,6 +23,14 @@ const (
 	FREC = 'F' | 'R'<<8 | 'E'<<16 | 'C'<<24 // a thread's batch of uftrace records
 	USDT = 'U' | 'S'<<8 | 'D'<<16 | 'T'<<24 // USDT probe hit with arguments
 	LOST = 'L' | 'O'<<8 | 'S'<<16 | 'T'<<24 // events dropped
+
+	// Version 3.1: function traces.
+	SESS = 'S' | 'E'<<8 | 'S'<<16 | 'S'<<24 // a process image (start, exec) and its maps
+	MAPS = 'M' | 'A'<<8 | 'P'<<16 | 'S'<<24 // a session's new maps
+	DLOP = 'D' | 'L'<<8 | 'O'<<16 | 'P'<<24 // a library loaded by dlopen
+	FNAM = 'F' | 'N'<<8 | 'A'<<16 | 'M'<<24 // names of traced functions
+	EVNM = 'E' | 'V'<<8 | 'N'<<16 | 'M'<<24 // a user event id's name
+	UINF = 'U' | 'I'<<8 | 'N'<<16 | 'F'<<24 // uftrace.data info
 )
 
 // Handshake magic byte: a stream starting with it is binary.
@@ -31,8 +39,18 @@ const Magic = 0xF0
 // Version of the stream rtrace writes.
 const (
 	Major = 3
-	Minor = 0
+	Minor = 1
 )
+
+// Task kinds in TASK packets.
+const (
+	taskStart = 0
+	taskExit  = 1
+	taskFork  = 2
+)
+
+// pinfFunctions is the PINF flag of a function trace.
+const pinfFunctions = 1
 
 // Call types in CALL packets.
 const (

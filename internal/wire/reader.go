@@ -2,6 +2,7 @@ package wire
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"rtrace/internal/trace"
+	"rtrace/internal/uftrace"
 )
 
 // Reader decodes a stream (rtrace 3.x or sp-rtrace 2.x) into trace items.
@@ -146,8 +148,13 @@ func (rd *Reader) decode(typ uint32, d *decoder) error {
 	case PINF:
 		pid, sec, usec, depth := d.u32(), d.u32(), d.u32(), d.u32()
 		name := d.str()
+		var flags uint32
+		if len(d.b) >= 4 { // 3.1: flags after sp-rtrace's fields
+			flags = d.u32()
+		}
 		if rd.hdr != nil {
 			rd.hdr.Pid, rd.hdr.Depth, rd.hdr.Process = int(pid), int(depth), name
+			rd.hdr.Functions = flags&pinfFunctions != 0
 			if sec != 0 {
 				rd.hdr.Time = time.Unix(int64(sec), int64(usec)*1000)
 			}
@@ -208,8 +215,49 @@ func (rd *Reader) decode(typ uint32, d *decoder) error {
 			rd.call = nil
 		}
 	case TASK:
-		kind, tid, pid, _, ns := d.u32(), d.u32(), d.u32(), d.u32(), d.u64()
-		rd.emit(&trace.Task{Exit: kind == 1, Tid: int(tid), Pid: int(pid), Time: ns})
+		kind, tid, pid, ppid, ns := d.u32(), d.u32(), d.u32(), d.u32(), d.u64()
+		t := &trace.Task{Exit: kind == taskExit, Tid: int(tid), Pid: int(pid), Time: ns}
+		if kind == taskFork {
+			t.PPid = int(ppid)
+		}
+		rd.emit(t)
+	case FREC:
+		return rd.records(d)
+	case SESS:
+		ss := &trace.Session{Time: d.u64(), Pid: int(d.u32())}
+		d.u32()
+		ss.SID, ss.Exe, ss.Maps = d.str(), d.str(), bytes.Clone(d.blob())
+		rd.emit(ss)
+	case MAPS:
+		rd.emit(&trace.Maps{SID: d.str(), Maps: bytes.Clone(d.blob())})
+	case DLOP:
+		dl := &trace.Dlopen{Time: d.u64(), Tid: int(d.u32())}
+		d.u32()
+		dl.Base, dl.SID, dl.Path = d.u64(), d.str(), d.str()
+		rd.emit(dl)
+	case FNAM:
+		sym := &trace.Symbols{SID: d.str()}
+		n := d.u32()
+		if uint64(n)*12 > uint64(len(d.b)) {
+			return fmt.Errorf("%d functions do not fit in %d bytes", n, len(d.b))
+		}
+		sym.Funcs = make([]trace.Func, 0, n)
+		for i := uint32(0); i < n && d.err == nil; i++ {
+			sym.Funcs = append(sym.Funcs, trace.Func{Addr: d.u64(), Name: d.str()})
+		}
+		rd.emit(sym)
+	case EVNM:
+		rd.emit(&trace.EventName{ID: d.u64(), Name: d.str()})
+	case UINF:
+		b := d.blob()
+		if d.err != nil {
+			return d.err
+		}
+		in, err := uftrace.ParseInfo(b)
+		if err != nil {
+			return fmt.Errorf("uftrace info: %w", err)
+		}
+		rd.emit(&trace.Info{Info: *in})
 	case USDT:
 		p := &trace.Probe{Time: d.u64(), Tid: int(d.u32()), Name: d.str()}
 		n := d.u32()
@@ -219,10 +267,43 @@ func (rd *Reader) decode(typ uint32, d *decoder) error {
 		rd.emit(p)
 	case LOST:
 		rd.emit(&trace.Lost{Count: d.u64()})
-	default: // HINF, FREC and types of later versions: skipped
+	default: // HINF and types of later versions: skipped
 		return nil
 	}
 	return d.err
+}
+
+// records decodes FREC: a thread's records, a record with its More bit
+// followed by its payload.
+func (rd *Reader) records(d *decoder) error {
+	tid, n := d.u32(), d.u32()
+	if uint64(n)*uftrace.RecordSize > uint64(len(d.b)) {
+		return fmt.Errorf("%d records do not fit in %d bytes", n, len(d.b))
+	}
+	v := &trace.Records{Tid: int(tid), Recs: make([]trace.Rec, 0, n)}
+	for i := uint32(0); i < n && d.err == nil; i++ {
+		b := d.take(uftrace.RecordSize)
+		if b == nil {
+			break
+		}
+		r, err := uftrace.DecodeRecord(b)
+		if err != nil {
+			return fmt.Errorf("record %d: %w", i, err)
+		}
+		var payload []byte
+		if r.More {
+			payload = bytes.Clone(d.blob())
+			if d.err == nil && (len(payload) == 0 || len(payload)%8 != 0) {
+				return fmt.Errorf("record %d: payload of %d bytes (want a positive multiple of 8)", i, len(payload))
+			}
+		}
+		v.Recs = append(v.Recs, trace.Rec{Record: r, Payload: payload})
+	}
+	if d.err != nil {
+		return d.err
+	}
+	rd.emit(v)
+	return nil
 }
 
 // decoder reads the fields of one packet's payload, remembering the first
@@ -264,6 +345,18 @@ func (d *decoder) ptrv() uint64 {
 		return uint64(d.u32())
 	}
 	return d.u64()
+}
+
+// blob reads bytes written by Writer.blob; the result aliases the packet.
+func (d *decoder) blob() []byte {
+	n := d.u32()
+	if d.err != nil || uint64(n) > uint64(len(d.b)) {
+		d.err = errShort
+		return nil
+	}
+	b := d.take(int(n))
+	d.take(min(len(d.b), -int(n)&3))
+	return b
 }
 
 // str reads sp-rtrace's string: u16 length, bytes; an empty one takes 4

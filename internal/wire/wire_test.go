@@ -11,11 +11,12 @@ import (
 	"time"
 
 	"rtrace/internal/trace"
+	"rtrace/internal/uftrace"
 )
 
 func sample() []trace.Item {
 	return []trace.Item{
-		&trace.Header{Version: "3.0", Arch: "x86_64", Time: time.Unix(1700000000, 123000), Process: "./leaky", Pid: 42, Depth: 10, OutDir: "out", PostOpts: "-l -c"},
+		&trace.Header{Version: "3.1", Arch: "x86_64", Time: time.Unix(1700000000, 123000), Process: "./leaky", Pid: 42, Depth: 10, OutDir: "out", PostOpts: "-l -c", Functions: true},
 		&trace.Module{ID: 0, Name: "main", Major: 1, Minor: 0},
 		&trace.Module{ID: 1, Name: "memory", Major: 1, Minor: 2},
 		&trace.Resource{ID: 1, Name: "memory", Desc: "memory allocation in bytes"},
@@ -30,6 +31,20 @@ func sample() []trace.Item {
 		&trace.Probe{Time: 100, Tid: 44, Name: "app:step", Args: []string{"1", "0x10"}},
 		&trace.Lost{Count: 7},
 		&trace.File{Name: "heap", Path: "heap.txt"},
+		// Function traces (3.1).
+		&trace.Session{Time: 5, Pid: 42, SID: "0123456789abcdef", Exe: "/bin/fib", Maps: []byte("55d0-55d1 r-xp 0 08:01 1 /bin/fib\n7ffc-7ffd rw-p 0 00:00 0 [stack]\n")},
+		&trace.Maps{SID: "0123456789abcdef", Maps: []byte("a\n")},
+		&trace.Task{Time: 6, Tid: 45, Pid: 45, PPid: 42},
+		&trace.Dlopen{Time: 7, Tid: 42, SID: "0123456789abcdef", Base: 0x7f0000000000, Path: "/lib/libplug.so"},
+		&trace.Symbols{SID: "0123456789abcdef", Funcs: []trace.Func{{Addr: 0x55d0, Name: "main"}, {Addr: 0x55e0, Name: "_ZN3geo5Shape4areaEv"}}},
+		&trace.EventName{ID: 1000000, Name: "app:step"},
+		&trace.Records{Tid: 42, Recs: []trace.Rec{
+			{Record: uftrace.Record{Time: 10, Type: uftrace.Entry, Depth: 0, Addr: 0x55d0}},
+			{Record: uftrace.Record{Time: 11, Type: uftrace.Entry, Depth: 1, Addr: 0x55e0, More: true}, Payload: []byte{1, 2, 3, 4, 5, 6, 7, 8}},
+			{Record: uftrace.Record{Time: 12, Type: uftrace.Exit, Depth: 1, Addr: 0x55e0}},
+			{Record: uftrace.Record{Time: 13, Type: uftrace.Exit, Depth: 0, Addr: 0x55d0, More: true}, Payload: make([]byte, 16)},
+		}},
+		&trace.Info{Info: uftrace.Info{ExeName: "/bin/fib", Cmdline: "rtrace record ./fib", TaskIDs: []int{42}, PatternType: "regex", ExitStatus: new(int), MaxStack: 1024}},
 	}
 }
 
@@ -41,7 +56,6 @@ func encode(t testing.TB, items []trace.Item) []byte {
 			t.Fatal(err)
 		}
 	}
-	w.Records(5, []uint64{1, 2, 3, 4}) // skipped by the reader
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}

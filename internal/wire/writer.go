@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"rtrace/internal/trace"
+	"rtrace/internal/uftrace"
 )
 
 // Writer encodes trace items as a 3.0 stream. The first item must be the
@@ -67,15 +68,53 @@ func (w *Writer) Write(it trace.Item) error {
 		return w.call(v)
 	case *trace.Task:
 		w.begin(TASK)
-		kind := uint32(0)
-		if v.Exit {
-			kind = 1
+		kind := uint32(taskStart)
+		switch {
+		case v.Exit:
+			kind = taskExit
+		case v.PPid != 0:
+			kind = taskFork
 		}
 		w.u32(kind)
 		w.u32(uint32(v.Tid))
 		w.u32(uint32(v.Pid))
-		w.u32(0)
+		w.u32(uint32(v.PPid))
 		w.u64(v.Time)
+	case *trace.Records:
+		return w.records(v)
+	case *trace.Session:
+		w.begin(SESS)
+		w.u64(v.Time)
+		w.u32(uint32(v.Pid))
+		w.u32(0)
+		w.str(v.SID)
+		w.str(v.Exe)
+		w.blob(v.Maps)
+	case *trace.Maps:
+		w.begin(MAPS)
+		w.str(v.SID)
+		w.blob(v.Maps)
+	case *trace.Dlopen:
+		w.begin(DLOP)
+		w.u64(v.Time)
+		w.u32(uint32(v.Tid))
+		w.u32(0)
+		w.u64(v.Base)
+		w.str(v.SID)
+		w.str(v.Path)
+	case *trace.Symbols:
+		return w.symbols(v)
+	case *trace.EventName:
+		w.begin(EVNM)
+		w.u64(v.ID)
+		w.str(v.Name)
+	case *trace.Info:
+		b, err := v.Info.MarshalBinary()
+		if err != nil {
+			return fmt.Errorf("wire: encoding the uftrace info: %w", err)
+		}
+		w.begin(UINF)
+		w.blob(b)
 	case *trace.Probe:
 		w.begin(USDT)
 		w.u64(v.Time)
@@ -100,16 +139,57 @@ func (w *Writer) Write(it trace.Item) error {
 	return w.end()
 }
 
-// Records encodes a thread's batch of uftrace records (FREC): each record
-// is its two 64-bit words as uftrace stores them.
-func (w *Writer) Records(tid int, words []uint64) error {
-	w.begin(FREC)
-	w.u32(uint32(tid))
-	w.u32(uint32(len(words) / 2))
-	for _, x := range words {
-		w.u64(x)
+// records writes FREC: tid, count, then each record's two 64-bit words
+// as uftrace stores them, a record with its More bit followed by its
+// payload as a blob. A batch too large for one packet is split.
+func (w *Writer) records(v *trace.Records) error {
+	recs := v.Recs
+	for len(recs) > 0 {
+		n, size := 0, 0
+		for n < len(recs) && (n == 0 || size+24+len(recs[n].Payload) < maxPacket/2) {
+			size += 24 + len(recs[n].Payload)
+			n++
+		}
+		w.begin(FREC)
+		w.u32(uint32(v.Tid))
+		w.u32(uint32(n))
+		for _, r := range recs[:n] {
+			w.p = uftrace.AppendRecord(w.p, r.Record)
+			if r.More {
+				w.blob(r.Payload)
+			}
+		}
+		if err := w.end(); err != nil {
+			return err
+		}
+		recs = recs[n:]
 	}
-	return w.end()
+	return nil
+}
+
+// symbols writes FNAM packets: sid, count, then each function's address
+// and name; a long list is split.
+func (w *Writer) symbols(v *trace.Symbols) error {
+	funcs := v.Funcs
+	for first := true; first || len(funcs) > 0; first = false {
+		n, size := 0, 0
+		for n < len(funcs) && size < maxPacket/2 {
+			size += 12 + len(funcs[n].Name)
+			n++
+		}
+		w.begin(FNAM)
+		w.str(v.SID)
+		w.u32(uint32(n))
+		for _, f := range funcs[:n] {
+			w.u64(f.Addr)
+			w.str(f.Name)
+		}
+		if err := w.end(); err != nil {
+			return err
+		}
+		funcs = funcs[n:]
+	}
+	return nil
 }
 
 // Flush writes buffered packets to the underlying writer.
@@ -145,6 +225,9 @@ func (w *Writer) header(h *trace.Header) error {
 	w.u32(uint32(h.Time.Nanosecond() / 1000))
 	w.u32(uint32(h.Depth))
 	w.str(h.Process)
+	if h.Functions { // after sp-rtrace's fields: a 2.0 reader stops before it
+		w.u32(pinfFunctions)
+	}
 	return w.end()
 }
 
@@ -210,6 +293,16 @@ func (w *Writer) end() error {
 
 func (w *Writer) u32(v uint32) { w.p = binary.LittleEndian.AppendUint32(w.p, v) }
 func (w *Writer) u64(v uint64) { w.p = binary.LittleEndian.AppendUint64(w.p, v) }
+
+// blob writes bytes of any length: u32 length, the bytes, NULs up to a
+// multiple of 4.
+func (w *Writer) blob(b []byte) {
+	w.u32(uint32(len(b)))
+	w.p = append(w.p, b...)
+	for len(w.p)%4 != 0 {
+		w.p = append(w.p, 0)
+	}
+}
 
 // str writes sp-rtrace's string: u16 length, bytes, NULs up to a multiple
 // of 4 (the length written includes the padding, as the original does).
