@@ -12,11 +12,14 @@ type FuncOptions struct {
 	Depth     int               // -D: keep calls nested less than this deep (0: any)
 	Threshold uint64            // -t: drop calls shorter than this many ns
 	Tids      map[int]bool
+	// MaxStack (--max-stack): drop calls nested this many levels deep or
+	// deeper, counting every recorded level (0: any).
+	MaxStack int
 }
 
 // Active says whether any filter is set.
 func (o FuncOptions) Active() bool {
-	return len(o.Filters) > 0 || len(o.NoTrace) > 0 || o.Depth > 0 || o.Threshold > 0 || len(o.Tids) > 0
+	return len(o.Filters) > 0 || len(o.NoTrace) > 0 || o.Depth > 0 || o.Threshold > 0 || len(o.Tids) > 0 || o.MaxStack > 0
 }
 
 // NewFuncFilter returns the uftrace.Filter of o, for uftrace.Copy. parent,
@@ -88,6 +91,27 @@ func (f *funcFilter) Record(it *uftrace.Item, emit func(*uftrace.Item) error) er
 	return emit(it)
 }
 
+// startFork starts the task of a process forked by parent from the
+// parent's stack as it is now: the stream's Fork comes right after the
+// parent's records up to the fork. An entry the parent still holds (-t)
+// is held by the child too, as its own: each writes it if its own call
+// lasts long enough, as uftrace's recorder does in both processes.
+func (f *funcFilter) startFork(child, parent int) {
+	t := &funcTask{}
+	if p := f.tasks[parent]; p != nil {
+		t.stack = append(t.stack, p.stack...)
+		t.last = p.last
+		for i := range t.stack {
+			if pe := t.stack[i].pending; pe != nil {
+				c := *pe
+				c.Tid = child
+				t.stack[i].pending = &c
+			}
+		}
+	}
+	f.tasks[child] = t
+}
+
 // newTask starts a task's stack: a forked child's as its parent's is.
 func (f *funcFilter) newTask(tid int) *funcTask {
 	t := &funcTask{}
@@ -139,7 +163,7 @@ func (f *funcFilter) frame(t *funcTask, d int, addr uint64, name string) funcFra
 	if matchF {
 		dd = 0 // uftrace counts -D from the innermost -F function
 	}
-	fr.kept = f.inside(fr) && (f.opts.Depth == 0 || dd < f.opts.Depth)
+	fr.kept = f.inside(fr) && (f.opts.Depth == 0 || dd < f.opts.Depth) && (f.opts.MaxStack == 0 || d < f.opts.MaxStack)
 	if fr.kept {
 		fr.nkept++
 		fr.dnext = dd + 1

@@ -97,6 +97,9 @@ func TestFuncFilter(t *testing.T) {
 		{"-F c -N a", FuncOptions{Filters: mustPatterns(t, "c"), NoTrace: mustPatterns(t, "a")}, "+c@0 -c@0"},
 		{"-D 2", FuncOptions{Depth: 2}, "+main@0 +a@1 -a@1 +c@1 -c@1 -main@0"},
 		{"-F c -D 1", FuncOptions{Filters: mustPatterns(t, "c"), Depth: 1}, "+c@0 -c@0"},
+		// --max-stack counts every recorded level, filtered or not.
+		{"--max-stack 2", FuncOptions{MaxStack: 2}, "+main@0 +a@1 -a@1 +c@1 -c@1 -main@0"},
+		{"-F a --max-stack 2", FuncOptions{Filters: mustPatterns(t, "a"), MaxStack: 2}, "+a@0 -a@0"},
 		// c lasts 520 ns, main 590; a, b 10 or 30.
 		{"-t 100", FuncOptions{Threshold: 100}, "+main@0 +c@1 -c@1 -main@0"},
 		{"-t 550", FuncOptions{Threshold: 550}, "+main@0 -main@0"},

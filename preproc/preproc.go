@@ -42,6 +42,11 @@ func Run(in io.Reader, o Options) (string, error) {
 	if !ok {
 		return "", fmt.Errorf("reading the stream: starts with %T, not a header", first)
 	}
+	return RunFrom(hdr, rd, o)
+}
+
+// RunFrom is Run on a stream whose header was read already.
+func RunFrom(hdr *trace.Header, rd *wire.Reader, o Options) (string, error) {
 	if o.Maps == nil {
 		o.Maps = func(pid int) ([]byte, error) { return os.ReadFile(fmt.Sprintf("/proc/%d/maps", pid)) }
 	}

@@ -15,7 +15,7 @@ type Item interface{ item() }
 // Header is the start of a trace (the handshake and PINF, or the text's
 // first line).
 type Header struct {
-	Version string    // protocol version: "2.0" for sp-rtrace, "3.0" for rtrace
+	Version string    // protocol version: "2.0" for sp-rtrace, "3.x" for rtrace
 	Arch    string    // "x86_64"
 	Time    time.Time // when tracing started (local time)
 	Process string    // the process name or path

@@ -40,6 +40,8 @@ const Magic = 0xF0
 const (
 	Major = 3
 	Minor = 1
+	// Version is Major.Minor as a header names it.
+	Version = "3.1"
 )
 
 // Task kinds in TASK packets.

@@ -1,0 +1,113 @@
+package resolver
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"path/filepath"
+
+	"rtrace/internal/elfx"
+	"rtrace/internal/trace"
+	"rtrace/internal/uftrace"
+)
+
+// ModuleStage is the resolver's stage of a function trace: as sessions
+// and maps pass, it writes the .sym and .dbg file of each module (the
+// executable of every session, the ELF libraries of its maps) into the
+// uftrace.data directory being written, once per path, then passes every
+// item on to the next stage. Files are named as uftrace.Writer.SymName
+// names them: a module's basename, and for a second module of the same
+// basename <basename>-<uftrace.AltSymSuffix>. Lines come from the module's
+// own DWARF only: `rtrace resolve -i DIR` adds separate debug files later.
+type ModuleStage struct {
+	dir      string
+	next     trace.Writer
+	warn     io.Writer
+	autoArgs bool              // the trace records every function's arguments (-a)
+	owners   map[string]string // file name -> the module path owning it
+	done     map[string]bool   // module paths handled
+}
+
+// NewModuleStage returns the stage writing into dir, passing items on to
+// next. Warnings (a module without usable DWARF) go to warn (nil: none).
+func NewModuleStage(dir string, warn io.Writer, next trace.Writer) *ModuleStage {
+	return &ModuleStage{dir: dir, next: next, warn: warn, owners: map[string]string{}, done: map[string]bool{}}
+}
+
+// Write handles one item and passes it on.
+func (s *ModuleStage) Write(it trace.Item) error {
+	switch v := it.(type) {
+	case *trace.Info:
+		for _, l := range v.ArgSpecs {
+			if l.Key == "auto-args" {
+				s.autoArgs = true
+			}
+		}
+	case *trace.Session:
+		if err := s.module(v.Exe, true); err != nil {
+			return err
+		}
+	case *trace.Maps:
+		mm, err := uftrace.ParseMaps(bytes.NewReader(v.Maps))
+		if err != nil {
+			return fmt.Errorf("maps of session %s: %w", v.SID, err)
+		}
+		for _, m := range uftrace.Modules(mm) {
+			if err := s.module(m.Path, false); err != nil {
+				return err
+			}
+		}
+	}
+	return s.next.Write(it)
+}
+
+// Close closes the next stage.
+func (s *ModuleStage) Close() error { return s.next.Close() }
+
+// module writes the files of the module at path once. A library that is
+// not an ELF object (a data file mapped executable) is left out; the
+// executable must be readable.
+func (s *ModuleStage) module(path string, exe bool) error {
+	if s.done[path] || !filepath.IsAbs(path) {
+		return nil
+	}
+	s.done[path] = true
+	f, err := elfx.Open(path)
+	if err != nil {
+		if exe {
+			return fmt.Errorf("symbols of %s: %w", path, err)
+		}
+		return nil
+	}
+	name := filepath.Base(path)
+	if owner, ok := s.owners[name]; ok && owner != path {
+		name += "-" + uftrace.AltSymSuffix(path, "") // rtrace's map lines carry no build id
+	}
+	s.owners[name] = path
+	syms, end := Symbols(f)
+	var sym bytes.Buffer
+	if err := uftrace.WriteSyms(&sym, path, f.BuildID, syms, end); err != nil {
+		return fmt.Errorf("symbols of %s: %w", path, err)
+	}
+	if err := writeAtomic(filepath.Join(s.dir, name+".sym"), sym.Bytes()); err != nil {
+		return err
+	}
+	dbg, err := DebugFuncs(path, f, s.autoArgs)
+	if err != nil {
+		if s.warn != nil {
+			fmt.Fprintf(s.warn, "rtrace: warning: no source lines for %s: %v\n", path, err)
+		}
+		return nil
+	}
+	if len(dbg) == 0 {
+		return nil
+	}
+	// No build id in the .dbg header: uftrace 0.13 ignores a .dbg whose
+	// build id the session map does not repeat (its recorder appends
+	// " build-id:" to map lines; rtrace's maps are verbatim copies).
+	var b bytes.Buffer
+	if err := uftrace.WriteDebug(&b, path, "", dbg); err != nil {
+		return fmt.Errorf("debug info of %s: %w", path, err)
+	}
+	return writeAtomic(filepath.Join(s.dir, name+".dbg"), b.Bytes())
+}
