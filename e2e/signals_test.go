@@ -135,7 +135,7 @@ func TestRefusals(t *testing.T) {
 		want string
 	}{
 		{[]string{"record", "--", "./no-such-prog"}, "no-such-prog"},
-		{[]string{"record", "--", "./script"}, "not an x86-64 ELF"},
+		{[]string{"record", "--", "./script"}, "a script for /bin/sh"},
 		{[]string{"record"}, "no program given"},
 		{[]string{"record", "-F", "(", "--", "./script"}, "-F: function pattern"},
 		{[]string{"record", "-P", "plug_run", "--", "./script"}, "FUNC@LIB"},
@@ -154,6 +154,36 @@ func TestRefusals(t *testing.T) {
 		r := runCmd(t, tmp, rtraceBin, c.args...)
 		if r.code == 0 || !strings.Contains(r.stderr, c.want) || strings.Contains(r.stderr, "goroutine") {
 			t.Errorf("rtrace %v: exit %d stderr %q, want non-zero and %q", c.args, r.code, r.stderr, c.want)
+		}
+	}
+	// What a shell cannot run either: one line, exit 126 (127: not found),
+	// and nothing written.
+	if err := os.WriteFile(filepath.Join(tmp, "empty"), nil, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(tmp, "adir"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(tmp, "noexec"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		prog, want string
+		code       int
+	}{
+		{"./script", "./script: a script for /bin/sh: rtrace traces ELF programs", 126},
+		{"./empty", "./empty: empty file", 126},
+		{"./adir", "./adir: is a directory", 126},
+		{"./noexec", "./noexec: permission denied", 126},
+		{"./no-such-prog", "./no-such-prog: no such file or directory", 127},
+	} {
+		r := runCmd(t, tmp, rtraceBin, "record", "-d", "R", "--", c.prog)
+		lines := strings.Split(strings.TrimSpace(r.stderr), "\n")
+		if r.code != c.code || len(lines) != 1 || !strings.Contains(r.stderr, c.want) {
+			t.Errorf("record %s: exit %d, stderr %q; want %d and one line with %q", c.prog, r.code, r.stderr, c.code, c.want)
+		}
+		if _, err := os.Stat(filepath.Join(tmp, "R")); err == nil {
+			t.Errorf("record %s: left a trace directory", c.prog)
 		}
 	}
 }

@@ -2,6 +2,7 @@ package launcher
 
 import (
 	"fmt"
+	"rtrace/tracer"
 	"strconv"
 	"strings"
 
@@ -33,7 +34,7 @@ func ParseSignal(s string) (unix.Signal, error) {
 // ListModules prints the resource modules: name, resource types and
 // functions.
 func ListModules(w interface{ Write([]byte) (int, error) }) {
-	for _, m := range tracerModules() {
+	for _, m := range tracer.ResModules() {
 		fmt.Fprintf(w, "%s: %s\n", m.Name, m.Desc)
 		var res []string
 		for _, r := range m.Resources {

@@ -45,7 +45,7 @@ func (c *console) status(line string) {
 // startStatus shows a status line (events, events/s, bytes) on the console
 // a few times a second while tracing, when stderr is a terminal and -q is
 // not set. It returns a function that stops it and clears the line.
-func startStatus(o RecordOptions, con *console, tr *tracer.Tracer) func() {
+func startStatus(o Options, con *console, tr *tracer.Tracer) func() {
 	f, ok := o.Stderr.(*os.File)
 	if o.Quiet || !ok || !isTerminal(f) {
 		return func() {}

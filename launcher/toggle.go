@@ -1,6 +1,7 @@
 package launcher
 
 import (
+	"bufio"
 	"fmt"
 	"io"
 	"os"
@@ -12,35 +13,43 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"rtrace/internal/trace"
+	"rtrace/internal/wire"
+	"rtrace/postproc"
 	"rtrace/preproc"
 )
 
 // ToggleOptions are the options of `rtrace toggle`.
 type ToggleOptions struct {
-	Pid      int
-	Signal   unix.Signal // the target's toggle signal (SIGUSR1)
+	Pid      int         // the target, or the rtrace tracing it
+	Signal   unix.Signal // the toggle signal (0: the one the session uses)
 	Follow   bool        // -f: the traced children too
-	OutDir   string      // where the raw file goes (default: the current directory)
-	PostOpts string      // -P: post-process into text
+	OutDir   string      // where a resource trace's raw file goes (default: the current directory)
+	PostOpts string      // -P: post-process a resource trace into text
 	Timeout  time.Duration
 	Stderr   io.Writer
 }
 
-// Toggle flips resource tracing of a process running under `rtrace record
-// -e`. When tracing is off it makes the named pipe, sends the toggle
-// signal and writes what the tracer streams into a raw file until tracing
-// is turned off again; when it is on (the pipe exists) it sends the
-// signal, and the listening toggle finishes its file.
+// Toggle flips tracing of a process running under `rtrace record` with
+// -e or --disable (or attached). When tracing is off it makes the named
+// pipe, sends the toggle signal and writes what the tracer streams until
+// tracing is turned off again: a resource trace into a raw file, a
+// function trace into a new window of its uftrace.data directory. When
+// tracing is on it sends the signal, and the listening toggle finishes its
+// output.
 //
-// One recording streams the calls of the whole traced process tree (each
-// call carries its thread id), so toggling the process rtrace started
-// toggles its children too: Follow (-f) needs no second signal.
-func Toggle(o ToggleOptions) error { return toggleOne(o) }
-
-func toggleOne(o ToggleOptions) error {
-	if err := checkTraced(o.Pid); err != nil {
+// One recording streams the whole traced process tree (each event carries
+// its thread id), so toggling the process rtrace started toggles its
+// children too: Follow (-f) needs no second signal.
+func Toggle(o ToggleOptions) error {
+	pid, sig, err := toggleTarget(o.Pid)
+	if err != nil {
 		return err
 	}
+	if o.Signal == 0 {
+		o.Signal = sig
+	}
+	o.Pid = pid
 	dir := FIFODir()
 	if err := privateDir(dir); err != nil {
 		return err
@@ -98,22 +107,53 @@ func toggleOne(o ToggleOptions) error {
 			w.Close()
 		}
 		hold.Close()
-		return fmt.Errorf("pid %d did not start streaming within %v: is it running under 'rtrace record -e' with this toggle signal?", o.Pid, timeout)
+		return fmt.Errorf("pid %d did not start streaming within %v: is it running under rtrace with this toggle signal?", o.Pid, timeout)
 	}
 	hold.Close()
 	defer in.Close()
 	fmt.Fprintf(o.Stderr, "rtrace: tracing of pid %d turned on; run 'rtrace toggle %d' again to turn it off\n", o.Pid, o.Pid)
-	po := preproc.Options{Dir: o.OutDir}
-	if o.PostOpts != "" {
-		if po.Post, err = postFunc(o.PostOpts); err != nil {
-			return fmt.Errorf("-P %q: %w", o.PostOpts, err)
-		}
-	}
-	path, err := preproc.Run(in, po)
+	path, err := Preproc(in, o.OutDir, nil, o.PostOpts, "", o.Stderr)
 	if path != "" {
-		fmt.Fprintf(o.Stderr, "rtrace: resource trace written to %s\n", path)
+		fmt.Fprintf(o.Stderr, "rtrace: trace written to %s\n", path)
 	}
 	return err
+}
+
+// toggleTarget finds the process to toggle from the pid given: a target
+// of rtrace, or an rtrace tracing one; and the toggle signal it answers.
+// It refuses a pid no rtrace traces, or one traced without toggling: the
+// toggle signal would go to the program (SIGUSR1's default action kills).
+func toggleTarget(pid int) (int, unix.Signal, error) {
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, 0, fmt.Errorf("pid %d: no such process", pid)
+	}
+	if b, err := os.ReadFile(TargetPath(pid)); err == nil {
+		// rtrace's own pid: toggle the program it traces.
+		if target, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && target > 0 {
+			pid = target
+			if status, err = os.ReadFile(fmt.Sprintf("/proc/%d/status", pid)); err != nil {
+				return 0, 0, fmt.Errorf("pid %d: no such process", pid)
+			}
+		}
+	}
+	tracer := tracerPid(status)
+	if tracer == 0 {
+		return 0, 0, fmt.Errorf("pid %d is not traced: start it with 'rtrace record --disable -- PROG' or 'rtrace record -e MODULES -- PROG' (the toggle signal would kill it)", pid)
+	}
+	exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", tracer))
+	ctl, err := os.ReadFile(ControlPath(pid))
+	if err != nil {
+		if !strings.HasPrefix(filepath.Base(exe), "rtrace") {
+			return 0, 0, fmt.Errorf("pid %d is traced by pid %d (%s), not by rtrace", pid, tracer, exe)
+		}
+		return 0, 0, fmt.Errorf("pid %d is traced by rtrace without toggling: start it with --disable (function tracing) or -e MODULES (resource tracing)", pid)
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(string(ctl)))
+	if err != nil || n <= 0 || n > 64 {
+		return 0, 0, fmt.Errorf("%s: not a signal number", ControlPath(pid))
+	}
+	return pid, unix.Signal(n), nil
 }
 
 // privateDir makes dir (mode 0700) or checks that the one there is a real
@@ -133,38 +173,51 @@ func privateDir(dir string) error {
 	return nil
 }
 
-// checkTraced refuses a pid that no rtrace traces: the toggle signal
-// would kill it (SIGUSR1's default action).
-func checkTraced(pid int) error {
-	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+// Preproc runs the pre-processor on one stream. A resource trace goes
+// into a raw file in dir, or into out when it is set, post-processed when
+// postOpts is set. A function trace goes into a uftrace.data directory:
+// funcDir, or else the one its header names, a new window of it (never
+// overwriting), kept as its header's filters say. It returns the file or
+// directory written ("" with out).
+func Preproc(in io.Reader, dir string, out io.Writer, postOpts, funcDir string, warn io.Writer) (string, error) {
+	br := bufio.NewReaderSize(in, 64<<10)
+	rd, err := wire.NewReader(br)
 	if err != nil {
-		return fmt.Errorf("pid %d: no such process", pid)
+		return "", fmt.Errorf("reading the stream: %w", err)
 	}
-	tracer := 0
-	for _, line := range strings.Split(string(status), "\n") {
-		if v, ok := strings.CutPrefix(line, "TracerPid:"); ok {
-			tracer, _ = strconv.Atoi(strings.TrimSpace(v))
+	first, err := rd.Next()
+	if err != nil {
+		return "", fmt.Errorf("reading the stream: %w", err)
+	}
+	hdr, ok := first.(*trace.Header)
+	if !ok {
+		return "", fmt.Errorf("reading the stream: starts with %T, not a header", first)
+	}
+	if hdr.Functions {
+		if postOpts != "" {
+			return "", fmt.Errorf("-P post-processes resource traces; this is a function trace")
 		}
+		filters, err := postproc.ParseFuncOptionString(hdr.PostOpts)
+		if err != nil {
+			return "", fmt.Errorf("the stream's filters: %w", err)
+		}
+		target := funcDir
+		if target == "" {
+			target = hdr.OutDir
+		}
+		if target == "" {
+			return "", fmt.Errorf("the stream names no uftrace.data directory: give one with -d")
+		}
+		return funcStreamToDir(hdr, rd, target, filters, warn)
 	}
-	if tracer == 0 {
-		return fmt.Errorf("pid %d is not traced: start it with 'rtrace record -e MODULES -- PROG' (the toggle signal would kill it)", pid)
+	if funcDir != "" {
+		return "", fmt.Errorf("-d writes a function trace's uftrace.data directory; this is a resource trace")
 	}
-	exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", tracer))
-	if !strings.HasPrefix(filepath.Base(exe), "rtrace") {
-		return fmt.Errorf("pid %d is traced by pid %d (%s), not by rtrace", pid, tracer, exe)
-	}
-	return nil
-}
-
-// Preproc runs the pre-processor on one stream: into a file in dir, or
-// into out when it is set; post-processed when postOpts is set.
-func Preproc(in io.Reader, dir string, out io.Writer, postOpts string) (string, error) {
 	o := preproc.Options{Dir: dir, Out: out}
 	if postOpts != "" {
-		var err error
 		if o.Post, err = postFunc(postOpts); err != nil {
 			return "", fmt.Errorf("-P %q: %w", postOpts, err)
 		}
 	}
-	return preproc.Run(in, o)
+	return preproc.RunFrom(hdr, rd, o)
 }

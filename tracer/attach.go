@@ -72,7 +72,7 @@ func (t *Tracer) attach(pid int) error {
 	for tid, th := range t.threads {
 		th.proc = p
 		if tid != pid {
-			t.emit(t.sink.Task(ts, tid, pid))
+			t.sinks(func(s Sink) error { return s.Task(ts, tid, pid) })
 		}
 	}
 	t.syncModules(t.threads[pid], ts)
@@ -178,7 +178,7 @@ func (t *Tracer) park() error {
 					resume(tid, 0)
 				}
 			default:
-				if sig == wakeSignal && t.detachReq.Load() || sig == t.cfg.ToggleSignal && len(t.cfg.Modules) > 0 {
+				if sig == wakeSignal && t.detachReq.Load() || sig == t.cfg.ToggleSignal && t.cfg.Toggle {
 					sig = 0 // rtrace's own (a toggle while parked is dropped)
 				}
 				t.pending[tid] = sig

@@ -22,8 +22,6 @@ import (
 type fn struct {
 	name string
 	addr uint64 // runtime address
-	// Filter flags from -F/-N, decided once at planting.
-	in, out bool
 	// Argument and return-value specs (-A, -R, -a), in payload order.
 	args, rets []uftrace.ArgSpec
 	// jump: setjmp, which returns twice. Its entry and exit are recorded
@@ -76,6 +74,7 @@ type image struct {
 	entry uint64 // the program's entry point (internal breakpoint)
 	bps   *bp.Table
 	funcs []fn
+	named int // funcs[:named] were announced to the function sink
 	// text is the executable's code (runtime addresses): the unwinder's
 	// calls of the personality routine come from elsewhere.
 	textLo, textHi uint64
@@ -222,7 +221,7 @@ func (t *Tracer) setupImage(tid int) (*image, []byte, error) {
 	}
 	var cands []cand
 	for _, fn := range f.Funcs {
-		if t.cfg.NoFuncs || !traceable(f, fn) {
+		if t.funcs == nil || !traceable(f, fn) {
 			continue
 		}
 		if own != nil && !own[fn.Value] {
@@ -230,10 +229,10 @@ func (t *Tracer) setupImage(tid int) (*image, []byte, error) {
 		}
 		cands = append(cands, cand{name: fn.Name, value: fn.Value, size: fn.Size})
 	}
-	if len(cands) == 0 && !t.cfg.NoFuncs {
+	if len(cands) == 0 && t.funcs != nil {
 		fmt.Fprintf(t.cfg.Warn, "rtrace: warning: %s has no function symbols (stripped?): no calls will be recorded\n", exe)
 	}
-	if t.cfg.Libcalls && !t.cfg.NoFuncs {
+	if t.cfg.Libcalls && t.funcs != nil {
 		for _, c := range stubs(f) {
 			// A resource function is recorded inside its library, once.
 			if !t.resName(c.name) {
@@ -250,7 +249,7 @@ func (t *Tracer) setupImage(tid int) (*image, []byte, error) {
 	}
 	defer mem.Close()
 	cm := scanModule(mem, f, bias, t.cfg.Events)
-	if t.cfg.Libcalls && !t.cfg.NoFuncs {
+	if t.cfg.Libcalls && t.funcs != nil {
 		for _, imp := range f.Imports {
 			// A slot also read as data holds an address the program
 			// compares or passes on: it stays the library's.
@@ -280,14 +279,16 @@ func (t *Tracer) setupImage(tid int) (*image, []byte, error) {
 			return nil, nil, fmt.Errorf("planting the entry breakpoint: %w", err)
 		}
 	}
+	if !t.on {
+		t.arm(mem, im, 0, len(im.funcs), false)
+	}
 	return im, maps, nil
 }
 
 // newFn describes a traced function of module f at runtime address addr,
-// with the filters and specs that apply to it. Patterns match the mangled
-// symbol or the short demangled name uftrace shows (geo::Shape::area).
+// with the argument specs that apply to it.
 func (t *Tracer) newFn(f *elfx.File, name string, addr uint64) fn {
-	fi := fn{name: name, addr: addr, in: uftrace.MatchAny(t.cfg.Filter, name), out: uftrace.MatchAny(t.cfg.NoTrace, name)}
+	fi := fn{name: name, addr: addr}
 	if t.cfg.Specs != nil {
 		fi.args, fi.rets = t.cfg.Specs(f, name)
 	}

@@ -56,6 +56,9 @@ func (t *Tracer) gone(th *thread, ws unix.WaitStatus, ru *unix.Rusage, ts uint64
 	t.closeAll(th, ts)
 	t.flush(th)
 	delete(t.threads, th.tid)
+	if th.proc != nil {
+		t.sinks(func(s Sink) error { return s.Exit(ts, th.tid) })
+	}
 	if p := t.procs[th.tid]; p != nil {
 		delete(t.procs, th.tid)
 		if th.tid == t.root {
@@ -111,7 +114,7 @@ func (t *Tracer) stopped(th *thread, ws unix.WaitStatus, regs *unix.PtraceRegs, 
 		t.detachAll(th)
 		return nil
 	}
-	if sig == t.cfg.ToggleSignal && len(t.cfg.Modules) > 0 && th.proc != nil {
+	if sig == t.cfg.ToggleSignal && t.cfg.Toggle && th.proc != nil {
 		t.toggle(th.proc.pid)
 		resume(th.tid, 0) // rtrace's, not the program's
 		return nil
@@ -210,8 +213,8 @@ func (t *Tracer) entry(th *thread, b *bp.Breakpoint, regs *unix.PtraceRegs, ts u
 	// (a destructor that __cxa_end_catch calls, recorded as uftrace
 	// does). But the unwinder's calls of the personality routine are not
 	// recorded, as uftrace does not.
-	hidden := f.personality && (ret < im.textLo || ret >= im.textHi) || t.cfg.NoFuncs
-	fr, rec := th.enter(f, ret, regs.Rsp, hidden, &t.cfg)
+	hidden := f.personality && (ret < im.textLo || ret >= im.textHi) || t.funcs == nil || !t.on
+	fr, rec := th.enter(f, ret, regs.Rsp, hidden)
 	if f.res != nil {
 		t.resEntry(th, &th.stack[len(th.stack)-1], f, regs, ret)
 	}
@@ -220,12 +223,7 @@ func (t *Tracer) entry(th *thread, b *bp.Breakpoint, regs *unix.PtraceRegs, ts u
 		if len(f.args) > 0 {
 			payload = t.values(th, f.args, regs)
 		}
-		r := uftrace.Record{Time: ts, Type: uftrace.Entry, Depth: fr.depth, Addr: f.addr}
-		if t.cfg.TimeFilter > 0 {
-			th.stack[len(th.stack)-1].pending = &Rec{r, payload}
-		} else {
-			t.record(th, r, payload)
-		}
+		t.record(th, uftrace.Record{Time: ts, Type: uftrace.Entry, Depth: fr.depth, Addr: f.addr}, payload)
 	}
 	if f.jump {
 		t.exit(th, ts, nil)
@@ -262,18 +260,23 @@ func (t *Tracer) spawned(th *thread, event int, ts uint64) error {
 		return nil
 	}
 	child := int(msg)
+	// The stages see the parent's records up to here before the new task:
+	// a forked child's stack starts as its parent's is now.
+	t.flush(th)
 	c := t.threads[child]
 	earlyStop := c != nil // it already reported its first stop
 	switch event {
 	case unix.PTRACE_EVENT_CLONE:
 		nc := &thread{tid: child, proc: th.proc}
 		t.threads[child] = nc
-		t.emit(t.sink.Task(ts, child, th.proc.pid))
+		pid := th.proc.pid
+		t.sinks(func(s Sink) error { return s.Task(ts, child, pid) })
 	default: // fork, vfork: the child is a copy, hijacked return addresses included
 		p := &process{pid: child, sid: th.proc.sid, image: th.proc.image.fork(), entered: th.proc.entered}
 		t.procs[child] = p
 		t.threads[child] = th.clone(child, p)
-		t.emit(t.sink.Fork(ts, child, th.proc.pid))
+		ppid := th.proc.pid
+		t.sinks(func(s Sink) error { return s.Fork(ts, child, ppid) })
 	}
 	if earlyStop {
 		resume(child, 0)
@@ -303,7 +306,7 @@ func (t *Tracer) execed(th *thread, ts uint64) error {
 			delete(t.threads, tid)
 		}
 	}
-	th.stack, th.depth, th.inF, th.outN = nil, 0, 0, 0
+	th.stack, th.depth = nil, 0
 	th.unhooked, th.unwinds, th.jmpbufs = false, nil, nil
 	err := leaveExec(th.tid)
 	if err == nil {

@@ -96,14 +96,14 @@ func (t *Tracer) syncModules(th *thread, ts uint64) {
 		t.traceLibrary(th.tid, mem, im, f, bias)
 		t.plantProbes(mem, im, f, bias)
 		m.hi = len(im.funcs)
-		if !t.resOn {
-			t.armRes(mem, im, m.lo, m.hi, false)
+		if !t.on {
+			t.arm(mem, im, m.lo, m.hi, false)
 		}
 		im.mods[mod.Path] = m
 		changed = true
-		t.emit(t.sink.Module(p.sid, mod.Path, f))
 		if !atEntry {
-			t.emit(t.sink.Dlopen(ts, th.tid, p.sid, bias, mod.Path))
+			tid, sid, path := th.tid, p.sid, mod.Path
+			t.sinks(func(s Sink) error { return s.Dlopen(ts, tid, sid, bias, path) })
 		}
 	}
 	for path, m := range im.mods {
@@ -126,7 +126,8 @@ func (t *Tracer) syncModules(th *thread, ts uint64) {
 		changed = true
 	}
 	if changed {
-		t.emit(t.sink.Maps(p.sid, maps))
+		t.announce(p)
+		t.sinks(func(s Sink) error { return s.Maps(p.sid, maps) })
 	}
 }
 

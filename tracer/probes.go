@@ -33,7 +33,9 @@ func (t *Tracer) eventID(name string) uint64 {
 	}
 	id := uftrace.EventIDBase + uint64(len(t.eventIDs))
 	t.eventIDs[name] = id
-	t.emit(t.sink.Event(id, name))
+	if t.funcs != nil {
+		t.emit(t.funcs.Event(id, name))
+	}
 	return id
 }
 
@@ -132,8 +134,10 @@ func addSemaphore(mem *os.File, addr uint64, delta uint16) error {
 // probe records a probe hit of th: an EVENT record at the current depth,
 // and the decoded arguments for the probe log.
 func (t *Tracer) probe(th *thread, b *bp.Breakpoint, regs *unix.PtraceRegs, ts uint64) {
+	if t.funcs == nil || !t.on {
+		return
+	}
 	site := &th.proc.image.probes[b.Site]
-	t.writePending(th)
 	t.record(th, uftrace.Record{Time: ts, Type: uftrace.Event, Depth: th.depth, Addr: site.id}, nil)
 	reg := func(name string) uint64 {
 		if name == "rip" {
@@ -168,5 +172,5 @@ func (t *Tracer) probe(th *thread, b *bp.Breakpoint, regs *unix.PtraceRegs, ts u
 		site.warned = true
 		fmt.Fprintf(t.cfg.Warn, "rtrace: warning: probe %s: %v: recorded without that argument and those after it\n", site.name, site.bad)
 	}
-	t.emit(t.sink.Probe(ts, th.tid, site.name, vals))
+	t.emit(t.funcs.Probe(ts, th.tid, site.name, vals))
 }

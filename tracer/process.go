@@ -20,17 +20,11 @@ type process struct {
 
 // frame is one entry on a thread's shadow stack.
 type frame struct {
-	ret   uint64 // the real return address
-	slot  uint64 // where it lives on the stack (rsp at entry)
-	f     *fn    // the function called
-	depth int    // record depth, -1 when the call is not recorded
-	in    bool   // this frame entered a -F function
-	out   bool   // this frame entered a -N function
-	// With a time filter (-t), the ENTRY waits here until the call proves
-	// long enough or a callee's record is written.
-	pending *Rec
-	noExit  bool     // a forked child's copy of a frame whose entry it never wrote
-	call    *resCall // a resource call being made (-e)
+	ret   uint64   // the real return address
+	slot  uint64   // where it lives on the stack (rsp at entry)
+	f     *fn      // the function called
+	depth int      // record depth, -1 when the call is not recorded
+	call  *resCall // a resource call being made (-e)
 }
 
 // thread is one traced thread with its shadow stack.
@@ -40,8 +34,6 @@ type thread struct {
 	stack []frame
 	batch []Rec // not yet handed to the sink
 	depth int   // recorded frames open
-	inF   int   // -F frames open
-	outN  int   // -N frames open
 	// unhooked: the real return addresses are back on the stack while an
 	// exception unwinds it (see hookUnwind).
 	unhooked bool
@@ -53,38 +45,24 @@ type thread struct {
 	groupStop bool
 }
 
-// enter pushes a frame for a call of f and returns whether it is recorded,
-// following uftrace's filter semantics: -N hides a function and its callees,
-// -F shows only functions called (directly or not) from a matching one, -D
-// limits the recorded depth. A hidden call is never recorded.
-func (th *thread) enter(f *fn, ret, slot uint64, hidden bool, cfg *Config) (frame, bool) {
-	fr := frame{ret: ret, slot: slot, f: f, depth: -1, in: f.in, out: f.out}
-	if f.out {
-		th.outN++
-	}
-	if f.in {
-		th.inF++
-	}
-	rec := !hidden && th.outN == 0 && (len(cfg.Filter) == 0 || th.inF > 0) && (cfg.Depth == 0 || th.depth < cfg.Depth) &&
-		(cfg.MaxStack == 0 || len(th.stack) < cfg.MaxStack)
-	if rec {
+// enter pushes a frame for a call of f and returns whether it is recorded:
+// every call but a hidden one is. What a trace keeps of them (uftrace's
+// -F/-N/-D/-t/--max-stack) is the post-processor's decision
+// (postproc.NewFuncStage), the same for every engine.
+func (th *thread) enter(f *fn, ret, slot uint64, hidden bool) (frame, bool) {
+	fr := frame{ret: ret, slot: slot, f: f, depth: -1}
+	if !hidden {
 		fr.depth = th.depth
 		th.depth++
 	}
 	th.stack = append(th.stack, fr)
-	return fr, rec
+	return fr, !hidden
 }
 
 // leave pops the top frame and returns it.
 func (th *thread) leave() frame {
 	fr := th.stack[len(th.stack)-1]
 	th.stack = th.stack[:len(th.stack)-1]
-	if fr.out {
-		th.outN--
-	}
-	if fr.in {
-		th.inF--
-	}
 	if fr.depth >= 0 {
 		th.depth--
 	}
@@ -98,16 +76,6 @@ func (t *Tracer) exit(th *thread, ts uint64, regs *unix.PtraceRegs) frame {
 	fr := th.leave()
 	if fr.call != nil {
 		t.resExit(th, &fr, regs)
-	}
-	if fr.noExit {
-		return fr
-	}
-	if fr.pending != nil {
-		if ts-fr.pending.Time < t.cfg.TimeFilter {
-			return fr // a short call with no callee written: as if untraced
-		}
-		t.writePending(th)
-		t.record(th, fr.pending.Record, fr.pending.Payload)
 	}
 	if fr.depth >= 0 {
 		var payload []byte
@@ -138,23 +106,6 @@ func (th *thread) clone(tid int, p *process) *thread {
 	c.inRes = 0
 	for i := range c.stack {
 		c.stack[i].call = nil // the parent reports it
-		if c.stack[i].pending != nil {
-			// The parent writes this entry, or drops it with its exit: the
-			// child must not write an EXIT for it either way.
-			c.stack[i].pending = nil
-			c.stack[i].noExit = true
-		}
 	}
 	return &c
-}
-
-// writePending writes the held ENTRY records of th's open frames, outermost
-// first: a record inside them is about to be written.
-func (t *Tracer) writePending(th *thread) {
-	for i := range th.stack {
-		if p := th.stack[i].pending; p != nil {
-			th.stack[i].pending = nil
-			t.record(th, p.Record, p.Payload)
-		}
-	}
 }

@@ -50,7 +50,7 @@ func resIDs(mods []*ResModule) map[*ResType]int {
 // tracing is off or it is nested in another resource call of the thread
 // (realloc calling malloc, fopen calling open).
 func (t *Tracer) resEntry(th *thread, fr *frame, f *fn, regs *unix.PtraceRegs, ret uint64) {
-	if !t.resOn || th.inRes > 0 {
+	if !t.on || t.res == nil || th.inRes > 0 {
 		return
 	}
 	th.inRes++
@@ -110,9 +110,9 @@ func (t *Tracer) resExit(th *thread, fr *frame, regs *unix.PtraceRegs) {
 		if alloc || t.cfg.BacktraceAll {
 			tc.Frames = c.frames
 		}
-		if err := t.sink.Call(tc); errors.Is(err, ErrStreamClosed) {
+		if err := t.res.Call(tc); errors.Is(err, ErrStreamClosed) {
 			fmt.Fprintf(t.cfg.Warn, "rtrace: the resource stream was closed (its reader is gone): tracing turned off\n")
-			t.setRes(false)
+			t.setOn(false)
 		} else {
 			t.emit(err)
 		}

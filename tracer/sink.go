@@ -3,7 +3,6 @@ package tracer
 import (
 	"rtrace/internal/elfx"
 	"rtrace/internal/trace"
-	"rtrace/internal/uftrace"
 )
 
 // Session describes a process image: the start of the target or an exec.
@@ -17,38 +16,49 @@ type Session struct {
 	Bias uint64
 }
 
-// Sink receives what the tracer sees. Calls come from the tracer thread, in
-// time order per task.
+// Sink receives what every trace needs to know of the traced processes:
+// their images and tasks, and the toggle. Calls come from the tracer
+// thread, in time order per task.
 type Sink interface {
 	Session(s Session) error
 	// Maps replaces the maps of a session once the loader has mapped the
-	// libraries (the program's entry point is reached).
+	// libraries (the program's entry point is reached), and after each
+	// dlopen or dlclose that changed them.
 	Maps(sid string, maps []byte) error
-	// Module describes a library mapped in a session, once per session and
-	// path: at the entry point, or when dlopen maps it.
-	Module(sid, path string, f *elfx.File) error
 	// Dlopen: a library mapped after the entry point, at load bias base.
 	Dlopen(time uint64, tid int, sid string, base uint64, path string) error
+	Task(time uint64, tid, pid int) error
+	Fork(time uint64, pid, ppid int) error
+	// Exit: the task ended (the process too when tid is its pid).
+	Exit(time uint64, tid int) error
+	// Toggle: tracing was turned on or off by the toggle signal, sent to
+	// process pid. An error turning it on leaves tracing off.
+	Toggle(on bool, pid int) error
+}
+
+// FuncSink receives a function trace.
+type FuncSink interface {
+	Sink
+	// Symbols names the functions of session sid that were instrumented:
+	// what the records' addresses mean to the function filters.
+	Symbols(sid string, funcs []trace.Func) error
 	// Event names a user event id (a USDT probe's provider:name), once.
 	Event(id uint64, name string) error
 	// Probe: a USDT probe hit, with its arguments decoded as text ("?"
 	// for one that could not be read).
 	Probe(time uint64, tid int, name string, args []string) error
-	Task(time uint64, tid, pid int) error
-	Fork(time uint64, pid, ppid int) error
 	// Records takes a batch of one thread's records, in time order. The
-	// tracer reuses recs after the call returns.
+	// tracer reuses recs and their payloads after the call returns.
 	Records(tid int, recs []Rec) error
-	// Call reports a resource call (-e), at its return.
+}
+
+// ResSink receives a resource trace (-e).
+type ResSink interface {
+	Sink
+	// Call reports a resource call, at its return.
 	Call(c *trace.Call) error
-	// Toggle: resource reporting was turned on or off by the toggle
-	// signal, sent to process pid. An error turning it on leaves it off.
-	Toggle(on bool, pid int) error
 }
 
 // Rec is one record with its payload: the arguments of an ENTRY or the
 // return value of an EXIT (More set), or nil.
-type Rec struct {
-	uftrace.Record
-	Payload []byte
-}
+type Rec = trace.Rec

@@ -8,44 +8,63 @@ import (
 	"rtrace/tracer/bp"
 )
 
-// toggle flips resource reporting (the toggle signal arrived). Turning it
-// on asks the sink to open its stream first; when that fails reporting
-// stays off. Breakpoints of resource functions are written in or taken out
-// so a target with reporting off runs at full speed. Called on the tracer
-// thread.
+// toggle flips tracing (the toggle signal arrived at process pid). The
+// records of the closing window are handed over first. Turning tracing on
+// asks each sink to open its window first; when one fails, tracing stays
+// off. Function entries are written in or taken out, so a target with
+// tracing off runs at full speed. Called on the tracer thread.
 func (t *Tracer) toggle(pid int) {
-	on := !t.resOn
-	if err := t.sink.Toggle(on, pid); err != nil {
-		fmt.Fprintf(t.cfg.Warn, "rtrace: cannot turn tracing on: %v\n", err)
-		return
+	on := !t.on
+	t.flushAll()
+	var sinks, opened []Sink
+	if t.funcs != nil {
+		sinks = append(sinks, t.funcs)
 	}
-	t.setRes(on)
+	if t.res != nil {
+		sinks = append(sinks, t.res)
+	}
+	for _, s := range sinks {
+		if err := s.Toggle(on, pid); err != nil {
+			if !on {
+				t.emit(err)
+				continue
+			}
+			fmt.Fprintf(t.cfg.Warn, "rtrace: cannot turn tracing on: %v\n", err)
+			for _, o := range opened {
+				t.emit(o.Toggle(false, pid))
+			}
+			return
+		}
+		opened = append(opened, s)
+	}
+	t.setOn(on)
 }
 
-// ErrStreamClosed is what Sink.Call returns once the resource stream is
-// gone (a listener died): reporting is then turned off, as a toggle would.
-var ErrStreamClosed = errors.New("resource stream closed")
+// ErrStreamClosed is what a sink returns once its stream is gone (a
+// listener died): tracing is then turned off, as a toggle would.
+var ErrStreamClosed = errors.New("stream closed")
 
-// setRes turns resource reporting on or off in every traced process.
-func (t *Tracer) setRes(on bool) {
-	t.resOn = on
+// setOn turns tracing on or off in every traced process.
+func (t *Tracer) setOn(on bool) {
+	t.on = on
 	for _, p := range t.procs {
 		mem, err := os.OpenFile(fmt.Sprintf("/proc/%d/mem", p.pid), os.O_RDWR, 0)
 		if err != nil {
 			continue
 		}
-		t.armRes(mem, p.image, 0, len(p.image.funcs), on)
+		t.arm(mem, p.image, 0, len(p.image.funcs), on)
 		mem.Close()
 	}
 }
 
-// armRes writes (on) or takes out the entry instrumentation of the
-// resource functions among im.funcs[lo:hi]. A disarmed breakpoint stays in
-// the table: a thread already past the entry still reaches its trampoline
-// or slot, and is handled there as before.
-func (t *Tracer) armRes(mem *os.File, im *image, lo, hi int, on bool) {
+// arm writes (on) or takes out the entry instrumentation of the functions
+// im.funcs[lo:hi]. A breakpoint that is also a hook, a probe or the entry
+// point's stays: those work whether tracing is on or not. A disarmed
+// breakpoint stays in the table: a thread already past the entry still
+// reaches its trampoline or slot, and is handled there as before.
+func (t *Tracer) arm(mem *os.File, im *image, lo, hi int, on bool) {
 	im.bps.All(func(b *bp.Breakpoint) {
-		if b.Func < lo || b.Func >= hi || b.Kind&bp.FuncEntry == 0 || im.funcs[b.Func].res == nil {
+		if b.Func < lo || b.Func >= hi || b.Kind&bp.FuncEntry == 0 || b.Kind&(bp.Hook|bp.Probe|bp.Internal) != 0 {
 			return
 		}
 		addr, code := entryPatch(b, on)

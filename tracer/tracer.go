@@ -11,25 +11,17 @@ import (
 	"golang.org/x/sys/unix"
 
 	"rtrace/internal/elfx"
+	"rtrace/internal/trace"
 	"rtrace/internal/uftrace"
 	"rtrace/tracer/ptrace"
 )
 
 // Config says what to run and what to trace.
 type Config struct {
-	Path    string   // program to run (looked up in PATH)
-	Args    []string // argv, Args[0] included
-	Env     []string // nil: the caller's environment
-	Filter  []uftrace.Pattern
-	NoTrace []uftrace.Pattern
-	Depth   int // record at most this many nested levels; 0 = no limit
-	// MaxStack: record no call nested deeper than this, counting the calls
-	// filters hide (uftrace record --max-stack); 0 = no limit.
-	MaxStack int
-	// TimeFilter: leave out calls shorter than this many nanoseconds
-	// whose callees are all left out too (uftrace record -t).
-	TimeFilter uint64
-	Pin        bool // run the tracer thread and the target on one CPU
+	Path string   // program to run (looked up in PATH)
+	Args []string // argv, Args[0] included
+	Env  []string // nil: the caller's environment
+	Pin  bool     // run the tracer thread and the target on one CPU
 	// Libcalls: record the executable's calls into shared libraries, as
 	// uftrace's PLT hooks do (off with --no-libcall).
 	Libcalls bool
@@ -48,16 +40,15 @@ type Config struct {
 	Specs func(exe *elfx.File, name string) (args, rets []uftrace.ArgSpec)
 	// Started is called with the target's pid once it runs.
 	Started func(pid int)
-	// NoFuncs: record no function calls (a resource-only trace): the
-	// executable's functions and PLT stubs get no breakpoints.
-	NoFuncs bool
 	// Modules are the resource modules whose calls are reported (-e).
 	Modules []*ResModule
-	// Start: report resource calls from the start; otherwise only once
-	// toggled on (ToggleSignal).
+	// Start: trace from the start; otherwise only once toggled on.
 	Start bool
-	// ToggleSignal, sent to the target, turns resource reporting on and
-	// off; rtrace intercepts it (0: SIGUSR1).
+	// Toggle: the toggle signal turns tracing on and off; rtrace
+	// intercepts it (the program never sees it). Without, the signal is
+	// the program's.
+	Toggle bool
+	// ToggleSignal is the toggle signal (0: SIGUSR1).
 	ToggleSignal unix.Signal
 	// Backtrace is the number of frames per backtrace (0: none);
 	// BacktraceAll gives releases backtraces too; Monitor limits
@@ -91,7 +82,8 @@ func (r *Result) ExitCode() int {
 // its ptrace thread.
 type Tracer struct {
 	cfg     Config
-	sink    Sink
+	funcs   FuncSink // nil: no function trace (resource tracing alone)
+	res     ResSink  // nil: no resource trace
 	th      *ptrace.Thread
 	procs   map[int]*process      // by pid (tgid)
 	threads map[int]*thread       // by tid
@@ -104,8 +96,9 @@ type Tracer struct {
 	eventIDs map[string]uint64
 	result   Result
 	err      error // first sink error: the trace goes on without recording
-	// resOn: resource calls are reported; resIDs number the resource types.
-	resOn  bool
+	// on: tracing is on (records and resource calls are reported);
+	// resIDs number the resource types.
+	on     bool
 	resIDs map[*ResType]int
 	attachState
 }
@@ -113,16 +106,18 @@ type Tracer struct {
 // Events returns how many records the tracer produced so far (safe from any goroutine).
 func (t *Tracer) Events() uint64 { return t.events.Load() }
 
-// New prepares a tracer; Run starts the program.
-func New(cfg Config, sink Sink) *Tracer {
+// New prepares a tracer of a function trace into funcs and a resource
+// trace into res (either may be nil); Run starts the program.
+func New(cfg Config, funcs FuncSink, res ResSink) *Tracer {
 	if cfg.Warn == nil {
 		cfg.Warn = os.Stderr
 	}
 	if cfg.ToggleSignal == 0 {
 		cfg.ToggleSignal = unix.SIGUSR1
 	}
-	return &Tracer{cfg: cfg, sink: sink, procs: map[int]*process{}, threads: map[int]*thread{}, libs: map[string]*elfx.File{}, eventIDs: map[string]uint64{},
-		resOn: cfg.Start, resIDs: resIDs(cfg.Modules)}
+	t := &Tracer{cfg: cfg, funcs: funcs, res: res, procs: map[int]*process{}, threads: map[int]*thread{}, libs: map[string]*elfx.File{}, eventIDs: map[string]uint64{},
+		on: cfg.Start, resIDs: resIDs(cfg.Modules)}
+	return t
 }
 
 // Run launches the program and traces it until every traced process has
@@ -240,9 +235,37 @@ func (t *Tracer) newImage(pid int, ts uint64) (*process, error) {
 		t.threads[pid] = th
 	}
 	th.proc = p
-	t.emit(t.sink.Session(Session{Time: ts, Pid: pid, SID: p.sid, Exe: im.exe, Maps: maps, ELF: im.elf, Bias: im.bias}))
-	t.emit(t.sink.Task(ts+1, pid, pid))
+	t.sinks(func(s Sink) error {
+		return s.Session(Session{Time: ts, Pid: pid, SID: p.sid, Exe: im.exe, Maps: maps, ELF: im.elf, Bias: im.bias})
+	})
+	t.sinks(func(s Sink) error { return s.Task(ts+1, pid, pid) })
+	t.announce(p)
 	return p, nil
+}
+
+// sinks hands an event of the traced processes to every sink.
+func (t *Tracer) sinks(ev func(Sink) error) {
+	if t.funcs != nil {
+		t.emit(ev(t.funcs))
+	}
+	if t.res != nil {
+		t.emit(ev(t.res))
+	}
+}
+
+// announce names to the function sink the functions of p's image
+// instrumented since the last call.
+func (t *Tracer) announce(p *process) {
+	im := p.image
+	if t.funcs == nil || im.named == len(im.funcs) {
+		return
+	}
+	funcs := make([]trace.Func, 0, len(im.funcs)-im.named)
+	for _, f := range im.funcs[im.named:] {
+		funcs = append(funcs, trace.Func{Addr: f.addr, Name: f.name})
+	}
+	im.named = len(im.funcs)
+	t.emit(t.funcs.Symbols(p.sid, funcs))
 }
 
 // emit keeps the first sink error; tracing goes on so the target is not
@@ -260,7 +283,7 @@ const batchLen = 256
 func (t *Tracer) record(th *thread, r uftrace.Record, payload []byte) {
 	t.events.Add(1)
 	r.More = len(payload) > 0
-	th.batch = append(th.batch, Rec{r, payload})
+	th.batch = append(th.batch, Rec{Record: r, Payload: payload})
 	if len(th.batch) >= batchLen {
 		t.flush(th)
 	}
@@ -268,8 +291,8 @@ func (t *Tracer) record(th *thread, r uftrace.Record, payload []byte) {
 
 // flush hands th's pending records to the sink.
 func (t *Tracer) flush(th *thread) {
-	if len(th.batch) > 0 {
-		t.emit(t.sink.Records(th.tid, th.batch))
+	if len(th.batch) > 0 && t.funcs != nil {
+		t.emit(t.funcs.Records(th.tid, th.batch))
 		th.batch = th.batch[:0]
 	}
 }

@@ -2,6 +2,8 @@ package main
 
 import (
 	"errors"
+	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -40,15 +42,25 @@ writes a uftrace.data directory that the real uftrace reads:
 
 The program needs no -pg, no -finstrument-functions and no LD_PRELOAD.
 rtrace exits with PROG's exit code (128+N if a signal N killed it). Its own
-messages go to stderr. An existing output directory is renamed to DIR.old.
-Ctrl-C or SIGTERM kills PROG and keeps everything recorded so far.
+messages go to stderr, ending with a one-line summary (-q: none). An
+existing output directory is renamed to DIR.old. Ctrl-C or SIGTERM kills
+PROG and keeps everything recorded so far.
+
+The trace flows through rtrace's stages: the tracer hands batches of
+records to the pre-processor (-o DIR also stores them as a raw stream,
+DIR/<pid>-<n>.rtrace, which 'rtrace preproc -i FILE -d OUT' turns into a
+uftrace.data directory later), the post-processor applies the filters,
+the resolver writes each module's symbols and lines.
 
 Filters follow uftrace record: -F shows only functions called from a
-matching one, -N hides a function and its callees, -D limits the depth.
-As in uftrace, a pattern with regex characters (.?*+-^$|()[]{}) is a Go
-regular expression matched anywhere in the name; one without them matches
-one name exactly. C++ functions match by their short demangled name
-(geo::Shape::area) or their symbol. -A and -R patterns work the same way.
+matching one, -N hides a function and its callees, -D limits the depth,
+-t leaves out calls shorter than a time (a bare number is nanoseconds),
+--max-stack leaves out calls nested deeper. As in uftrace, a pattern with
+regex characters (.?*+-^$|()[]{}) is a Go regular expression matched
+anywhere in the name; one without them matches one name exactly. C++
+functions match by their short demangled name (geo::Shape::area) or their
+symbol. -A and -R patterns work the same way. A pattern that matches no
+traced function gets a warning at the end.
 
 Calls from the program into shared libraries (printf(), malloc()) are
 recorded at the caller's depth, as uftrace's PLT hooks show them, whether
@@ -58,6 +70,16 @@ the program binds lazily, with -z now, or has no PLT (-fno-plt);
 (<sys/sdt.h>) are listed with --list-events and recorded with -E as
 uftrace EVENT records; their decoded arguments go to DIR/usdt.txt.
 
+Toggling from outside: with --disable, PROG starts untraced, at full
+speed; 'rtrace toggle PID' (PROG's pid, which rtrace prints, or rtrace's
+own) opens a tracing window and a second toggle closes it. Each window is
+a uftrace.data directory of its own: DIR, then DIR.1, DIR.2, ... (never
+overwriting one). While the first toggle waits, it writes the window.
+
+   rtrace record --disable -d out.data -- ./server &
+   rtrace toggle <pid>            # on
+   rtrace toggle <pid>            # off: out.data is complete
+
 Resource tracing (sp-rtrace): -e memory:file:thread:shm:mmap puts
 breakpoints on the library functions that allocate and release those
 resources (malloc/free, open/close, fopen/fclose, ...; --list-modules) and
@@ -66,42 +88,17 @@ DIR (never overwriting one), or, with -P "OPTS", through the post-processor
 into <pid>-<n>.rtrace.txt. Without --start tracing is off and the program
 runs at full speed until 'rtrace toggle PID' (or its toggle signal) turns
 it on; toggling again closes that file. With -d a uftrace.data directory
-is written too, where the resource calls show with their sizes and
-results:
+is written too (its function calls follow the same toggle), where the
+resource calls show with their sizes and results:
 
    rtrace record -e memory --start -b 10 -o out -- ./leaky
    rtrace postproc -l -c -i out/1234-0.rtrace | rtrace resolve
    rtrace record -e memory --start -P "-l -c -r" -o out -- ./leaky
-   rtrace record -e memory -o out -- ./server &   rtrace toggle $!`,
-		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "data", Aliases: []string{"d"}, Value: "uftrace.data", Usage: "write the trace to `DIR`"},
-			&cli.StringSliceFlag{Name: "filter", Aliases: []string{"F"}, Usage: "trace only functions matching `REGEX` and their callees (repeatable)"},
-			&cli.StringSliceFlag{Name: "notrace", Aliases: []string{"N"}, Usage: "do not trace functions matching `REGEX` nor their callees (repeatable)"},
-			&cli.StringSliceFlag{Name: "event", Aliases: []string{"E"}, Usage: "record the USDT probes matching `PROVIDER:NAME` (globs: 'app:*'), in the executable and its libraries, also after dlopen: EVENT records, and their arguments in DIR/usdt.txt (repeatable)"},
+   rtrace record -e memory -o out -- ./server &     # prints the pid to toggle`,
+		Flags: append(sessionFlags(), []cli.Flag{
 			&cli.BoolFlag{Name: "list-events", Usage: "list the USDT probes of PROG (provider:name, operands, semaphore) and exit"},
-			&cli.IntFlag{Name: "depth", Aliases: []string{"D"}, Usage: "record at most `N` nested levels (0: no limit)"},
-			&cli.StringSliceFlag{Name: "argument", Aliases: []string{"A"}, Usage: "record arguments of functions matching FUNC, `SPEC` in uftrace syntax: FUNC@arg1/i32,arg2/s,fparg1 (repeatable)"},
-			&cli.StringSliceFlag{Name: "retval", Aliases: []string{"R"}, Usage: "record return values, `SPEC` in uftrace syntax: FUNC@retval/s (repeatable)"},
-			&cli.BoolFlag{Name: "no-libcall", Usage: "do not record calls into shared libraries (printf(), malloc()...; recorded by default, at the caller's depth, as uftrace does)"},
-			&cli.BoolFlag{Name: "nest-libcall", Aliases: []string{"l"}, Usage: "also record the calls libraries make to other libraries through their PLT (not those of libc, libgcc_s, libpthread, libdl and the loader)"},
-			&cli.StringSliceFlag{Name: "patch", Aliases: []string{"P"}, Usage: "also trace the functions matching FUNC inside the shared library LIB, `FUNC@LIB` (e.g. 'plug_.*@libplug.so'; LIB is a file name, libplug.so also matches libplug.so.1; libraries loaded by dlopen too) (repeatable)"},
-			&cli.IntFlag{Name: "max-stack", Usage: "record no call nested deeper than `N`, hidden calls included (0: no limit)"},
-			&cli.StringFlag{Name: "time-filter", Aliases: []string{"t"}, Usage: "leave out calls shorter than `TIME` (500ns, 20us, 1.5ms, 2s) unless a callee is kept"},
-			&cli.BoolFlag{Name: "auto-args", Aliases: []string{"a"}, Usage: "record the arguments and return values of every function, typed from DWARF (build with -g)"},
-			&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "no status line, no summary"},
-			&cli.BoolFlag{Name: "verbose", Aliases: []string{"v"}, Usage: "list the functions that could not be traced, with the reason"},
-			&cli.StringSliceFlag{Name: "module", Aliases: []string{"e"}, Usage: "trace the resource calls of `MODULES` (memory, file, thread, shm, mmap; join with ':')"},
 			&cli.BoolFlag{Name: "list-modules", Usage: "list the resource modules and their functions, and exit"},
-			&cli.BoolFlag{Name: "start", Aliases: []string{"s"}, Usage: "trace resources from the start (default: off until toggled)"},
-			&cli.StringFlag{Name: "output-dir", Aliases: []string{"o"}, Usage: "write resource traces into `DIR` (default: the current directory)"},
-			&cli.StringFlag{Name: "postproc", Usage: "post-process resource traces with these `OPTS` (\"-l -c -r\") into <pid>-<n>.rtrace.txt; -P works too when OPTS start with '-'"},
-			&cli.IntFlag{Name: "backtrace-depth", Aliases: []string{"b"}, Value: 10, Usage: "`N` frames per resource call backtrace (0: none)"},
-			&cli.BoolFlag{Name: "backtrace-all", Usage: "backtraces for releases too, not only allocations"},
-			&cli.StringFlag{Name: "monitor", Usage: "backtraces only for allocations of these `SIZES` (comma-separated)"},
-			&cli.StringFlag{Name: "toggle-signal", Value: "SIGUSR1", Usage: "the `SIGNAL` that toggles resource tracing (rtrace intercepts it)"},
-			&cli.BoolFlag{Name: "manage-preproc", Usage: "when toggled on, pre-process in rtrace itself instead of streaming to a listening 'rtrace toggle'"},
-			&cli.BoolFlag{Name: "no-pin", Usage: "let the target run on any CPU (default: pin the tracer and the target to one CPU, ~15x cheaper stops on VMs; multi-threaded targets then share that CPU)"},
-		},
+		}...),
 		Action: func(c *cli.Context) error {
 			if c.Bool("list-events") {
 				if c.NArg() == 0 {
@@ -116,50 +113,118 @@ results:
 				launcher.ListModules(c.App.Writer)
 				return nil
 			}
-			ro, err := resourceOptions(c)
+			o, err := sessionOptions(c)
 			if err != nil {
 				return cli.Exit(err.Error(), 2)
 			}
-			dir := c.String("data")
-			if len(ro.Modules) > 0 && !c.IsSet("data") {
-				dir = "" // resource tracing alone
-			}
-			code, err := launcher.Record(launcher.RecordOptions{
-				Modules: ro.Modules, Start: ro.Start, OutDir: ro.OutDir, PostOpts: ro.PostOpts,
-				Backtrace: ro.Backtrace, BacktraceAll: ro.BacktraceAll, Monitor: ro.Monitor,
-				ToggleSignal: ro.ToggleSignal, Manage: ro.Manage,
-				Dir:         dir,
-				Args:        c.Args().Slice(),
-				Filter:      c.StringSlice("filter"),
-				NoTrace:     c.StringSlice("notrace"),
-				ArgSpecs:    c.StringSlice("argument"),
-				RetSpecs:    c.StringSlice("retval"),
-				AutoArgs:    c.Bool("auto-args"),
-				Time:        c.String("time-filter"),
-				MaxStack:    c.Int("max-stack"),
-				NoLibcall:   c.Bool("no-libcall"),
-				NestLibcall: c.Bool("nest-libcall"),
-				Patch:       ro.Patch,
-				Events:      c.StringSlice("event"),
-				Depth:       c.Int("depth"),
-				Quiet:       c.Bool("quiet"),
-				Verbose:     c.Bool("verbose"),
-				NoPin:       c.Bool("no-pin"),
-				Cmdline:     cmdline(c),
-				Version:     version,
-				Stderr:      c.App.ErrWriter,
-			})
-			if err != nil {
-				var ue *launcher.UsageError
-				if errors.As(err, &ue) {
-					return cli.Exit(err.Error(), 2)
-				}
-				return cli.Exit(err.Error(), code)
-			}
-			if code != 0 {
-				return cli.Exit("", code)
-			}
-			return nil
+			o.Args = c.Args().Slice()
+			return exit(launcher.Record(o))
 		},
 	}
+}
+
+// exit turns a session's exit code and error into the verb's result.
+func exit(code int, err error) error {
+	if err != nil {
+		return cli.Exit(err.Error(), max(code, 1))
+	}
+	if code != 0 {
+		return cli.Exit("", code)
+	}
+	return nil
+}
+
+// sessionFlags are the options record and attach share, with the same
+// meaning.
+func sessionFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "data", Aliases: []string{"d"}, Usage: "write the trace to the uftrace.data directory `DIR` (default: uftrace.data; with -e or -o alone: none)"},
+		&cli.StringSliceFlag{Name: "filter", Aliases: []string{"F"}, Usage: "trace only functions matching `REGEX` and their callees (repeatable)"},
+		&cli.StringSliceFlag{Name: "notrace", Aliases: []string{"N"}, Usage: "do not trace functions matching `REGEX` nor their callees (repeatable)"},
+		&cli.IntFlag{Name: "depth", Aliases: []string{"D"}, Usage: "record at most `N` nested levels (0: no limit)"},
+		&cli.IntFlag{Name: "max-stack", Usage: "record no call nested deeper than `N`, hidden calls included (0: no limit)"},
+		&cli.StringFlag{Name: "time-filter", Aliases: []string{"t"}, Usage: "leave out calls shorter than `TIME` (500, 500ns, 20us, 1.5ms, 2s; a bare number is ns) unless a callee is kept"},
+		&cli.StringSliceFlag{Name: "argument", Aliases: []string{"A"}, Usage: "record arguments of functions matching FUNC, `SPEC` in uftrace syntax: FUNC@arg1/i32,arg2/s,fparg1 (repeatable)"},
+		&cli.StringSliceFlag{Name: "retval", Aliases: []string{"R"}, Usage: "record return values, `SPEC` in uftrace syntax: FUNC@retval/s (repeatable)"},
+		&cli.BoolFlag{Name: "auto-args", Aliases: []string{"a"}, Usage: "record the arguments and return values of every function, typed from DWARF (build with -g)"},
+		&cli.BoolFlag{Name: "no-libcall", Usage: "do not record calls into shared libraries (printf(), malloc()...; recorded by default, at the caller's depth, as uftrace does)"},
+		&cli.BoolFlag{Name: "nest-libcall", Aliases: []string{"l"}, Usage: "also record the calls libraries make to other libraries through their PLT (not those of libc, libgcc_s, libpthread, libdl and the loader)"},
+		&cli.StringSliceFlag{Name: "patch", Aliases: []string{"P"}, Usage: "also trace the functions matching FUNC inside the shared library LIB, `FUNC@LIB` (e.g. 'plug_.*@libplug.so'; LIB is a file name, libplug.so also matches libplug.so.1; libraries loaded by dlopen too) (repeatable); a value starting with '-' is --postproc OPTS"},
+		&cli.StringSliceFlag{Name: "event", Aliases: []string{"E"}, Usage: "record the USDT probes matching `PROVIDER:NAME` (globs: 'app:*'), in the executable and its libraries, also after dlopen: EVENT records, and their arguments in DIR/usdt.txt (repeatable)"},
+		&cli.BoolFlag{Name: "disable", Usage: "start with tracing off: 'rtrace toggle PID' turns it on and off, each window its own uftrace.data directory"},
+		&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "no messages but errors: no status line, no summary"},
+		&cli.BoolFlag{Name: "verbose", Aliases: []string{"v"}, Usage: "list the functions that could not be traced, with the reason"},
+		&cli.BoolFlag{Name: "no-pin", Usage: "let the target run on any CPU (default: pin the tracer and the target to one CPU, ~15x cheaper stops on VMs; multi-threaded targets then share that CPU)"},
+		&cli.StringSliceFlag{Name: "module", Aliases: []string{"e"}, Category: "resource tracing", Usage: "trace the resource calls of `MODULES` (memory, file, thread, shm, mmap; join with ':')"},
+		&cli.BoolFlag{Name: "start", Aliases: []string{"s"}, Category: "resource tracing", Usage: "trace resources from the start (default: off until toggled)"},
+		&cli.StringFlag{Name: "output-dir", Aliases: []string{"o"}, Category: "resource tracing", Usage: "write raw streams into `DIR`: resource traces (-e), or the function trace's when there is no -e"},
+		&cli.StringFlag{Name: "postproc", Category: "resource tracing", Usage: "post-process resource traces with these `OPTS` (\"-l -c -r\") into <pid>-<n>.rtrace.txt; -P works too when OPTS start with '-'"},
+		&cli.IntFlag{Name: "backtrace-depth", Aliases: []string{"b"}, Value: 10, Category: "resource tracing", Usage: "`N` frames per resource call backtrace (0: none)"},
+		&cli.BoolFlag{Name: "backtrace-all", Category: "resource tracing", Usage: "backtraces for releases too, not only allocations"},
+		&cli.StringFlag{Name: "monitor", Category: "resource tracing", Usage: "backtraces only for allocations of these `SIZES` (comma-separated)"},
+		&cli.StringFlag{Name: "toggle-signal", Value: "SIGUSR1", Usage: "the `SIGNAL` that toggles tracing (with -e or --disable; rtrace intercepts it)"},
+		&cli.BoolFlag{Name: "manage-preproc", Category: "resource tracing", Usage: "when toggled on, pre-process in rtrace itself instead of streaming to a listening 'rtrace toggle'"},
+	}
+}
+
+// sessionOptions reads the options record and attach share. -P is
+// uftrace's FUNC@LIB, or sp-rtrace's post-processor options when its
+// value starts with '-' (a function pattern never does).
+func sessionOptions(c *cli.Context) (launcher.Options, error) {
+	o := launcher.Options{
+		Dir:         c.String("data"),
+		Filter:      c.StringSlice("filter"),
+		NoTrace:     c.StringSlice("notrace"),
+		Depth:       c.Int("depth"),
+		MaxStack:    c.Int("max-stack"),
+		Time:        c.String("time-filter"),
+		ArgSpecs:    c.StringSlice("argument"),
+		RetSpecs:    c.StringSlice("retval"),
+		AutoArgs:    c.Bool("auto-args"),
+		NoLibcall:   c.Bool("no-libcall"),
+		NestLibcall: c.Bool("nest-libcall"),
+		Events:      c.StringSlice("event"),
+		Disable:     c.Bool("disable"),
+		Quiet:       c.Bool("quiet"),
+		Verbose:     c.Bool("verbose"),
+		NoPin:       c.Bool("no-pin"),
+		Cmdline:     cmdline(c),
+		Version:     version,
+		Stderr:      c.App.ErrWriter,
+	}
+	for _, m := range c.StringSlice("module") {
+		for _, n := range strings.Split(m, ":") {
+			if n != "" {
+				o.Modules = append(o.Modules, n)
+			}
+		}
+	}
+	o.PostOpts = c.String("postproc")
+	for _, p := range c.StringSlice("patch") {
+		if strings.HasPrefix(p, "-") {
+			o.PostOpts = strings.TrimSpace(o.PostOpts + " " + p)
+			continue
+		}
+		o.Patch = append(o.Patch, p)
+	}
+	o.Start, o.OutDir, o.Manage = c.Bool("start"), c.String("output-dir"), c.Bool("manage-preproc")
+	o.Backtrace, o.BacktraceAll = c.Int("backtrace-depth"), c.Bool("backtrace-all")
+	if s := c.String("monitor"); s != "" {
+		for _, f := range strings.Split(s, ",") {
+			n, err := strconv.ParseUint(strings.TrimSpace(f), 0, 64)
+			if err != nil {
+				return o, fmt.Errorf("--monitor %q: %q is not a size", s, f)
+			}
+			o.Monitor = append(o.Monitor, n)
+		}
+	}
+	sig, err := launcher.ParseSignal(c.String("toggle-signal"))
+	if err != nil {
+		return o, fmt.Errorf("--toggle-signal: %w", err)
+	}
+	o.ToggleSignal = sig
+	if c.IsSet("toggle-signal") && len(o.Modules) == 0 && !o.Disable {
+		return o, errors.New("--toggle-signal: toggling needs --disable (function tracing) or -e MODULES (resource tracing)")
+	}
+	return o, nil
 }

@@ -1,0 +1,254 @@
+package launcher
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"rtrace/internal/uftrace"
+	"rtrace/tracer"
+)
+
+// watchSignals answers the signals rtrace itself gets while tracing. The
+// first SIGINT, SIGTERM or SIGHUP ends the session: record kills the
+// target (the tracer sees it die, closes its frames and everything
+// recorded is kept), attach detaches. A second SIGINT aborts (s.aborted).
+// The toggle signal sent to rtrace is passed on to the target. With
+// attach's duration, the timer detaches. It returns the function that
+// stops watching.
+func (s *session) watchSignals() (stop func()) {
+	sigs := make(chan os.Signal, 4)
+	watched := []os.Signal{unix.SIGINT, unix.SIGTERM, unix.SIGHUP}
+	if s.c.toggleable() {
+		watched = append(watched, s.c.toggleSignal())
+	}
+	signal.Notify(sigs, watched...)
+	s.aborted = make(chan struct{})
+	quit := make(chan struct{})
+	var timer <-chan time.Time
+	if s.c.Duration > 0 {
+		timer = time.After(s.c.Duration)
+	}
+	go func() {
+		for {
+			select {
+			case sig := <-sigs:
+				s.signal(sig.(unix.Signal))
+			case <-timer:
+				s.tr.Detach()
+			case <-quit:
+				return
+			}
+		}
+	}()
+	return func() {
+		signal.Stop(sigs)
+		close(quit)
+	}
+}
+
+// signal handles one signal rtrace got.
+func (s *session) signal(sig unix.Signal) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if sig == s.c.toggleSignal() && s.c.toggleable() {
+		if s.pid > 0 {
+			unix.Kill(s.pid, sig) // the tracer intercepts it there
+		}
+		return
+	}
+	if s.caught != nil {
+		if sig == unix.SIGINT {
+			close(s.aborted)
+		}
+		return
+	}
+	s.caught = sig
+	if s.c.Pid != 0 {
+		s.tr.Detach()
+		return
+	}
+	if s.pid > 0 {
+		if s.rs != nil {
+			s.rs.killed.Store(true)
+		}
+		unix.Kill(s.pid, unix.SIGKILL)
+	}
+}
+
+// finish closes the outputs, reports how the session ended and returns
+// the exit code: the program's for record, 0 for a detach.
+func (s *session) finish(res *tracer.Result, runErr error) (int, error) {
+	c := s.c
+	var outs []string
+	var errs []error
+	if s.fs != nil {
+		var ended *tracer.Result
+		if c.Pid == 0 && runErr == nil {
+			ended = res
+		}
+		o, err := s.fs.finish(ended)
+		outs, errs = append(outs, o...), append(errs, err)
+	}
+	if s.rs != nil {
+		o, err := s.rs.finish()
+		outs, errs = append(outs, o...), append(errs, err)
+	}
+	finishErr := errors.Join(errs...)
+	what := c.Args
+	if c.Pid != 0 {
+		what = []string{"pid " + strconv.Itoa(c.Pid)}
+	}
+	if runErr != nil {
+		var ref *tracer.Refusal
+		if errors.As(runErr, &ref) {
+			return 126, fmt.Errorf("%s: %w", what[0], runErr)
+		}
+		return 1, errors.Join(runErr, finishErr)
+	}
+	if !c.Quiet || c.Verbose {
+		s.reportSkipped(res)
+		s.unmatched()
+	}
+	saved := strings.Join(outs, ", ")
+	if saved == "" {
+		saved = "nothing (tracing was never turned on: no --start, no toggle)"
+	}
+	s.mu.Lock()
+	caught := s.caught
+	s.mu.Unlock()
+	if finishErr != nil {
+		return 1, fmt.Errorf("%w (written: %s)", finishErr, saved)
+	}
+	switch {
+	case c.Pid != 0:
+		if !c.Quiet {
+			fmt.Fprintf(c.Stderr, "rtrace: detached from pid %d; %s; trace saved in %s\n", c.Pid, s.summary(res), saved)
+		}
+		return 0, nil
+	case caught != nil:
+		fmt.Fprintf(c.Stderr, "rtrace: %v: target killed; %s; trace saved in %s\n", caught, s.summary(res), saved)
+		return 128 + int(caught.(unix.Signal)), nil
+	}
+	if res.Status.Signaled() && !c.Quiet {
+		// The shell would have said so; under rtrace it sees an exit code.
+		sig := res.Status.Signal()
+		fmt.Fprintf(c.Stderr, "rtrace: %s terminated by signal %d (%v); %s; trace saved in %s\n", c.Args[0], int(sig), sig, s.summary(res), saved)
+	} else if !c.Quiet {
+		fmt.Fprintf(c.Stderr, "rtrace: %s; trace saved in %s\n", s.summary(res), saved)
+	}
+	return res.ExitCode(), nil
+}
+
+// summary is the one-line account of a session: events, lost, duration.
+func (s *session) summary(res *tracer.Result) string {
+	var parts []string
+	if s.fs != nil {
+		parts = append(parts, fmt.Sprintf("%d records", s.fs.records))
+	}
+	if s.rs != nil {
+		parts = append(parts, fmt.Sprintf("%d resource calls", s.rs.calls))
+	}
+	return fmt.Sprintf("%s, 0 lost, in %s", strings.Join(parts, ", "), time.Since(s.start).Round(time.Millisecond))
+}
+
+// reportSkipped lists the functions not traced (-v), or counts them.
+func (s *session) reportSkipped(res *tracer.Result) {
+	w := s.c.Stderr
+	if s.c.Verbose && len(res.Int3Entries) > 0 {
+		fmt.Fprintf(w, "rtrace: %d function(s) traced with a slower int3 entry instead of a detour jump:\n", len(res.Int3Entries))
+		for _, sk := range res.Int3Entries {
+			fmt.Fprintf(w, "  %s: %s\n", sk.Func, sk.Reason)
+		}
+	}
+	if len(res.Skipped) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "rtrace: %d function(s) not traced", len(res.Skipped))
+	if !s.c.Verbose {
+		fmt.Fprintln(w, " (-v lists them)")
+		return
+	}
+	fmt.Fprintln(w, ":")
+	for _, sk := range res.Skipped {
+		fmt.Fprintf(w, "  %s: %s\n", sk.Func, sk.Reason)
+	}
+}
+
+// unmatched warns of each -F, -N, -A and -R pattern that matched no
+// traced function: a typo, or a function the program does not have.
+func (s *session) unmatched() {
+	if s.fs == nil {
+		return
+	}
+	var names []string
+	for _, funcs := range s.fs.symbols {
+		for _, f := range funcs {
+			names = append(names, f.Name)
+		}
+	}
+	check := func(flag, pat string) {
+		p, err := uftrace.ParsePattern(pat, uftrace.PatternRegex)
+		if err != nil {
+			return
+		}
+		for _, n := range names {
+			if p.MatchSymbol(n) {
+				return
+			}
+		}
+		fmt.Fprintf(s.c.Stderr, "rtrace: warning: %s %q matches no traced function\n", flag, pat)
+	}
+	for _, g := range []struct {
+		flag string
+		pats []string
+	}{{"-F", s.c.Filter}, {"-N", s.c.NoTrace}} {
+		for _, p := range g.pats {
+			check(g.flag, p)
+		}
+	}
+	for _, g := range []struct {
+		flag  string
+		specs []string
+	}{{"-A", s.c.ArgSpecs}, {"-R", s.c.RetSpecs}} {
+		for _, spec := range g.specs {
+			if fs, err := uftrace.ParseFuncSpec(spec); err == nil {
+				check(g.flag, fs.Pattern)
+			}
+		}
+	}
+}
+
+// checkAttach refuses a process rtrace cannot attach to, saying why.
+func checkAttach(pid int) error {
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return fmt.Errorf("pid %d: no such process", pid)
+	}
+	if _, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid)); err != nil {
+		return fmt.Errorf("pid %d: cannot read its executable (a kernel thread, or not yours): %w", pid, err)
+	}
+	if tp := tracerPid(status); tp != 0 {
+		comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", tp))
+		return fmt.Errorf("pid %d is already traced by pid %d (%s): a process has one tracer at a time; stop that one first",
+			pid, tp, strings.TrimSpace(string(comm)))
+	}
+	return nil
+}
+
+// tracerPid reads TracerPid from a /proc/<pid>/status text (0: none).
+func tracerPid(status []byte) int {
+	for _, line := range strings.Split(string(status), "\n") {
+		if v, ok := strings.CutPrefix(line, "TracerPid:"); ok {
+			n, _ := strconv.Atoi(strings.TrimSpace(v))
+			return n
+		}
+	}
+	return 0
+}

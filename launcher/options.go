@@ -1,0 +1,419 @@
+package launcher
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"rtrace/internal/cxxname"
+	"rtrace/internal/elfx"
+	"rtrace/internal/uftrace"
+	"rtrace/postproc"
+	"rtrace/resolver"
+	"rtrace/tracer"
+)
+
+// Options are the options of a tracing session: `rtrace record` (Args
+// set) or `rtrace attach` (Pid set). Both take the same options with the
+// same meaning.
+type Options struct {
+	Args     []string      // record: the program and its arguments
+	Pid      int           // attach: the process
+	Duration time.Duration // attach: detach after this long (0: at Ctrl-C or the process's end)
+
+	// Function tracing (uftrace's options).
+	Dir         string   // -d: the uftrace.data directory ("" with -e: none; with -o: none)
+	Filter      []string // -F
+	NoTrace     []string // -N
+	Depth       int      // -D
+	MaxStack    int      // --max-stack
+	Time        string   // -t: a time threshold ("100us"; a bare number is ns)
+	ArgSpecs    []string // -A: argument specs (func@arg1/i32,arg2/s)
+	RetSpecs    []string // -R: return-value specs (func@retval/s)
+	AutoArgs    bool     // -a: specs of every function from DWARF
+	NoLibcall   bool     // --no-libcall
+	NestLibcall bool     // --nest-libcall
+	Patch       []string // -P FUNC@LIB: functions inside shared libraries
+	Events      []string // -E provider:name globs: USDT probes
+	Disable     bool     // --disable: tracing off until toggled
+
+	Quiet   bool // -q
+	Verbose bool // -v
+	NoPin   bool // --no-pin
+
+	// Resource tracing (sp-rtrace's options).
+	Modules      []string // -e
+	Start        bool     // --start: trace resources from the start
+	OutDir       string   // -o: raw <pid>-<n>.rtrace files
+	PostOpts     string   // -P "-l -c": post-process into <pid>-<n>.rtrace.txt
+	Backtrace    int      // -b frames per backtrace
+	BacktraceAll bool
+	Monitor      []uint64
+	ToggleSignal unix.Signal
+	Manage       bool // --manage-preproc
+
+	Cmdline string // rtrace's own command line, for info
+	Version string
+	Stderr  io.Writer
+}
+
+// UsageError is a bad option or argument: the CLI exits 2 with its message.
+type UsageError struct{ Msg string }
+
+func (e *UsageError) Error() string { return e.Msg }
+
+// ExitError is an error with the exit status it calls for (126: a file
+// that cannot be run, 127: one not found, as a shell says).
+type ExitError struct {
+	Code int
+	Err  error
+}
+
+func (e *ExitError) Error() string { return e.Err.Error() }
+func (e *ExitError) Unwrap() error { return e.Err }
+
+// config is what a session runs: the options, checked and compiled.
+type config struct {
+	Options
+	prog     string // record: the program's absolute path
+	exe      *elfx.File
+	mods     []*tracer.ResModule
+	funcs    postproc.FuncOptions // what the function trace keeps
+	libFuncs []tracer.LibPattern
+	specs    func(exe *elfx.File, name string) (args, rets []uftrace.ArgSpec)
+	specLine []uftrace.ArgSpecLine
+	post     func(io.Reader, io.Writer) error // -P OPTS for resource windows
+	funcDir  string                           // the uftrace.data directory, absolute ("": none)
+	rawDir   string                           // where the raw function stream goes ("": none)
+}
+
+// check validates o before anything starts and compiles it: every
+// pattern, spec, time and output directory, the program or the process.
+// A usage error is a *UsageError, a program that cannot run an *ExitError.
+func check(o Options) (*config, error) {
+	c := &config{Options: o}
+	if c.Stderr == nil {
+		c.Stderr = os.Stderr
+	}
+	attach := o.Pid != 0
+	if !attach && len(o.Args) == 0 {
+		return nil, &UsageError{"record: no program given (usage: rtrace record [OPTIONS] [--] PROG [ARGS...])"}
+	}
+	var err error
+	if c.mods, err = tracer.ResolveModules(o.Modules); err != nil {
+		return nil, &UsageError{"-e: " + err.Error()}
+	}
+	if len(c.mods) == 0 && (o.Start || o.PostOpts != "" || o.Manage || len(o.Monitor) > 0 || o.BacktraceAll) {
+		return nil, &UsageError{"--start, -P OPTS, --monitor, --backtrace-all and --manage-preproc are options of resource tracing: choose modules with -e (see --list-modules)"}
+	}
+	if o.PostOpts != "" {
+		if c.post, err = postFunc(o.PostOpts); err != nil {
+			return nil, &UsageError{fmt.Sprintf("-P %q: %v", o.PostOpts, err)}
+		}
+	}
+	if o.Backtrace < 0 || o.Backtrace > 256 {
+		return nil, &UsageError{fmt.Sprintf("-b %d: want a depth from 0 to 256", o.Backtrace)}
+	}
+	if c.funcs, err = funcOptions(o); err != nil {
+		return nil, err
+	}
+	if c.libFuncs, err = libPatterns(o.Patch); err != nil {
+		return nil, err
+	}
+	// Outputs. Resource tracing alone records no function calls, unless
+	// -d asks for a uftrace.data directory too; without -e, -o stores the
+	// function trace's raw stream.
+	switch {
+	case o.Dir != "":
+		c.funcDir = o.Dir
+	case len(c.mods) == 0 && o.OutDir == "":
+		c.funcDir = "uftrace.data"
+	}
+	if len(c.mods) == 0 && o.OutDir != "" {
+		c.rawDir = o.OutDir
+	}
+	if c.funcDir != "" {
+		if c.funcDir, err = filepath.Abs(c.funcDir); err != nil {
+			return nil, &UsageError{fmt.Sprintf("-d %s: %v", o.Dir, err)}
+		}
+		if err := checkTraceDir(c.funcDir); err != nil {
+			return nil, &UsageError{"-d: " + err.Error()}
+		}
+	}
+	if o.OutDir != "" {
+		if err := checkOutDir(o.OutDir); err != nil {
+			return nil, &UsageError{"-o: " + err.Error()}
+		}
+	}
+	specOpts := c.Options
+	if len(c.mods) > 0 && c.funcDir != "" {
+		a, r := resSpecs(c.mods)
+		specOpts.ArgSpecs = append(slices.Clip(o.ArgSpecs), a...)
+		specOpts.RetSpecs = append(slices.Clip(o.RetSpecs), r...)
+	}
+	if c.specLine, c.specs, err = argSpecs(specOpts); err != nil {
+		return nil, err
+	}
+	if attach {
+		return c, checkAttach(o.Pid)
+	}
+	if c.prog, err = lookPath(o.Args[0]); err != nil {
+		return nil, &ExitError{127, err}
+	}
+	if err := checkRunnable(o.Args[0], c.prog); err != nil {
+		return nil, err
+	}
+	if c.exe, err = elfx.Open(c.prog); err != nil {
+		return nil, &ExitError{126, fmt.Errorf("%s: cannot trace it: %w", o.Args[0], err)}
+	}
+	return c, nil
+}
+
+// funcOptions compiles the uftrace filters into what the post-processor's
+// function stage keeps.
+func funcOptions(o Options) (postproc.FuncOptions, error) {
+	var f postproc.FuncOptions
+	var err error
+	if f.Filters, err = compile("-F", o.Filter); err != nil {
+		return f, err
+	}
+	if f.NoTrace, err = compile("-N", o.NoTrace); err != nil {
+		return f, err
+	}
+	if o.MaxStack < 0 {
+		return f, &UsageError{fmt.Sprintf("--max-stack %d: the depth must be positive", o.MaxStack)}
+	}
+	if o.Depth < 0 {
+		return f, &UsageError{fmt.Sprintf("-D %d: the depth must be positive", o.Depth)}
+	}
+	f.Depth, f.MaxStack = o.Depth, o.MaxStack
+	if o.Time != "" {
+		if f.Threshold, err = uftrace.ParseTime(o.Time); err != nil {
+			return f, &UsageError{"-t: " + err.Error()}
+		}
+	}
+	return f, nil
+}
+
+// compile compiles -F/-N patterns (uftrace's rule, uftrace.Pattern).
+func compile(flag string, pats []string) ([]uftrace.Pattern, error) {
+	ps, err := uftrace.ParsePatterns(flag, pats)
+	if err != nil {
+		return nil, &UsageError{err.Error()}
+	}
+	return ps, nil
+}
+
+// libPatterns parses -P FUNC@LIB patterns: FUNC as -F patterns are, LIB
+// a library's file name (libfoo.so also matches libfoo.so.1).
+func libPatterns(pats []string) ([]tracer.LibPattern, error) {
+	var out []tracer.LibPattern
+	for _, p := range pats {
+		i := strings.LastIndex(p, "@")
+		if i < 0 || i == len(p)-1 || strings.Contains(p[i+1:], "/") {
+			return nil, &UsageError{fmt.Sprintf("-P %q: name the library as FUNC@LIB (e.g. -P 'plug_.*@libplug.so'); the executable's own functions are all traced already (choose with -F/-N)", p)}
+		}
+		res, err := compile("-P", []string{p[:i]})
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, tracer.LibPattern{Func: res[0], Lib: p[i+1:]})
+	}
+	return out, nil
+}
+
+// checkTraceDir refuses a uftrace.data directory that cannot be written:
+// an existing file, a directory that is no trace and not empty (a trace
+// is moved aside to DIR.old when tracing starts, as uftrace does), or a
+// parent that is missing or not writable.
+func checkTraceDir(dir string) error {
+	st, err := os.Stat(dir)
+	switch {
+	case err == nil && !st.IsDir():
+		return fmt.Errorf("%s exists and is not a directory", dir)
+	case err == nil:
+		if _, err := os.Stat(filepath.Join(dir, "info")); err != nil {
+			if ents, _ := os.ReadDir(dir); len(ents) > 0 {
+				return fmt.Errorf("%s exists and is not a trace; remove it or choose another directory", dir)
+			}
+		}
+		return writable(filepath.Dir(dir))
+	case errors.Is(err, os.ErrNotExist):
+		return writable(filepath.Dir(dir))
+	}
+	return err
+}
+
+// checkOutDir refuses a raw-file directory that cannot be made or written.
+func checkOutDir(dir string) error {
+	st, err := os.Stat(dir)
+	switch {
+	case err == nil && !st.IsDir():
+		return fmt.Errorf("%s exists and is not a directory", dir)
+	case err == nil:
+		return writable(dir)
+	case errors.Is(err, os.ErrNotExist):
+		// MkdirAll makes the parents too: the nearest existing one must
+		// be writable.
+		parent := filepath.Dir(filepath.Clean(dir))
+		for {
+			if _, err := os.Stat(parent); err == nil || parent == filepath.Dir(parent) {
+				return writable(parent)
+			}
+			parent = filepath.Dir(parent)
+		}
+	}
+	return err
+}
+
+// writable says why rtrace cannot create files in dir, nil if it can.
+func writable(dir string) error {
+	st, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("directory %s: %w", dir, err)
+	}
+	if !st.IsDir() {
+		return fmt.Errorf("%s is not a directory", dir)
+	}
+	if err := unix.Access(dir, unix.W_OK|unix.X_OK); err != nil {
+		return fmt.Errorf("cannot write into %s: %w", dir, err)
+	}
+	return nil
+}
+
+// moveAside renames an existing uftrace.data directory to DIR.old, as
+// uftrace record does, so a new trace never mixes with an old one.
+func moveAside(dir string) error {
+	if _, err := os.Stat(filepath.Join(dir, "info")); err != nil {
+		if os.Remove(dir) == nil || errors.Is(err, os.ErrNotExist) {
+			return nil // absent, or an empty directory now gone
+		}
+		return err
+	}
+	old := strings.TrimRight(dir, "/") + ".old"
+	os.RemoveAll(old)
+	return os.Rename(dir, old)
+}
+
+// lookPath finds the program as a shell would: a name with a slash as
+// is, a bare name in PATH.
+func lookPath(prog string) (string, error) {
+	p := prog
+	if !strings.Contains(prog, "/") {
+		var err error
+		if p, err = exec.LookPath(prog); err != nil {
+			return "", fmt.Errorf("%s: not found in PATH", prog)
+		}
+	}
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		return "", err
+	}
+	if _, err := os.Stat(abs); err != nil {
+		return "", fmt.Errorf("%s: %w", prog, errors.Unwrap(err))
+	}
+	return abs, nil
+}
+
+// checkRunnable refuses, with one line and exit 126 as a shell would, a
+// program rtrace cannot start: a directory, a file without execute
+// permission, an empty file, or a script (rtrace traces ELF programs; a
+// script's interpreter would be traced, not the script).
+func checkRunnable(name, path string) error {
+	st, err := os.Stat(path)
+	if err != nil {
+		return &ExitError{127, fmt.Errorf("%s: %w", name, err)}
+	}
+	refuse := func(why string) error { return &ExitError{126, fmt.Errorf("%s: %s", name, why)} }
+	switch {
+	case st.IsDir():
+		return refuse("is a directory")
+	case st.Mode()&0o111 == 0 || unix.Access(path, unix.X_OK) != nil:
+		return refuse("permission denied (not executable)")
+	case st.Size() == 0:
+		return refuse("empty file: nothing to run")
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return refuse(err.Error())
+	}
+	defer f.Close()
+	head := make([]byte, 128)
+	n, _ := io.ReadFull(f, head)
+	head = head[:n]
+	if line, ok := strings.CutPrefix(string(head), "#!"); ok {
+		line, _, _ = strings.Cut(line, "\n")
+		return refuse(fmt.Sprintf("a script for %s: rtrace traces ELF programs; trace the interpreter with its arguments (rtrace record -- %s %s)",
+			strings.TrimSpace(line), strings.Fields(line + " ?")[0], name))
+	}
+	return nil
+}
+
+// argSpecs checks -A and -R and returns info's argspec lines and the lookup
+// the tracer uses to find each function's specs, nil without any. With -a
+// (auto-args), each executable's DWARF adds the specs the resolver writes
+// as its .dbg A:/R: lines, merged as uftrace's reader merges them.
+func argSpecs(o Options) ([]uftrace.ArgSpecLine, func(exe *elfx.File, name string) (args, rets []uftrace.ArgSpec), error) {
+	var lines []uftrace.ArgSpecLine
+	for _, g := range []struct {
+		flag, key string
+		specs     []string
+	}{{"-A", "argspec", o.ArgSpecs}, {"-R", "retspec", o.RetSpecs}} {
+		if len(g.specs) == 0 {
+			continue
+		}
+		for _, s := range g.specs {
+			fs, err := uftrace.ParseFuncSpec(s)
+			if err == nil && fs.Pattern == "" {
+				err = fmt.Errorf("no function before '@'")
+			}
+			if err == nil {
+				_, err = regexp.Compile(fs.Pattern)
+			}
+			if err != nil {
+				return nil, nil, &UsageError{fmt.Sprintf("%s %q: %v", g.flag, s, err)}
+			}
+		}
+		lines = append(lines, uftrace.ArgSpecLine{Key: g.key, Value: strings.Join(g.specs, ";")})
+	}
+	if o.AutoArgs {
+		lines = append(lines, uftrace.ArgSpecLine{Key: "auto-args", Value: "1"})
+	}
+	if len(lines) == 0 {
+		return nil, nil, nil
+	}
+	table, err := uftrace.NewSpecs(lines, "regex")
+	if err != nil {
+		return nil, nil, &UsageError{err.Error()}
+	}
+	auto := map[string]map[string][]uftrace.ArgSpec{} // by executable, by function
+	return lines, func(exe *elfx.File, name string) (args, rets []uftrace.ArgSpec) {
+		args, rets = table.Lookup(cxxname.Short(name)) // as uftrace's reader matches
+		if !o.AutoArgs {
+			return args, rets
+		}
+		specs, ok := auto[exe.Path]
+		if !ok {
+			specs = map[string][]uftrace.ArgSpec{}
+			dbg, _ := resolver.DebugFuncs(exe.Path, exe, true) // no DWARF: no auto specs
+			for _, d := range dbg {
+				for _, s := range []string{d.ArgSpec, d.RetSpec} {
+					if fs, err := uftrace.ParseFuncSpec(s); err == nil {
+						specs[d.Name] = append(specs[d.Name], fs.Args...)
+					}
+				}
+			}
+			auto[exe.Path] = specs
+		}
+		return uftrace.Merge(args, rets, specs[name])
+	}, nil
+}

@@ -1,0 +1,203 @@
+package launcher
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"rtrace/internal/uftrace"
+	"rtrace/tracer"
+)
+
+// Record traces a program (o.Args) and returns the exit code rtrace
+// should exit with: the program's (128+N when a signal N killed it).
+func Record(o Options) (int, error) { return run(o) }
+
+// Attach traces the running process o.Pid until Ctrl-C, o.Duration or
+// its end, then detaches and leaves it running as it was.
+func Attach(o Options) (int, error) { return run(o) }
+
+// run checks o, then runs one session.
+func run(o Options) (int, error) {
+	c, err := check(o)
+	if err != nil {
+		return exitCode(err), err
+	}
+	s := newSession(c)
+	return s.run()
+}
+
+// exitCode is the status an error calls for: 2 for usage, the code of an
+// *ExitError, else 1.
+func exitCode(err error) int {
+	var ue *UsageError
+	var ee *ExitError
+	switch {
+	case errors.As(err, &ue):
+		return 2
+	case errors.As(err, &ee):
+		return ee.Code
+	}
+	return 1
+}
+
+// session is one run of the tracer, record or attach: the streams it
+// feeds, the signals it answers, and how it ends.
+type session struct {
+	c     *config
+	con   *console
+	tr    *tracer.Tracer
+	fs    *funcStream // nil: no function trace
+	rs    *resStream  // nil: no resource trace
+	marks marks
+	start time.Time
+
+	mu      sync.Mutex
+	pid     int           // the target, once it runs
+	caught  os.Signal     // the signal that stopped the session
+	aborted chan struct{} // closed at a second Ctrl-C
+	files   []string      // control files to remove at the end
+}
+
+func newSession(c *config) *session {
+	s := &session{c: c, con: &console{w: c.Stderr}}
+	info := uftrace.Info{Cmdline: c.Cmdline, Version: "rtrace " + c.Version, ArgSpecs: c.specLine, PatternType: uftrace.PatternRegex}
+	if c.exe != nil {
+		info.ExeName, info.BuildID = c.prog, c.exe.BuildID
+	} else if exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", c.Pid)); err == nil {
+		info.ExeName = exe
+	}
+	var funcs tracer.FuncSink
+	var res tracer.ResSink
+	if c.funcDir != "" || c.rawDir != "" {
+		s.fs = newFuncStream(c, &s.marks, info)
+		funcs = s.fs
+	}
+	if len(c.mods) > 0 {
+		s.rs = newResStream(c, &s.marks)
+		res = s.rs
+	}
+	s.tr = tracer.New(tracer.Config{
+		Path: c.prog, Args: c.Args, Pin: !c.NoPin,
+		Libcalls:     !c.NoLibcall,
+		NestLibcall:  c.NestLibcall && !c.NoLibcall,
+		LibFuncs:     c.libFuncs,
+		Events:       c.Events,
+		Warn:         s.con,
+		Specs:        c.specs,
+		Modules:      c.mods,
+		Start:        c.onAtStart(),
+		Toggle:       c.toggleable(),
+		ToggleSignal: c.ToggleSignal,
+		Backtrace:    c.Backtrace,
+		BacktraceAll: c.BacktraceAll,
+		Monitor:      c.Monitor,
+		Started:      s.started,
+	}, funcs, res)
+	return s
+}
+
+// onAtStart says whether tracing is on from the start: resource tracing
+// waits for --start or a toggle (sp-rtrace), function tracing for a
+// toggle only with --disable (uftrace).
+func (c *config) onAtStart() bool {
+	return !c.Disable && (len(c.mods) == 0 || c.Start || c.Pid != 0)
+}
+
+// toggleable says whether the toggle signal is rtrace's: with resource
+// tracing or --disable. Otherwise it stays the program's.
+func (c *config) toggleable() bool { return len(c.mods) > 0 || c.Disable }
+
+// started is the tracer's word that the target runs (pid): it is
+// announced for toggling, or killed at once if a signal came meanwhile.
+func (s *session) started(pid int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.pid = pid
+	if s.caught != nil && s.c.Pid == 0 {
+		unix.Kill(pid, unix.SIGKILL)
+		return
+	}
+	if s.c.toggleable() {
+		s.announce(pid)
+	}
+}
+
+// announce writes the control files `rtrace toggle` reads: the toggle
+// signal of the target, and the target of this rtrace; and says, unless
+// -q, which pid to toggle.
+func (s *session) announce(pid int) {
+	if privateDir(FIFODir()) != nil {
+		return
+	}
+	for _, f := range []struct {
+		path, text string
+	}{{ControlPath(pid), strconv.Itoa(int(s.c.toggleSignal()))}, {TargetPath(os.Getpid()), strconv.Itoa(pid)}} {
+		if err := os.WriteFile(f.path, []byte(f.text+"\n"), 0o600); err == nil {
+			s.files = append(s.files, f.path)
+		}
+	}
+	if !s.c.Quiet {
+		state := "on"
+		if !s.c.onAtStart() {
+			state = "off"
+		}
+		fmt.Fprintf(s.con, "rtrace: tracing pid %d (%s); 'rtrace toggle %d' turns tracing on and off\n", pid, state, pid)
+	}
+}
+
+func (c *config) toggleSignal() unix.Signal {
+	if c.ToggleSignal == 0 {
+		return unix.SIGUSR1
+	}
+	return c.ToggleSignal
+}
+
+// ControlPath is the file naming the toggle signal of a target whose
+// tracing `rtrace toggle` may switch.
+func ControlPath(pid int) string { return FIFOPath(pid) + ".ctl" }
+
+// run traces until the target ends, a signal stops it, or (attach) the
+// duration passes; then finishes the outputs and reports.
+func (s *session) run() (int, error) {
+	s.start = time.Now()
+	stopSignals := s.watchSignals()
+	stopStatus := startStatus(s.c.Options, s.con, s.tr)
+	type outcome struct {
+		res *tracer.Result
+		err error
+	}
+	done := make(chan outcome, 1)
+	go func() {
+		var o outcome
+		if s.c.Pid != 0 {
+			o.res, o.err = s.tr.Attach(s.c.Pid)
+		} else {
+			o.res, o.err = s.tr.Run()
+		}
+		done <- o
+	}()
+	var o outcome
+	select {
+	case o = <-done:
+	case <-s.aborted:
+		stopStatus()
+		stopSignals()
+		msg := "interrupted twice, aborting"
+		if s.c.Pid != 0 {
+			msg += " (the process may be left stopped)"
+		}
+		return 128 + int(unix.SIGINT), errors.New(msg)
+	}
+	stopSignals()
+	stopStatus()
+	for _, f := range s.files {
+		os.Remove(f)
+	}
+	return s.finish(o.res, o.err)
+}

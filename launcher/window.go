@@ -1,0 +1,93 @@
+package launcher
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// FIFODir is the directory of the named pipes `rtrace toggle` listens on:
+// one per user, mode 0700.
+func FIFODir() string { return filepath.Join(os.TempDir(), "rtrace-"+strconv.Itoa(os.Getuid())) }
+
+// FIFOPath is the named pipe for target pid.
+func FIFOPath(pid int) string { return filepath.Join(FIFODir(), strconv.Itoa(pid)) }
+
+// StatePath is the file that exists while tracing of pid is on.
+func StatePath(pid int) string { return FIFOPath(pid) + ".on" }
+
+// TargetPath is the file naming, while `rtrace record` runs, the pid of the
+// program it traces: `rtrace toggle` takes rtrace's pid too.
+func TargetPath(rtracePid int) string { return FIFOPath(rtracePid) + ".target" }
+
+// openListener opens the named pipe of a listening `rtrace toggle` for the
+// first of pids that has one, nil when none waits.
+func openListener(pids ...int) (*os.File, error) {
+	for _, p := range pids {
+		fifo := FIFOPath(p)
+		fi, err := os.Lstat(fifo)
+		if err != nil || fi.Mode()&os.ModeNamedPipe == 0 {
+			continue
+		}
+		// Non-blocking: a pipe nobody reads fails at once (ENXIO)
+		// instead of blocking the tracer.
+		f, err := os.OpenFile(fifo, os.O_WRONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+		if err != nil {
+			return nil, fmt.Errorf("opening the listener's pipe %s: %w", fifo, err)
+		}
+		// Blocking writes from here on: the listener reads at its pace.
+		if err := unix.SetNonblock(int(f.Fd()), false); err != nil {
+			f.Close()
+			return nil, err
+		}
+		return f, nil
+	}
+	return nil, nil
+}
+
+// marks keeps the state files `rtrace toggle` reads to know whether
+// tracing is on: they exist while a window of any stream is open.
+type marks struct {
+	mu    sync.Mutex
+	open  int
+	files []string
+}
+
+// on counts one stream's window open; the first creates the files of pids.
+func (m *marks) on(pids ...int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.open++
+	if m.open > 1 || privateDir(FIFODir()) != nil {
+		return
+	}
+	for _, p := range pids {
+		f := StatePath(p)
+		if h, err := os.OpenFile(f, os.O_CREATE|os.O_WRONLY|syscall.O_NOFOLLOW, 0o600); err == nil {
+			h.Close()
+			m.files = append(m.files, f)
+		}
+	}
+}
+
+// off counts one stream's window closed; the last removes the files.
+func (m *marks) off() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.open == 0 {
+		return
+	}
+	m.open--
+	if m.open > 0 {
+		return
+	}
+	for _, f := range m.files {
+		os.Remove(f)
+	}
+	m.files = nil
+}
