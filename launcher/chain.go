@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
+	"strings"
 
 	"rtrace/internal/datadir"
 	"rtrace/internal/trace"
@@ -56,6 +58,17 @@ func (c *funcChain) outputs() (dir, raw string) {
 		dir = c.data.Dir()
 	}
 	return dir, c.pre.Path()
+}
+
+// display is path as a user would name it: relative to the current
+// directory when under it.
+func display(path string) string {
+	if wd, err := os.Getwd(); err == nil {
+		if rel, err := filepath.Rel(wd, path); err == nil && !strings.HasPrefix(rel, "..") {
+			return rel
+		}
+	}
+	return path
 }
 
 // windowDir makes the directory of a new window of the trace named base:

@@ -235,6 +235,12 @@ func checkAttach(pid int) error {
 		return fmt.Errorf("pid %d: cannot read its executable (a kernel thread, or not yours): %w", pid, err)
 	}
 	if tp := tracerPid(status); tp != 0 {
+		// TracerPid names the tracing thread: say its process.
+		if st, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", tp)); err == nil {
+			if tgid := statusField(st, "Tgid:"); tgid > 0 {
+				tp = tgid
+			}
+		}
 		comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", tp))
 		return fmt.Errorf("pid %d is already traced by pid %d (%s): a process has one tracer at a time; stop that one first",
 			pid, tp, strings.TrimSpace(string(comm)))
@@ -243,9 +249,13 @@ func checkAttach(pid int) error {
 }
 
 // tracerPid reads TracerPid from a /proc/<pid>/status text (0: none).
-func tracerPid(status []byte) int {
+func tracerPid(status []byte) int { return statusField(status, "TracerPid:") }
+
+// statusField reads a numeric field of a /proc/<pid>/status text (0:
+// none).
+func statusField(status []byte, key string) int {
 	for _, line := range strings.Split(string(status), "\n") {
-		if v, ok := strings.CutPrefix(line, "TracerPid:"); ok {
+		if v, ok := strings.CutPrefix(line, key); ok {
 			n, _ := strconv.Atoi(strings.TrimSpace(v))
 			return n
 		}

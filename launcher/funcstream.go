@@ -200,7 +200,7 @@ func (s *funcStream) openWindow(pid int) error {
 	if out != nil {
 		w := wire.NewWriter(out)
 		s.win, s.winOut = w, pipeCloser{w, out}
-		s.outs = append(s.outs, "the listener's "+s.dir)
+		s.outs = append(s.outs, "a window 'rtrace toggle' wrote")
 	} else {
 		c, err := newFuncChain(s.dir, s.rawDir, s.filters, s.warn)
 		if err != nil {
@@ -282,7 +282,7 @@ func (s *funcStream) closeWindow(res *tracer.Result) {
 		dir, raw := s.chain.outputs()
 		for _, o := range []string{dir, raw} {
 			if o != "" {
-				s.outs = append(s.outs, o)
+				s.outs = append(s.outs, display(o))
 			}
 		}
 	} else {

@@ -126,6 +126,13 @@ func (s *session) started(pid int) {
 	if s.c.toggleable() {
 		s.announce(pid)
 	}
+	if s.c.Pid != 0 && !s.c.Quiet {
+		how := "Ctrl-C detaches"
+		if s.c.Duration > 0 {
+			how = fmt.Sprintf("detaching in %v or at Ctrl-C", s.c.Duration)
+		}
+		fmt.Fprintf(s.con, "rtrace: attached to pid %d; %s\n", pid, how)
+	}
 }
 
 // announce writes the control files `rtrace toggle` reads: the toggle

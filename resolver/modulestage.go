@@ -47,18 +47,29 @@ func (s *ModuleStage) Write(it trace.Item) error {
 		if err := s.module(v.Exe, true); err != nil {
 			return err
 		}
-	case *trace.Maps:
-		mm, err := uftrace.ParseMaps(bytes.NewReader(v.Maps))
-		if err != nil {
-			return fmt.Errorf("maps of session %s: %w", v.SID, err)
+		if err := s.maps(v.SID, v.Maps); err != nil {
+			return err
 		}
-		for _, m := range uftrace.Modules(mm) {
-			if err := s.module(m.Path, false); err != nil {
-				return err
-			}
+	case *trace.Maps:
+		if err := s.maps(v.SID, v.Maps); err != nil {
+			return err
 		}
 	}
 	return s.next.Write(it)
+}
+
+// maps writes the files of the modules of a session's maps not done yet.
+func (s *ModuleStage) maps(sid string, maps []byte) error {
+	mm, err := uftrace.ParseMaps(bytes.NewReader(maps))
+	if err != nil {
+		return fmt.Errorf("maps of session %s: %w", sid, err)
+	}
+	for _, m := range uftrace.Modules(mm) {
+		if err := s.module(m.Path, false); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Close closes the next stage.

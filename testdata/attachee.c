@@ -1,14 +1,14 @@
-// attachee: runs for a while (argv[1] iterations, 2 ms apart), allocating,
-// computing and printing a checksum per iteration, so a trace attached in
-// the middle shows calls and a detach that broke something shows wrong
-// output. At the end it compares every executable file mapping of its own
-// with the file (the code rtrace patched and restored) and says whether
-// they are intact.
+// attachee: runs steps when asked, so that a test attaches, traces and
+// detaches between steps it chose: each line "N" on stdin runs the next N
+// steps, each allocating, computing and printing its checksum ("i sum"),
+// so a trace shows calls and a detach that broke something shows wrong
+// output. At the end of stdin, given the argument "check", it compares
+// every executable file mapping of its own with the file (the code rtrace
+// patched and restored after a detach) and says whether they are intact.
 #define _GNU_SOURCE
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 __attribute__((noinline)) static unsigned long step(int i) {
@@ -59,14 +59,16 @@ static int check_text(void) {
 }
 
 int main(int argc, char **argv) {
-	int n = argc > 1 ? atoi(argv[1]) : 500;
+	char line[64];
+	int i = 0;
 	printf("pid %d\n", getpid());
 	fflush(stdout);
-	struct timespec ts = {0, 2000000};
-	for (int i = 0; i < n; i++) {
-		printf("%d %lu\n", i, step(i));
+	// fgets restarts after a signal rtrace intercepts (the kernel restarts
+	// the read: the program never sees the signal).
+	while (fgets(line, sizeof line, stdin)) {
+		for (int n = atoi(line); n > 0; n--, i++)
+			printf("%d %lu\n", i, step(i));
 		fflush(stdout);
-		nanosleep(&ts, NULL);
 	}
-	return check_text();
+	return argc > 1 && strcmp(argv[1], "check") == 0 ? check_text() : 0;
 }

@@ -459,6 +459,9 @@ func (p *infoParser) parseTasks(in *Info) error {
 		return err
 	}
 	for _, f := range strings.Split(v, ",") {
+		if f == "" && nr == 0 {
+			break // no task yet (the info a recorder streams at its start)
+		}
 		tid, err := strconv.Atoi(f)
 		if err != nil || tid <= 0 {
 			return &InfoError{p.line, fmt.Sprintf("bad tid %q", truncate(f, 20))}

@@ -45,6 +45,8 @@ func sample() []trace.Item {
 			{Record: uftrace.Record{Time: 13, Type: uftrace.Exit, Depth: 0, Addr: 0x55d0, More: true}, Payload: make([]byte, 16)},
 		}},
 		&trace.Info{Info: uftrace.Info{ExeName: "/bin/fib", Cmdline: "rtrace record ./fib", TaskIDs: []int{42}, PatternType: "regex", ExitStatus: new(int), MaxStack: 1024}},
+		// A recorder's info at its start has no task yet.
+		&trace.Info{Info: uftrace.Info{ExeName: "/bin/fib", PatternType: "regex", MaxStack: 1024}},
 	}
 }
 

@@ -1,0 +1,196 @@
+package e2e_test
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"rtrace/internal/testutil"
+)
+
+// startAttachee starts the attachee fixture, which runs the steps it is
+// asked for on stdin, and waits until it says its pid.
+func startAttachee(t *testing.T, prog string) (*stepper, int) {
+	t.Helper()
+	cmd := exec.Command(prog, "check")
+	in, _ := cmd.StdinPipe()
+	out, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	s := &stepper{t: t, cmd: cmd, in: in, out: newLineLog(out)}
+	line := s.out.waitFor("pid ")
+	pid, err := strconv.Atoi(strings.TrimPrefix(line, "pid "))
+	if err != nil {
+		t.Fatalf("the fixture did not start: %q", line)
+	}
+	return s, pid
+}
+
+// waitCreated blocks until dir/name exists (inotify: no polling).
+func waitCreated(t *testing.T, dir, name string) {
+	t.Helper()
+	fd, err := unix.InotifyInit1(unix.IN_CLOEXEC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	if _, err := unix.InotifyAddWatch(fd, dir, unix.IN_CREATE|unix.IN_MOVED_TO); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 4096)
+	for {
+		if _, err := os.Stat(filepath.Join(dir, name)); err == nil {
+			return
+		}
+		if _, err := unix.Read(fd, buf); err != nil && err != unix.EINTR {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestAttach: attach to a running fixture between two of its steps, trace
+// exactly the steps it is then asked for, detach at Ctrl-C: it goes on
+// computing the same results, and its code in memory equals its files
+// (every byte rtrace patched in it and in libc is back).
+func TestAttach(t *testing.T) {
+	// rtrace attaches to its sibling, which Yama's ptrace_scope 1 refuses
+	// to anyone but root (a capability, not the code under test).
+	if b, err := os.ReadFile("/proc/sys/kernel/yama/ptrace_scope"); err == nil && strings.TrimSpace(string(b)) != "0" && os.Geteuid() != 0 {
+		testutil.RequireCapability(t, "kernel.yama.ptrace_scope = %s: attaching to a non-child needs root", strings.TrimSpace(string(b)))
+	}
+	prog := testutil.BuildC(t, "attachee.c", "-O2", "-g")
+	// The untraced run of the same steps.
+	ref, _ := startAttachee(t, prog)
+	ref.steps(28)
+	ref.in.Close()
+	if err := ref.cmd.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	for _, mode := range []struct {
+		name  string
+		args  []string
+		quiet bool
+	}{
+		{"memory", []string{"-e", "memory", "-o", "D"}, false},
+		{"functions", []string{"-d", "F", "-A", "step@arg1/i32"}, false},
+		// record's options, with the same meaning.
+		{"quiet-depth-time", []string{"-q", "-D", "2", "-t", "1us", "-d", "F"}, true},
+	} {
+		t.Run(mode.name, func(t *testing.T) {
+			tmp := t.TempDir()
+			s, pid := startAttachee(t, prog)
+			s.steps(3)
+			at := exec.Command(rtraceBin, append(append([]string{"attach"}, mode.args...), strconv.Itoa(pid))...)
+			at.Dir = tmp
+			stderr, _ := at.StderrPipe()
+			if err := at.Start(); err != nil {
+				t.Fatal(err)
+			}
+			errs := newLineLog(stderr)
+			if mode.quiet {
+				waitCreated(t, tmp, "F") // made once the breakpoints are in
+			} else if line := errs.waitFor("attached to pid"); line == "" {
+				t.Fatalf("rtrace attach ended before attaching:\n%s", errs.String())
+			}
+			s.steps(20) // steps 3..22, traced
+			at.Process.Signal(syscall.SIGINT)
+			if err := at.Wait(); err != nil {
+				t.Fatalf("attach: %v\n%s", err, errs.String())
+			}
+			s.steps(5)
+			s.in.Close()
+			if err := s.cmd.Wait(); err != nil {
+				t.Fatalf("the fixture failed after the detach: %v\n%s", err, s.out.String())
+			}
+			got, want := s.out.String(), ref.out.String()
+			_, gotBody, _ := strings.Cut(got, "\n")
+			_, wantBody, _ := strings.Cut(want, "\n")
+			if gotBody != wantBody {
+				t.Errorf("output after attach/detach differs from an untraced run:\n%s", clipLines(got, 5))
+			}
+			if !strings.Contains(got, "text intact") {
+				t.Errorf("code differs from the files after the detach:\n%s", got[strings.LastIndex(got[:len(got)-1], "\n")+1:])
+			}
+			if mode.quiet && errs.String() != "" {
+				t.Errorf("-q: rtrace said:\n%s", errs.String())
+			}
+			switch mode.name {
+			case "memory":
+				raw := rawFiles(t, filepath.Join(tmp, "D"), ".rtrace")
+				if len(raw) != 1 {
+					t.Fatalf("raw files %v", raw)
+				}
+				allocs, frees := 0, 0
+				for _, c := range readCalls(t, raw[0]) {
+					switch {
+					case c.Alloc && c.Size == 512:
+						allocs++
+					case c.Alloc:
+						t.Errorf("allocation of %d bytes, the fixture makes 512", c.Size)
+					default:
+						frees++
+					}
+				}
+				if allocs != 20 || frees != 20 {
+					t.Errorf("%d allocations and %d frees traced, the 20 steps traced make 20 of each", allocs, frees)
+				}
+			case "functions":
+				if got := stepIndexes(t, filepath.Join(tmp, "F")); !slices.Equal(got, span(3, 23)) {
+					t.Errorf("steps traced %v, want %v", got, span(3, 23))
+				}
+			default:
+				entries, exits := testutil.CountRecords(t, filepath.Join(tmp, "F"))
+				if entries == 0 || entries != exits {
+					t.Errorf("%d entries, %d exits", entries, exits)
+				}
+				depth := testutil.Run(t, "", testutil.RequireTool(t, "uftrace"), "replay", "--no-pager", "-f", "none", "-d", filepath.Join(tmp, "F"))
+				for _, l := range strings.Split(depth, "\n") {
+					if strings.HasPrefix(l, "    ") {
+						t.Errorf("-D 2: a call at depth 2 or deeper: %q", l)
+						break
+					}
+				}
+			}
+		})
+	}
+}
+
+// A failed attach says why, writes nothing, and does not say a trace was
+// saved: here the process is already traced (by rtrace record).
+func TestAttachRefused(t *testing.T) {
+	prog := testutil.BuildC(t, "attachee.c", "-O0")
+	tmp := t.TempDir()
+	rec := exec.Command(rtraceBin, "record", "--disable", "-d", "R", "--", prog)
+	rec.Dir = tmp
+	in, _ := rec.StdinPipe()
+	out, _ := rec.StdoutPipe()
+	if err := rec.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { in.Close(); rec.Wait() }()
+	line := newLineLog(out).waitFor("pid ")
+	pid, err := strconv.Atoi(strings.TrimPrefix(line, "pid "))
+	if err != nil {
+		t.Fatalf("the fixture did not start: %q", line)
+	}
+	for _, args := range [][]string{{"-d", "F"}, {"-e", "memory", "-o", "F"}} {
+		r := runCmd(t, tmp, rtraceBin, append(append([]string{"attach"}, args...), strconv.Itoa(pid))...)
+		want := fmt.Sprintf("pid %d is already traced by pid %d (rtrace)", pid, rec.Process.Pid)
+		if r.code == 0 || !strings.Contains(r.stderr, want) || strings.Contains(r.stderr, "saved") || strings.Count(strings.TrimSpace(r.stderr), "\n") != 0 {
+			t.Errorf("attach %v: exit %d, stderr %q; want one line with %q", args, r.code, r.stderr, want)
+		}
+		if _, err := os.Stat(filepath.Join(tmp, "F")); err == nil {
+			t.Errorf("attach %v: a failed attach left F behind", args)
+		}
+	}
+}
