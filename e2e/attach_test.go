@@ -1,13 +1,17 @@
 package e2e_test
 
 import (
+	"bytes"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 
@@ -192,5 +196,77 @@ func TestAttachRefused(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(tmp, "F")); err == nil {
 			t.Errorf("attach %v: a failed attach left F behind", args)
 		}
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for a reader goroutine and the test.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestAttachStatusLine: an attached process that does not write to
+// rtrace's terminal gets a live status line there; every message starts
+// on a line of its own (the line is cleared first), and the line is gone
+// at the end. -q shows nothing.
+func TestAttachStatusLine(t *testing.T) {
+	if b, err := os.ReadFile("/proc/sys/kernel/yama/ptrace_scope"); err == nil && strings.TrimSpace(string(b)) != "0" && os.Geteuid() != 0 {
+		testutil.RequireCapability(t, "kernel.yama.ptrace_scope = %s: attaching to a non-child needs root", strings.TrimSpace(string(b)))
+	}
+	prog := testutil.BuildC(t, "attachee.c", "-O0")
+	for _, quiet := range []bool{false, true} {
+		t.Run(fmt.Sprintf("quiet=%v", quiet), func(t *testing.T) {
+			tmp := t.TempDir()
+			s, pid := startAttachee(t, prog)
+			m, slave := openPty(t)
+			defer m.Close()
+			args := []string{"attach", "-d", "F"}
+			if quiet {
+				args = append(args, "-q")
+			}
+			at := exec.Command(rtraceBin, append(args, strconv.Itoa(pid))...)
+			at.Dir, at.Stderr = tmp, slave
+			if err := at.Start(); err != nil {
+				t.Fatal(err)
+			}
+			slave.Close()
+			var raw syncBuffer
+			lines := newLineLog(io.TeeReader(m, &raw))
+			if quiet {
+				waitCreated(t, tmp, "F")
+			} else if lines.waitFor("attached to pid") == "" {
+				t.Fatalf("no attach message: %q", raw.String())
+			}
+			s.steps(50)
+			at.Process.Signal(syscall.SIGINT)
+			if err := at.Wait(); err != nil {
+				t.Fatalf("attach: %v\n%q", err, raw.String())
+			}
+			for range lines.lines { // the rest, to EIO
+			}
+			got := raw.String()
+			// Take the live line's redraws out: what is left is exactly the
+			// messages, each a whole line.
+			plain := regexp.MustCompile(`\r\x1b\[K(rtrace: \d+ records, \d+ records/s, [\d.]+ (B|KiB|MiB))?`).ReplaceAllString(got, "")
+			want := regexp.MustCompile(fmt.Sprintf(`^rtrace: attached to pid %d; Ctrl-C detaches\r\nrtrace: detached from pid %d; \d+ records, 0 lost, in [\d.]+m?s; trace saved in F\r\n$`, pid, pid))
+			switch {
+			case quiet && got != "":
+				t.Errorf("-q: the terminal shows %q", got)
+			case !quiet && !want.MatchString(plain):
+				t.Errorf("the terminal shows %q (%q without the status line)", got, plain)
+			}
+		})
 	}
 }

@@ -188,3 +188,31 @@ func TestToggleFunctions(t *testing.T) {
 		t.Error("a third window directory was written")
 	}
 }
+
+// A pattern that matches no traced function gets a warning naming it;
+// tracing that was never turned on says so at the end.
+func TestRecordWarnings(t *testing.T) {
+	prog := testutil.BuildC(t, "fib.c", "-O0")
+	tmp := t.TempDir()
+	r := runCmd(t, tmp, rtraceBin, "record", "-d", "R", "-F", "fib", "-F", "fbi", "-N", "nosuch", "-A", "fib@arg1", "-R", "^zz@retval", "--", prog, "3")
+	if r.code != 0 {
+		t.Fatalf("record: %+v", r)
+	}
+	for _, w := range []string{`-F "fbi" matches no traced function`, `-N "nosuch" matches no traced function`, `-R "^zz" matches no traced function`} {
+		if !strings.Contains(r.stderr, w) {
+			t.Errorf("no warning %q in:\n%s", w, r.stderr)
+		}
+	}
+	if strings.Contains(r.stderr, `"fib" matches no`) {
+		t.Errorf("a warning for a pattern that matched:\n%s", r.stderr)
+	}
+	for _, args := range [][]string{{"-e", "memory", "-o", "D"}, {"--disable", "-d", "W"}} {
+		r := runCmd(t, tmp, rtraceBin, append(append([]string{"record"}, args...), "--", prog, "3")...)
+		if r.code != 0 || !strings.Contains(r.stderr, "trace saved in nothing (tracing was never turned on") {
+			t.Errorf("record %v: %+v", args, r)
+		}
+		if ents, _ := os.ReadDir(filepath.Join(tmp, args[len(args)-1])); len(ents) > 0 {
+			t.Errorf("record %v wrote %v", args, ents)
+		}
+	}
+}

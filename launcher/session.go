@@ -3,6 +3,7 @@ package launcher
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 	"sync"
@@ -123,8 +124,11 @@ func (s *session) started(pid int) {
 		unix.Kill(pid, unix.SIGKILL)
 		return
 	}
-	if s.c.toggleable() {
+	switch {
+	case s.c.toggleable():
 		s.announce(pid)
+	case s.c.Pid == 0 && !s.c.Quiet && background(s.c.Stderr):
+		fmt.Fprintf(s.con, "rtrace: tracing pid %d\n", pid)
 	}
 	if s.c.Pid != 0 && !s.c.Quiet {
 		how := "Ctrl-C detaches"
@@ -158,6 +162,17 @@ func (s *session) announce(pid int) {
 	}
 }
 
+// background says whether rtrace runs in the background of the terminal
+// w is (`rtrace record ... &`): the user then needs the pid it traces.
+func background(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fg, err := unix.IoctlGetInt(int(f.Fd()), unix.TIOCGPGRP)
+	return err == nil && fg != unix.Getpgrp()
+}
+
 func (c *config) toggleSignal() unix.Signal {
 	if c.ToggleSignal == 0 {
 		return unix.SIGUSR1
@@ -174,7 +189,7 @@ func ControlPath(pid int) string { return FIFOPath(pid) + ".ctl" }
 func (s *session) run() (int, error) {
 	s.start = time.Now()
 	stopSignals := s.watchSignals()
-	stopStatus := startStatus(s.c.Options, s.con, s.tr)
+	stopStatus := s.startStatus()
 	type outcome struct {
 		res *tracer.Result
 		err error

@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+	"golang.org/x/term"
 
 	"rtrace/internal/uftrace"
-	"rtrace/tracer"
 )
 
 // console is rtrace's stderr while tracing: messages written to it clear
@@ -42,12 +42,21 @@ func (c *console) status(line string) {
 	c.shown = true
 }
 
-// startStatus shows a status line (events, events/s, bytes) on the console
-// a few times a second while tracing, when stderr is a terminal and -q is
-// not set. It returns a function that stops it and clears the line.
-func startStatus(o Options, con *console, tr *tracer.Tracer) func() {
-	f, ok := o.Stderr.(*os.File)
-	if o.Quiet || !ok || !isTerminal(f) {
+// startStatus shows a live status line (records, records/s, bytes) a few
+// times a second while tracing, when stderr is a terminal, -q is not set,
+// and the traced program does not write to that terminal. A program that
+// shares it would have its output erased by the line's redraw, or joined
+// to the line: `rtrace record` starts the program with rtrace's own
+// stderr, so it never shows one (the summary at the end says it all); an
+// attached process usually has its own terminal or none. It returns a
+// function that stops the line and clears it.
+func (s *session) startStatus() func() {
+	f, ok := s.c.Stderr.(*os.File)
+	if s.c.Quiet || s.c.Pid == 0 || !ok || !term.IsTerminal(int(f.Fd())) {
+		return func() {}
+	}
+	var tty unix.Stat_t
+	if unix.Fstat(int(f.Fd()), &tty) != nil || sharesTerminal(s.c.Pid, tty.Rdev) {
 		return func() {}
 	}
 	stop := make(chan struct{})
@@ -56,28 +65,34 @@ func startStatus(o Options, con *console, tr *tracer.Tracer) func() {
 		defer close(done)
 		tick := time.NewTicker(250 * time.Millisecond)
 		defer tick.Stop()
-		start := time.Now()
 		for {
 			select {
 			case <-stop:
-				con.mu.Lock()
-				con.clear()
-				con.mu.Unlock()
+				s.con.mu.Lock()
+				s.con.clear()
+				s.con.mu.Unlock()
 				return
 			case <-tick.C:
-				n := tr.Events()
-				rate := float64(n) / time.Since(start).Seconds()
+				n := s.tr.Events()
+				rate := float64(n) / time.Since(s.start).Seconds()
 				// Each event is one 16-byte record in the trace.
-				con.status(fmt.Sprintf("rtrace: %d events, %.0f events/s, %s", n, rate, human(int64(n)*uftrace.RecordSize)))
+				s.con.status(fmt.Sprintf("rtrace: %d records, %.0f records/s, %s", n, rate, human(int64(n)*uftrace.RecordSize)))
 			}
 		}
 	}()
 	return func() { close(stop); <-done }
 }
 
-func isTerminal(f *os.File) bool {
-	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
-	return err == nil
+// sharesTerminal says whether process pid has its standard output or
+// error on the terminal device dev.
+func sharesTerminal(pid int, dev uint64) bool {
+	for _, fd := range []int{1, 2} {
+		var st unix.Stat_t
+		if unix.Stat(fmt.Sprintf("/proc/%d/fd/%d", pid, fd), &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFCHR && st.Rdev == dev {
+			return true
+		}
+	}
+	return false
 }
 
 func human(b int64) string {
