@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -38,6 +39,21 @@ func startAttachee(t *testing.T, prog string) (*stepper, int) {
 		t.Fatalf("the fixture did not start: %q", line)
 	}
 	return s, pid
+}
+
+// cpusAllowed is the CPU list a process may run on.
+func cpusAllowed(t *testing.T, pid int) string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "Cpus_allowed_list:"); ok {
+			return strings.TrimSpace(v)
+		}
+	}
+	t.Fatalf("no Cpus_allowed_list for pid %d", pid)
+	return ""
 }
 
 // waitCreated blocks until dir/name exists (inotify: no polling).
@@ -94,6 +110,7 @@ func TestAttach(t *testing.T) {
 			tmp := t.TempDir()
 			s, pid := startAttachee(t, prog)
 			s.steps(3)
+			cpus := cpusAllowed(t, pid)
 			at := exec.Command(rtraceBin, append(append([]string{"attach"}, mode.args...), strconv.Itoa(pid))...)
 			at.Dir = tmp
 			stderr, _ := at.StderrPipe()
@@ -107,9 +124,17 @@ func TestAttach(t *testing.T) {
 				t.Fatalf("rtrace attach ended before attaching:\n%s", errs.String())
 			}
 			s.steps(20) // steps 3..22, traced
+			// Pinned like a recorded program (not with --no-pin), and its
+			// own CPU mask again after the detach.
+			if during := cpusAllowed(t, pid); runtime.NumCPU() > 1 && strings.ContainsAny(during, ",-") {
+				t.Errorf("attached: the process may run on CPUs %s, want one (pinned with the tracer)", during)
+			}
 			at.Process.Signal(syscall.SIGINT)
 			if err := at.Wait(); err != nil {
 				t.Fatalf("attach: %v\n%s", err, errs.String())
+			}
+			if after := cpusAllowed(t, pid); after != cpus {
+				t.Errorf("after the detach the process may run on CPUs %s, before on %s", after, cpus)
 			}
 			s.steps(5)
 			s.in.Close()

@@ -148,6 +148,12 @@ func TestRefusals(t *testing.T) {
 		{[]string{"record", "--start", "--", "./script"}, "choose modules with -e"},
 		{[]string{"record", "-e", "memory", "--toggle-signal", "SIGNOPE", "--", "./script"}, "unknown signal"},
 		{[]string{"record", "-e", "memory", "-P", "-l -Z", "--", "./script"}, "-Z"},
+		{[]string{"record", "-d", "/nonexistent/R", "--", "./script"}, "-d: directory /nonexistent: no such file or directory"},
+		{[]string{"record", "-d", "./script", "--", "./script"}, "script exists and is not a directory"},
+		{[]string{"record", "-e", "memory", "-o", "./script", "--", "./script"}, "-o: ./script exists and is not a directory"},
+		{[]string{"record", "-D", "-1", "--", "./script"}, "-D -1: the depth must be positive"},
+		{[]string{"record", "--toggle-signal", "USR2", "--", "./script"}, "toggling needs --disable"},
+		{[]string{"attach", "-t", "5x", "1"}, `-t: time "5x"`},
 		{[]string{"postproc", "-i", "/nonexistent"}, "cannot read the input"},
 		{[]string{"postproc", "-i", "./script"}, "raw .rtrace stream, sp-rtrace text"},
 	} {

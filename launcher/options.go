@@ -279,6 +279,10 @@ func checkOutDir(dir string) error {
 func writable(dir string) error {
 	st, err := os.Stat(dir)
 	if err != nil {
+		var pe *os.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
 		return fmt.Errorf("directory %s: %w", dir, err)
 	}
 	if !st.IsDir() {

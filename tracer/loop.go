@@ -265,6 +265,9 @@ func (t *Tracer) spawned(th *thread, event int, ts uint64) error {
 	t.flush(th)
 	c := t.threads[child]
 	earlyStop := c != nil // it already reported its first stop
+	if t.attached {
+		t.pinThread(child, th.tid) // it inherited the pinned mask
+	}
 	switch event {
 	case unix.PTRACE_EVENT_CLONE:
 		nc := &thread{tid: child, proc: th.proc}
