@@ -97,6 +97,11 @@ func (s *funcStream) Session(ss tracer.Session) error {
 	}
 	if p := s.proc(ss.Pid); p != nil {
 		p.alive = false // an exec: the process goes on in a new session
+		for tid, t := range s.tasks {
+			if t.Pid == ss.Pid {
+				delete(s.tasks, tid) // the exec ended its other threads
+			}
+		}
 	}
 	s.sessions[ss.SID] = item
 	s.procs = append(s.procs, &funcProc{pid: ss.Pid, sid: ss.SID, time: ss.Time, exec: true, alive: true})

@@ -1,6 +1,7 @@
 package tracer
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -292,7 +293,12 @@ func (t *Tracer) record(th *thread, r uftrace.Record, payload []byte) {
 // flush hands th's pending records to the sink.
 func (t *Tracer) flush(th *thread) {
 	if len(th.batch) > 0 && t.funcs != nil {
-		t.emit(t.funcs.Records(th.tid, th.batch))
+		if err := t.funcs.Records(th.tid, th.batch); errors.Is(err, ErrStreamClosed) {
+			fmt.Fprintf(t.cfg.Warn, "rtrace: the function trace's window failed (its reader is gone, or a write failed): tracing turned off\n")
+			t.setOn(false)
+		} else {
+			t.emit(err)
+		}
 		th.batch = th.batch[:0]
 	}
 }
