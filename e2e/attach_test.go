@@ -255,7 +255,7 @@ func TestAttachStatusLine(t *testing.T) {
 		t.Run(fmt.Sprintf("quiet=%v", quiet), func(t *testing.T) {
 			tmp := t.TempDir()
 			s, pid := startAttachee(t, prog)
-			m, slave := openPty(t)
+			m, slave := testutil.OpenPty(t)
 			defer m.Close()
 			args := []string{"attach", "-d", "F"}
 			if quiet {

@@ -11,8 +11,6 @@ import (
 	"syscall"
 	"testing"
 
-	"golang.org/x/sys/unix"
-
 	"rtrace/internal/testutil"
 )
 
@@ -185,27 +183,6 @@ func TestRecordInfoCmdline(t *testing.T) {
 	}
 }
 
-// openPty returns the two ends of a new pseudo-terminal.
-func openPty(t *testing.T) (master, slave *os.File) {
-	t.Helper()
-	m, err := os.OpenFile("/dev/ptmx", os.O_RDWR|unix.O_NOCTTY, 0)
-	if err != nil {
-		t.Fatalf("opening /dev/ptmx: %v", err)
-	}
-	if err := unix.IoctlSetPointerInt(int(m.Fd()), unix.TIOCSPTLCK, 0); err != nil {
-		t.Fatal(err)
-	}
-	n, err := unix.IoctlGetInt(int(m.Fd()), unix.TIOCGPTN)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|unix.O_NOCTTY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return m, s
-}
-
 // Under a terminal, rtrace never erases nor joins the program's output:
 // record shows no live line (the program writes to rtrace's own terminal),
 // only a summary line after the program's output; -q not even that.
@@ -214,7 +191,7 @@ func TestStatusLineTerminal(t *testing.T) {
 	want := "name? 5999000\r\ndone\r\n" // the terminal turns \n into \r\n
 	for _, quiet := range []bool{false, true} {
 		t.Run(fmt.Sprintf("quiet=%v", quiet), func(t *testing.T) {
-			m, s := openPty(t)
+			m, s := testutil.OpenPty(t)
 			defer m.Close()
 			args := []string{"record", "-d", filepath.Join(t.TempDir(), "R")}
 			if quiet {

@@ -3,7 +3,6 @@ package launcher
 import (
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"strconv"
 	"sync"
@@ -11,6 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"rtrace/internal/tty"
 	"rtrace/internal/uftrace"
 	"rtrace/tracer"
 )
@@ -51,7 +51,7 @@ func exitCode(err error) int {
 // feeds, the signals it answers, and how it ends.
 type session struct {
 	c     *config
-	con   *console
+	con   *tty.Line
 	tr    *tracer.Tracer
 	fs    *funcStream // nil: no function trace
 	rs    *resStream  // nil: no resource trace
@@ -66,7 +66,7 @@ type session struct {
 }
 
 func newSession(c *config) *session {
-	s := &session{c: c, con: &console{w: c.Stderr}}
+	s := &session{c: c, con: tty.NewLine(c.Stderr)}
 	info := uftrace.Info{Cmdline: c.Cmdline, Version: "rtrace " + c.Version, ArgSpecs: c.specLine, PatternType: uftrace.PatternRegex}
 	if c.exe != nil {
 		info.ExeName, info.BuildID = c.prog, c.exe.BuildID
@@ -127,7 +127,7 @@ func (s *session) started(pid int) {
 	switch {
 	case s.c.toggleable():
 		s.announce(pid)
-	case s.c.Pid == 0 && !s.c.Quiet && background(s.c.Stderr):
+	case s.c.Pid == 0 && !s.c.Quiet && tty.Background(s.c.Stderr):
 		fmt.Fprintf(s.con, "rtrace: tracing pid %d\n", pid)
 	}
 	if s.c.Pid != 0 && !s.c.Quiet {
@@ -160,17 +160,6 @@ func (s *session) announce(pid int) {
 		}
 		fmt.Fprintf(s.con, "rtrace: tracing pid %d (%s); 'rtrace toggle %d' turns tracing on and off\n", pid, state, pid)
 	}
-}
-
-// background says whether rtrace runs in the background of the terminal
-// w is (`rtrace record ... &`): the user then needs the pid it traces.
-func background(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	fg, err := unix.IoctlGetInt(int(f.Fd()), unix.TIOCGPGRP)
-	return err == nil && fg != unix.Getpgrp()
 }
 
 func (c *config) toggleSignal() unix.Signal {

@@ -2,6 +2,7 @@ package postproc
 
 import (
 	"fmt"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -42,58 +43,59 @@ func (o FuncOptions) String() string {
 	return shellquote.Join(args...)
 }
 
-// ParseFuncOptionString reads what FuncOptions.String writes.
+// ParseFuncOptionString reads what FuncOptions.String writes, with the
+// parser and table of every post-processor option.
 func ParseFuncOptionString(s string) (FuncOptions, error) {
-	var o FuncOptions
 	args, err := shellquote.Split(s)
 	if err != nil {
-		return o, fmt.Errorf("options %q: %w", s, err)
+		return FuncOptions{}, fmt.Errorf("options %q: %w", s, err)
 	}
-	for i := 0; i < len(args); i++ {
-		if i+1 >= len(args) {
-			return o, fmt.Errorf("option %s needs a value", args[i])
+	o, err := parseOptions(args, inFunc, os.ReadFile)
+	return o.Funcs, err
+}
+
+// set applies the uftrace filter long ("filter", "depth", ...) with val.
+func (o *FuncOptions) set(long, val string) error {
+	switch long {
+	case "filter", "notrace":
+		p, err := uftrace.ParsePattern(val, uftrace.PatternRegex)
+		if err != nil {
+			return err
 		}
-		name, v := args[i], args[i+1]
-		i++
-		switch name {
-		case "-F", "-N":
-			p, err := uftrace.ParsePattern(v, uftrace.PatternRegex)
-			if err != nil {
-				return o, fmt.Errorf("%s: %w", name, err)
-			}
-			if name == "-F" {
-				o.Filters = append(o.Filters, p)
-			} else {
-				o.NoTrace = append(o.NoTrace, p)
-			}
-		case "-D", "--max-stack":
-			n, err := strconv.Atoi(v)
-			if err != nil || n < 0 {
-				return o, fmt.Errorf("%s %q: want a depth", name, v)
-			}
-			if name == "-D" {
-				o.Depth = n
-			} else {
-				o.MaxStack = n
-			}
-		case "-t":
-			if o.Threshold, err = uftrace.ParseTime(v); err != nil {
-				return o, fmt.Errorf("-t: %w", err)
-			}
-		case "--tid":
-			for _, f := range strings.Split(v, ",") {
-				tid, err := strconv.Atoi(f)
-				if err != nil || tid <= 0 {
-					return o, fmt.Errorf("--tid %q: want thread ids", v)
-				}
-				if o.Tids == nil {
-					o.Tids = map[int]bool{}
-				}
-				o.Tids[tid] = true
-			}
-		default:
-			return o, fmt.Errorf("unknown option %s", name)
+		if long == "filter" {
+			o.Filters = append(o.Filters, p)
+		} else {
+			o.NoTrace = append(o.NoTrace, p)
 		}
+	case "depth", "max-stack":
+		n, err := strconv.Atoi(val)
+		if err != nil || n < 1 {
+			return fmt.Errorf("%q: the depth must be a number, 1 or more", val)
+		}
+		if long == "depth" {
+			o.Depth = n
+		} else {
+			o.MaxStack = n
+		}
+	case "time-filter":
+		t, err := uftrace.ParseTime(val)
+		if err != nil {
+			return err
+		}
+		o.Threshold = t
+	case "tid":
+		for _, f := range strings.Split(val, ",") {
+			tid, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || tid <= 0 {
+				return fmt.Errorf("%q: want thread ids such as 1234,1235", val)
+			}
+			if o.Tids == nil {
+				o.Tids = map[int]bool{}
+			}
+			o.Tids[tid] = true
+		}
+	default:
+		return fmt.Errorf("unknown option --%s", long)
 	}
-	return o, nil
+	return nil
 }

@@ -83,11 +83,11 @@ func FuzzParseOptions(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, s string) {
 		args := strings.Fields(s)
-		o, err := parseOptions(args, files)
+		o, err := parseOptions(args, inP, files)
 		if err != nil {
 			return
 		}
-		if _, err := parseOptions(args, files); err != nil {
+		if _, err := parseOptions(args, inP, files); err != nil {
 			t.Fatalf("%q parsed once (%+v), then not: %v", s, o, err)
 		}
 	})

@@ -2,6 +2,8 @@ package postproc
 
 import (
 	"fmt"
+
+	"github.com/kballard/go-shellquote"
 	"os"
 	"strconv"
 	"strings"
@@ -30,6 +32,10 @@ type Options struct {
 	CallAddress []AddrRange
 
 	RemoveArgs bool // -a: drop call arguments
+
+	// Funcs are the uftrace filters (-F, -N, -D, -t, --max-stack, --tid)
+	// of a uftrace.data input.
+	Funcs FuncOptions
 
 	// Resolve (-r) sets each unresolved frame's Text from Resolver and adds
 	// "resolve" to the header's filter. The caller supplies the Resolver.
@@ -70,39 +76,104 @@ const (
 // --include and --exclude read their file (one call index a line). An
 // error names the option.
 func ParseOptions(args []string) (Options, error) {
-	return parseOptions(args, os.ReadFile)
+	return parseOptions(args, inP, os.ReadFile)
 }
 
-// ParseOptionString splits s at white space and parses the words.
+// ParseOptionString splits s into words as a shell does (quotes and
+// backslashes honoured: -P "--include 'my calls.txt'") and parses them.
 func ParseOptionString(s string) (Options, error) {
-	return ParseOptions(strings.Fields(s))
+	args, err := shellquote.Split(s)
+	if err != nil {
+		return Options{}, fmt.Errorf("options %q: %w", s, err)
+	}
+	return ParseOptions(args)
 }
 
-// option is one option of the table: its short letter (0: none), its long
-// name and whether it takes a value.
-type option struct {
-	short byte
-	long  string
-	value bool
+// Option is one post-processor option: the table the CLI builds its flags
+// from and the parsers read, so that a flag, a word of -P "OPTS" and a
+// stream header's filters mean the same.
+type Option struct {
+	Short    byte   // 0: none
+	Long     string // the name after --
+	Arg      string // the value's name in help ("MASK"); "": a switch
+	Usage    string
+	Category string // CategoryResource or CategoryFunc
+	Repeat   bool   // may be given more than once, each value kept
+	Default  string // what the help says when the option is not given
+	scope    scope
 }
 
-var options = []option{
-	{'l', "filter-leaks", false},
-	{'c', "compress", false},
-	{'r', "resolve", false},
-	{'a', "remove-args", false},
-	{'t', "text", false}, // sp-rtrace: output is text anyway
-	{'q', "quiet", false},
-	{'s', "sort", true},
-	{'C', "context", true},
-	{'R', "resource", true},
-	{'b', "backtrace-depth", true},
-	{0, "include", true},
-	{0, "exclude", true},
-	{0, "call-address", true},
+// Option categories: what kind of trace an option filters.
+const (
+	CategoryResource = "resource traces"
+	CategoryFunc     = "uftrace.data input"
+)
+
+// scope says where an option may be written.
+type scope uint8
+
+const (
+	inCLI  scope = 1 << iota // a flag of rtrace postproc
+	inP                      // a word of -P "OPTS" (sp-rtrace-postproc's syntax)
+	inFunc                   // a function trace stream's filters (FuncOptions.String)
+)
+
+var options = []Option{
+	{Short: 'l', Long: "filter-leaks", Usage: "keep only allocations never released", Category: CategoryResource, scope: inCLI | inP},
+	{Short: 'c', Long: "compress", Usage: "group calls with identical backtraces", Category: CategoryResource, scope: inCLI | inP},
+	{Short: 's', Long: "sort", Arg: "ORDER", Usage: "order -c groups by `ORDER`: size, size-asc, count or count-asc", Default: "size-asc", Category: CategoryResource, scope: inCLI | inP},
+	{Short: 'C', Long: "context", Arg: "MASK", Usage: "keep calls in the contexts of hex `MASK` (0: calls without context)", Category: CategoryResource, scope: inCLI | inP},
+	{Short: 'R', Long: "resource", Arg: "MASK", Usage: "keep calls of the resource types of hex `MASK` (<1>, <2>, <4>...)", Category: CategoryResource, scope: inCLI | inP},
+	{Short: 'b', Long: "backtrace-depth", Arg: "N", Usage: "cut backtraces to `N` frames", Category: CategoryResource, scope: inCLI | inP},
+	{Long: "include", Arg: "FILE", Usage: "keep only the calls whose indexes `FILE` lists (one a line)", Category: CategoryResource, scope: inCLI | inP},
+	{Long: "exclude", Arg: "FILE", Usage: "drop the calls whose indexes `FILE` lists (one a line)", Category: CategoryResource, scope: inCLI | inP},
+	{Long: "call-address", Arg: "RANGE", Repeat: true, Usage: "keep calls whose backtrace passes through `LIB:START+SIZE` (hex link-time addresses, as nm prints them; repeatable)", Category: CategoryResource, scope: inCLI | inP},
+	{Short: 'r', Long: "resolve", Usage: "resolve backtrace addresses to functions and source lines", Category: CategoryResource, scope: inCLI | inP},
+	{Short: 'a', Long: "remove-args", Usage: "drop call arguments", Category: CategoryResource, scope: inCLI | inP},
+	{Short: 't', Long: "text", Category: CategoryResource, scope: inP},  // sp-rtrace: the output is text anyway
+	{Short: 'q', Long: "quiet", Category: CategoryResource, scope: inP}, // sp-rtrace: no progress to hide
+	{Short: 'F', Long: "filter", Arg: "FUNC", Repeat: true, Usage: "keep only `FUNC` and what it calls (repeatable)", Category: CategoryFunc, scope: inCLI | inFunc},
+	{Short: 'N', Long: "notrace", Arg: "FUNC", Repeat: true, Usage: "drop `FUNC` and what it calls (repeatable)", Category: CategoryFunc, scope: inCLI | inFunc},
+	{Short: 'D', Long: "depth", Arg: "N", Usage: "keep calls less than `N` levels deep", Category: CategoryFunc, scope: inCLI | inFunc},
+	{Short: 't', Long: "time-filter", Arg: "TIME", Usage: "drop calls shorter than `TIME` (100us, 2ms, 1s; a bare number is ns)", Category: CategoryFunc, scope: inCLI | inFunc},
+	{Long: "max-stack", Arg: "N", Usage: "drop calls `N` or more recorded levels deep", Category: CategoryFunc, scope: inCLI | inFunc},
+	{Long: "tid", Arg: "TID[,TID...]", Repeat: true, Usage: "keep only the threads `TID[,TID...]` (repeatable)", Category: CategoryFunc, scope: inCLI | inFunc},
 }
 
-func parseOptions(args []string, readFile func(string) ([]byte, error)) (Options, error) {
+// Flags is the table of rtrace postproc's options, in help order.
+func Flags() []Option {
+	var list []Option
+	for _, o := range options {
+		if o.scope&inCLI != 0 {
+			list = append(list, o)
+		}
+	}
+	return list
+}
+
+// Set applies the option long (a name of Flags) with its value ("" for
+// a switch), as a flag of the postproc command. Check ends the list.
+func (o *Options) Set(long, val string) error {
+	opt, ok := findOption(0, long, inCLI)
+	if !ok {
+		return fmt.Errorf("unknown option --%s", long)
+	}
+	name := "--" + long
+	if opt.Short != 0 {
+		name = "-" + string(opt.Short)
+	}
+	return o.set(opt, name, val, os.ReadFile)
+}
+
+// Check validates what the options say together, once all are set.
+func (o *Options) Check() error {
+	if o.Sort != "" && !o.Compress {
+		return fmt.Errorf("option -s/--sort orders compressed groups: it needs -c/--compress")
+	}
+	return nil
+}
+
+func parseOptions(args []string, in scope, readFile func(string) ([]byte, error)) (Options, error) {
 	var o Options
 	for i := 0; i < len(args); i++ {
 		a := args[i]
@@ -117,14 +188,14 @@ func parseOptions(args []string, readFile func(string) ([]byte, error)) (Options
 		switch {
 		case strings.HasPrefix(a, "--") && len(a) > 2:
 			name, val, hasVal := strings.Cut(a[2:], "=")
-			opt, ok := findOption(0, name)
+			opt, ok := findOption(0, name, in)
 			if !ok {
 				return o, fmt.Errorf("unknown option --%s", name)
 			}
-			if !opt.value && hasVal {
+			if opt.Arg == "" && hasVal {
 				return o, fmt.Errorf("option --%s takes no value", name)
 			}
-			if opt.value && !hasVal {
+			if opt.Arg != "" && !hasVal {
 				v, err := next("--" + name)
 				if err != nil {
 					return o, err
@@ -136,12 +207,12 @@ func parseOptions(args []string, readFile func(string) ([]byte, error)) (Options
 			}
 		case strings.HasPrefix(a, "-") && len(a) > 1 && a != "--":
 			for j := 1; j < len(a); j++ {
-				opt, ok := findOption(a[j], "")
+				opt, ok := findOption(a[j], "", in)
 				if !ok {
 					return o, fmt.Errorf("unknown option -%c", a[j])
 				}
 				name, val := "-"+string(a[j]), ""
-				if opt.value {
+				if opt.Arg != "" {
 					val = a[j+1:]
 					if val == "" {
 						v, err := next(name)
@@ -160,25 +231,22 @@ func parseOptions(args []string, readFile func(string) ([]byte, error)) (Options
 			return o, fmt.Errorf("unexpected argument %q (post-processor options start with -)", a)
 		}
 	}
-	if o.Sort != "" && !o.Compress {
-		return o, fmt.Errorf("option -s/--sort orders compressed groups: it needs -c/--compress")
-	}
-	return o, nil
+	return o, o.Check()
 }
 
-func findOption(short byte, long string) (option, bool) {
+func findOption(short byte, long string, in scope) (Option, bool) {
 	for _, opt := range options {
-		if short != 0 && opt.short == short || long != "" && opt.long == long {
+		if opt.scope&in != 0 && (short != 0 && opt.Short == short || long != "" && opt.Long == long) {
 			return opt, true
 		}
 	}
-	return option{}, false
+	return Option{}, false
 }
 
 // set applies one option; name is how it was written, for errors.
-func (o *Options) set(opt option, name, val string, readFile func(string) ([]byte, error)) error {
+func (o *Options) set(opt Option, name, val string, readFile func(string) ([]byte, error)) error {
 	var err error
-	switch opt.long {
+	switch opt.Long {
 	case "filter-leaks":
 		o.Leaks = true
 	case "compress":
@@ -215,6 +283,9 @@ func (o *Options) set(opt option, name, val string, readFile func(string) ([]byt
 		var r AddrRange
 		r, err = ParseAddrRange(val)
 		o.CallAddress = append(o.CallAddress, r)
+	case "text", "quiet":
+	default:
+		err = o.Funcs.set(opt.Long, val)
 	}
 	if err != nil {
 		return fmt.Errorf("option %s: %w", name, err)

@@ -44,7 +44,7 @@ func TestParseOptions(t *testing.T) {
 		{"--call-address /lib/libc.so.6:1a40+3c --call-address 0x400000+0x10", Options{CallAddress: []AddrRange{
 			{Lib: "/lib/libc.so.6", Start: 0x1a40, Size: 0x3c}, {Start: 0x400000, Size: 0x10}}}},
 	} {
-		got, err := parseOptions(strings.Fields(tc.args), files)
+		got, err := parseOptions(strings.Fields(tc.args), inP, files)
 		if err != nil {
 			t.Errorf("%q: %v", tc.args, err)
 			continue
@@ -76,7 +76,7 @@ func TestParseOptionsErrors(t *testing.T) {
 		{"leaks", `unexpected argument "leaks"`},
 		{"-", `unexpected argument "-"`},
 	} {
-		_, err := parseOptions(strings.Fields(tc.args), files)
+		_, err := parseOptions(strings.Fields(tc.args), inP, files)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%q: error %v, want one with %q", tc.args, err, tc.want)
 		}
@@ -95,5 +95,68 @@ func TestParseOptionStringReadsFiles(t *testing.T) {
 	_, err = ParseOptions([]string{"--exclude", path + ".missing"})
 	if !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("missing file: %v", err)
+	}
+}
+
+// -P "OPTS" is split as a shell splits it: a quoted file name with a
+// space is one word.
+func TestParseOptionStringQuotes(t *testing.T) {
+	path := t.TempDir() + "/my calls.txt"
+	if err := os.WriteFile(path, []byte("4\n7\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	o, err := ParseOptionString(`-l --include '` + path + `'`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !o.Leaks || !reflect.DeepEqual(o.Include, map[int]bool{4: true, 7: true}) {
+		t.Errorf("got %+v", o)
+	}
+	if _, err := ParseOptionString(`-l --include 'unterminated`); err == nil {
+		t.Error("an unterminated quote parsed")
+	}
+	// The function trace filters are flags of the CLI, not words of -P.
+	if _, err := ParseOptionString("-F main"); err == nil {
+		t.Error("-P accepted -F")
+	}
+}
+
+// Each place an option may be written has one meaning per letter and
+// per name: -t is sp-rtrace's no-op in -P and the time filter as a flag.
+func TestOptionTable(t *testing.T) {
+	for _, in := range []scope{inCLI, inP, inFunc} {
+		short, long := map[byte]bool{}, map[string]bool{}
+		for _, o := range options {
+			if o.scope&in == 0 {
+				continue
+			}
+			if o.Short != 0 && short[o.Short] || long[o.Long] {
+				t.Errorf("scope %d: -%c/--%s defined twice", in, o.Short, o.Long)
+			}
+			short[o.Short], long[o.Long] = true, true
+			if o.scope&inCLI != 0 && o.Usage == "" {
+				t.Errorf("--%s: a flag without help", o.Long)
+			}
+		}
+	}
+	var o Options
+	for _, f := range Flags() {
+		val := map[string]string{"": "", "ORDER": "count", "MASK": "3", "N": "2", "FILE": "idx",
+			"RANGE": "0x400000+0x10", "FUNC": "main", "TIME": "1us", "TID[,TID...]": "12"}[f.Arg]
+		if f.Long == "include" || f.Long == "exclude" {
+			continue // reads a file
+		}
+		if err := o.Set(f.Long, val); err != nil {
+			t.Errorf("Set(%q, %q): %v", f.Long, val, err)
+		}
+	}
+	want := Options{Leaks: true, Compress: true, Sort: SortCount, Resolve: true, RemoveArgs: true, Resource: 3,
+		Funcs: FuncOptions{Filters: o.Funcs.Filters, NoTrace: o.Funcs.NoTrace, Depth: 2, MaxStack: 2, Threshold: 1000, Tids: map[int]bool{12: true}}}
+	want.Context, want.Depth, want.CallAddress = o.Context, o.Depth, o.CallAddress
+	if !reflect.DeepEqual(o, want) || *o.Context != 3 || *o.Depth != 2 || len(o.Funcs.Filters) != 1 || len(o.Funcs.NoTrace) != 1 || len(o.CallAddress) != 1 {
+		t.Errorf("every flag set: got %+v", o)
+	}
+	if err := o.Set("text", ""); err == nil {
+		t.Error("Set(text): sp-rtrace's -t is not a flag of the CLI")
 	}
 }

@@ -5,6 +5,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"rtrace/launcher"
 	"rtrace/postproc"
 )
 
@@ -46,9 +47,12 @@ its name and does not stop the others; the exit status is then 1.
 			&cli.IntFlag{Name: "jobs", Aliases: []string{"j"}, Value: runtime.NumCPU(), Usage: "resolve `N` inputs of a batch at a time"},
 		},
 		Action: func(c *cli.Context) error {
-			j := &stageJob{verb: "resolve", opts: postproc.Options{Resolve: true, Keep: true},
-				fullPaths: c.Bool("full-path"), warn: c.App.ErrWriter, format: formatText}
-			return runStage(c, j)
+			return stageExit(launcher.RunStage(&launcher.Stage{
+				Verb: "resolve", Input: c.String("input"), Output: c.String("output"),
+				Inputs: c.Args().Slice(), Jobs: c.Int("jobs"),
+				Opts: postproc.Options{Resolve: true, Keep: true}, FullPaths: c.Bool("full-path"),
+				Stdout: c.App.Writer, Stderr: c.App.ErrWriter,
+			}))
 		},
 	}
 }

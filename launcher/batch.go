@@ -1,4 +1,4 @@
-package main
+package launcher
 
 import (
 	"fmt"
@@ -9,9 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/urfave/cli/v2"
-	"golang.org/x/sys/unix"
-
+	"rtrace/internal/tty"
 	"rtrace/postproc"
 )
 
@@ -26,32 +24,32 @@ type batchInput struct {
 // and does not stop the others; its output is not left behind (each is
 // written under a temporary name and renamed when complete). The exit
 // status is 1 when any input failed.
-func (j *stageJob) batch(c *cli.Context, inputs []string, outDir string, jobs int) error {
+func (j *Stage) batch(inputs []string, outDir string, jobs int) error {
 	var list []batchInput
 	seen := map[string]string{}
 	for _, p := range inputs {
 		if strings.HasPrefix(p, "-") {
-			return cli.Exit(fmt.Sprintf("%s: %q after the inputs: options go before the first input", j.verb, p), 2)
+			return &UsageError{fmt.Sprintf("%s: %q after the inputs: options go before the first input", j.Verb, p)}
 		}
-		dir, err := traceDirInput(j.verb, p)
+		dir, err := traceDirInput(j.Verb, p)
 		if err != nil {
-			return cli.Exit(err.Error(), 2)
+			return &UsageError{err.Error()}
 		}
 		in := batchInput{path: p, dir: dir}
 		in.out = filepath.Join(outDir, j.outputName(p, dir))
 		if other, ok := seen[in.out]; ok {
-			return cli.Exit(fmt.Sprintf("%s: %s and %s would both be written to %s; rename one", j.verb, other, p, in.out), 2)
+			return &UsageError{fmt.Sprintf("%s: %s and %s would both be written to %s; rename one", j.Verb, other, p, in.out)}
 		}
 		if same(in.out, p) {
-			return cli.Exit(fmt.Sprintf("%s: the output for %s would overwrite it; choose another -o directory", j.verb, p), 2)
+			return &UsageError{fmt.Sprintf("%s: the output for %s would overwrite it; choose another -o directory", j.Verb, p)}
 		}
 		seen[in.out] = p
 		list = append(list, in)
 	}
 	if err := os.MkdirAll(outDir, 0o755); err != nil {
-		return cli.Exit(fmt.Sprintf("%s: output directory: %v", j.verb, err), 1)
+		return exit1(fmt.Sprintf("%s: output directory: %v", j.Verb, err))
 	}
-	prog := newProgress(c.App.ErrWriter, j.verb, len(list))
+	prog := newProgress(j.Stderr, j.Verb, len(list))
 	j.warn = prog
 	work := make(chan batchInput)
 	var wg sync.WaitGroup
@@ -70,7 +68,7 @@ func (j *stageJob) batch(c *cli.Context, inputs []string, outDir string, jobs in
 	close(work)
 	wg.Wait()
 	if failed := prog.finish(); failed > 0 {
-		return cli.Exit("", 1) // the summary line said it
+		return exit1("") // the summary line said it
 	}
 	return nil
 }
@@ -84,7 +82,7 @@ func same(a, b string) bool {
 
 // batchOne processes one input of a batch into a temporary name beside its
 // output, then renames it into place.
-func (j *stageJob) batchOne(in batchInput) error {
+func (j *Stage) batchOne(in batchInput) error {
 	tmp := filepath.Join(filepath.Dir(in.out), fmt.Sprintf(".%s.tmp%d", filepath.Base(in.out), os.Getpid()))
 	os.RemoveAll(tmp)
 	err := j.batchWrite(in, tmp)
@@ -103,7 +101,7 @@ func (j *stageJob) batchOne(in batchInput) error {
 	return err
 }
 
-func (j *stageJob) batchWrite(in batchInput, tmp string) error {
+func (j *Stage) batchWrite(in batchInput, tmp string) error {
 	if in.dir {
 		return j.dir(in.path, tmp)
 	}
@@ -128,12 +126,11 @@ func (j *stageJob) batchWrite(in batchInput, tmp string) error {
 }
 
 // progress reports a batch: each failure as it happens and, on a terminal,
-// a bar redrawn in place.
+// a bar redrawn in place below them.
 type progress struct {
 	mu        sync.Mutex
-	w         io.Writer
+	line      *tty.Line
 	verb      string
-	tty       bool
 	total, n  int
 	failed    int
 	start     time.Time
@@ -141,11 +138,7 @@ type progress struct {
 }
 
 func newProgress(w io.Writer, verb string, total int) *progress {
-	p := &progress{w: w, verb: verb, total: total, start: time.Now()}
-	if f, ok := w.(*os.File); ok {
-		_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
-		p.tty = err == nil
-	}
+	p := &progress{line: tty.NewLine(w), verb: verb, total: total, start: time.Now()}
 	p.draw(true)
 	return p
 }
@@ -157,48 +150,39 @@ func (p *progress) done(input string, err error) {
 	p.n++
 	if err != nil {
 		p.failed++
-		p.clear()
-		fmt.Fprintf(p.w, "rtrace %s: %s: %v\n", p.verb, input, err)
+		fmt.Fprintf(p.line, "rtrace %s: %s: %v\n", p.verb, input, err)
 	}
 	p.draw(err != nil || p.n == p.total)
 }
 
 // draw redraws the bar, at most ten times a second unless forced.
 func (p *progress) draw(force bool) {
-	if !p.tty || !force && time.Since(p.lastDrawn) < 100*time.Millisecond {
+	if !p.line.Terminal() || !force && time.Since(p.lastDrawn) < 100*time.Millisecond {
 		return
 	}
 	p.lastDrawn = time.Now()
 	const width = 30
 	fill := width * p.n / max(p.total, 1)
-	fmt.Fprintf(p.w, "\r%s [%s%s] %d/%d", p.verb, strings.Repeat("#", fill), strings.Repeat(".", width-fill), p.n, p.total)
+	bar := fmt.Sprintf("%s [%s%s] %d/%d", p.verb, strings.Repeat("#", fill), strings.Repeat(".", width-fill), p.n, p.total)
 	if p.failed > 0 {
-		fmt.Fprintf(p.w, ", %d failed", p.failed)
+		bar += fmt.Sprintf(", %d failed", p.failed)
 	}
-	fmt.Fprintf(p.w, " %.1fs", time.Since(p.start).Seconds())
+	p.line.Show(bar + fmt.Sprintf(" %.1fs", time.Since(p.start).Seconds()))
 }
 
 // Write prints a warning of one input above the bar.
 func (p *progress) Write(b []byte) (int, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.clear()
-	n, err := p.w.Write(b)
+	n, err := p.line.Write(b)
 	p.draw(true)
 	return n, err
-}
-
-func (p *progress) clear() {
-	if p.tty {
-		fmt.Fprint(p.w, "\r\033[K")
-	}
 }
 
 // finish ends the bar with a summary line and returns the failures.
 func (p *progress) finish() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.clear()
-	fmt.Fprintf(p.w, "rtrace %s: %d of %d inputs done, %d failed, in %.1fs\n", p.verb, p.n-p.failed, p.total, p.failed, time.Since(p.start).Seconds())
+	fmt.Fprintf(p.line, "rtrace %s: %d of %d inputs done, %d failed, in %.1fs\n", p.verb, p.n-p.failed, p.total, p.failed, time.Since(p.start).Seconds())
 	return p.failed
 }
