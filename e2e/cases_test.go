@@ -119,12 +119,18 @@ func TestRecordSkipped(t *testing.T) {
 	if r.code != 0 || r.stdout != "skip 42\n" || !strings.Contains(r.stderr, "1 function(s) not traced (-v lists them)") {
 		t.Errorf("without -v: %+v", r)
 	}
-	r = runCmd(t, tmp, rtraceBin, "record", "-v", "-d", "R", "--", prog)
-	if !regexp.MustCompile(`(?m)^  odd: .*jrcxz has only a rel8 form`).MatchString(strings.ToLower(r.stderr)) {
-		t.Errorf("-v does not explain the skip:\n%s", r.stderr)
+	// -v before the verb is uftrace's global --verbose: the same as after.
+	for _, args := range [][]string{{"record", "-v"}, {"-v", "record"}} {
+		r = runCmd(t, tmp, rtraceBin, append(args, "-d", "R", "--", prog)...)
+		if !regexp.MustCompile(`(?m)^  odd: .*jrcxz has only a rel8 form`).MatchString(strings.ToLower(r.stderr)) {
+			t.Errorf("%v does not explain the skip:\n%s", args, r.stderr)
+		}
+		if !regexp.MustCompile(`(?m)^  loopy: a branch lands inside the detour jump$`).MatchString(r.stderr) {
+			t.Errorf("%v does not say why loopy keeps an int3 entry:\n%s", args, r.stderr)
+		}
 	}
-	if !regexp.MustCompile(`(?m)^  loopy: a branch lands inside the detour jump$`).MatchString(r.stderr) {
-		t.Errorf("-v does not say why loopy keeps an int3 entry:\n%s", r.stderr)
+	if r := runCmd(t, tmp, rtraceBin, "-v", "postproc", "-i", "R"); r.code != 2 || !strings.Contains(r.stderr, "postproc has no verbose output") {
+		t.Errorf("-v postproc: %+v, want a refusal", r)
 	}
 	if got, want := strings.Join(tree(replay(t, filepath.Join(tmp, "R"))), ""), "main()\n  even()\n    loopy()\n  printf()\n"; got != want {
 		t.Errorf("tree %q, want %q", got, want)

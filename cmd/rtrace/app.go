@@ -62,6 +62,30 @@ Examples:
 		HideHelpCommand:           true,
 		DisableSliceFlagSeparator: true, // C++ names contain commas
 		ExitErrHandler:            func(*cli.Context, error) {},
+		// -v is uftrace's --verbose, for the verbs that have verbose
+		// output, not the version (-V, --version).
+		HideVersion: true,
+		Flags: []cli.Flag{
+			&cli.BoolFlag{Name: "verbose", Aliases: []string{"v"}, Usage: "verbose output of record and attach (as their own -v)"},
+			&cli.BoolFlag{Name: "version", Aliases: []string{"V"}, Usage: "print the version"},
+		},
+		Before: func(c *cli.Context) error {
+			if c.Bool("version") {
+				cli.ShowVersion(c)
+				return cli.Exit("", 0)
+			}
+			if !c.Bool("verbose") {
+				return nil
+			}
+			switch verb := c.Args().First(); verb {
+			case "record", "attach":
+			case "":
+				return cli.Exit("-v: which verb? (rtrace -v record|attach ...)", 2)
+			default:
+				return cli.Exit(fmt.Sprintf("-v: %s has no verbose output; -v applies to record and attach", verb), 2)
+			}
+			return nil
+		},
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
 				return cli.Exit(fmt.Sprintf("unknown command %q (run 'rtrace --help' for the list)", c.Args().First()), 2)
@@ -78,4 +102,14 @@ Examples:
 		},
 	}
 	return app
+}
+
+// verbose says whether -v was given to the verb or before it.
+func verbose(c *cli.Context) bool {
+	for _, x := range c.Lineage() {
+		if x.IsSet("verbose") && x.Bool("verbose") {
+			return true
+		}
+	}
+	return false
 }

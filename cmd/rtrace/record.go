@@ -186,7 +186,7 @@ func sessionOptions(c *cli.Context) (launcher.Options, error) {
 		Events:      c.StringSlice("event"),
 		Disable:     c.Bool("disable"),
 		Quiet:       c.Bool("quiet"),
-		Verbose:     c.Bool("verbose"),
+		Verbose:     verbose(c),
 		NoPin:       c.Bool("no-pin"),
 		Cmdline:     cmdline(c),
 		Version:     version,
