@@ -1,7 +1,6 @@
 package e2e_test
 
 import (
-	"bufio"
 	"fmt"
 	"io"
 	"os"
@@ -11,7 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"rtrace/internal/testutil"
 	"rtrace/internal/trace"
@@ -240,139 +238,82 @@ func clipLines(s string, n int) string {
 	return strings.Join(l, "\n")
 }
 
-// progress follows a fixture's stdout: its first line, then how many
-// lines came so far.
-type progress struct {
-	first chan string
-	lines chan int
-}
-
-func follow(r io.Reader) *progress {
-	p := &progress{first: make(chan string, 1), lines: make(chan int, 100000)}
-	go func() {
-		sc := bufio.NewScanner(r)
-		n := 0
-		for sc.Scan() {
-			if n == 0 {
-				p.first <- sc.Text()
-			}
-			n++
-			p.lines <- n
-		}
-		close(p.lines)
-	}()
-	return p
-}
-
-// seen drains what has come so far and returns the line count.
-func (p *progress) seen(last int) int {
-	for {
-		select {
-		case n, ok := <-p.lines:
-			if !ok {
-				return last
-			}
-			last = n
-		default:
-			return last
-		}
-	}
-}
-
 // TestToggle: a program started without --start runs untraced until
-// rtrace toggle turns tracing on; toggled on/off twice it gives two raw
-// files, each holding exactly the iterations of its window.
+// rtrace toggle turns tracing on; toggled on and off twice it gives two raw
+// files, each holding exactly the steps run inside its window: the test
+// runs the steps itself (testdata/attachee.c), between the toggles.
 func TestToggle(t *testing.T) {
-	prog := testutil.BuildC(t, "toggle.c", "-O0", "-g")
+	prog := testutil.BuildC(t, "attachee.c", "-O0", "-g")
 	tmp := t.TempDir()
-	rec := exec.Command(rtraceBin, "record", "-e", "memory", "-o", "D", "-q", "--", prog, "1500")
+	rec := exec.Command(rtraceBin, "record", "-e", "memory", "-o", "D", "-q", "--", prog)
 	rec.Dir = tmp
+	in, _ := rec.StdinPipe()
 	stdout, _ := rec.StdoutPipe()
-	var recErr strings.Builder
-	rec.Stderr = &recErr
+	stderr, _ := rec.StderrPipe()
 	if err := rec.Start(); err != nil {
 		t.Fatal(err)
 	}
 	defer rec.Process.Kill()
-	p := follow(stdout)
-	var pid int
-	select {
-	case l := <-p.first:
-		fmt.Sscanf(l, "pid %d", &pid)
-	case <-time.After(10 * time.Second):
-		t.Fatal("the fixture did not start")
+	errs := newLineLog(stderr)
+	s := &stepper{t: t, cmd: rec, in: in, out: newLineLog(stdout)}
+	pid := 0
+	if line := s.out.waitFor("pid "); line != "" {
+		pid, _ = strconv.Atoi(strings.TrimPrefix(line, "pid "))
 	}
-	seen := 0
-	type window struct{ lo, hi int }
-	var windows []window
-	for range 2 {
-		time.Sleep(100 * time.Millisecond)
+	if pid == 0 {
+		t.Fatalf("the fixture did not start:\n%s", errs.String())
+	}
+	window := func(n int) {
+		t.Helper()
 		listener := exec.Command(rtraceBin, "toggle", "-o", "D", strconv.Itoa(pid))
 		listener.Dir = tmp
-		lerrPipe, _ := listener.StderrPipe()
+		lerr, _ := listener.StderrPipe()
 		if err := listener.Start(); err != nil {
 			t.Fatal(err)
 		}
-		// Wait until the listener says tracing is on.
-		lerr := newLineLog(lerrPipe)
-		if lerr.waitFor("turned on") == "" {
-			t.Fatalf("the listener ended without turning tracing on:\n%s", lerr.String())
+		ll := newLineLog(lerr)
+		if ll.waitFor("turned on") == "" {
+			t.Fatalf("the listener ended without turning tracing on:\n%s", ll.String())
 		}
-		seen = p.seen(seen)
-		lo := seen
-		time.Sleep(300 * time.Millisecond)
-		seen = p.seen(seen)
-		hi := seen
-		off := runCmd(t, tmp, rtraceBin, "toggle", strconv.Itoa(pid))
-		if off.code != 0 {
+		s.steps(n)
+		if off := runCmd(t, tmp, rtraceBin, "toggle", strconv.Itoa(pid)); off.code != 0 {
 			t.Fatalf("toggle off: %s", off.stderr)
 		}
 		if err := listener.Wait(); err != nil {
-			t.Fatalf("listener: %v\n%s", err, lerr.String())
+			t.Fatalf("listener: %v\n%s", err, ll.String())
 		}
-		seen = p.seen(seen)
-		windows = append(windows, window{lo, max(hi, seen)})
 	}
+	s.steps(3) // the first steps also allocate stdio's buffers: untraced
+	window(5)
+	s.steps(2)
+	window(4)
+	s.steps(1)
+	in.Close()
 	if err := rec.Wait(); err != nil {
-		t.Fatalf("record: %v\n%s", err, recErr.String())
+		t.Fatalf("record: %v\n%s", err, errs.String())
 	}
 	raw := rawFiles(t, filepath.Join(tmp, "D"), ".rtrace")
 	if len(raw) != 2 {
 		t.Fatalf("raw files %v, want two", raw)
 	}
-	for i, f := range raw {
-		calls := readCalls(t, f)
-		// Iteration k mallocs 1000+k and frees it; line k+2 of the output
-		// (after the pid line) is printed after it.
-		var iters []int
-		for _, c := range calls {
-			if c.Alloc {
-				iters = append(iters, int(c.Size)-1000)
+	// Each step mallocs 512 bytes and frees them, nothing else allocates
+	// once stdio's buffers exist: a window of n steps holds n of each.
+	for i, want := range []int{5, 4} {
+		var allocs, frees int
+		var list []string
+		for _, c := range readCalls(t, raw[i]) {
+			list = append(list, fmt.Sprintf("%s(%d)", c.Name, c.Size))
+			switch {
+			case c.Alloc && c.Name == "malloc" && c.Size == 512:
+				allocs++
+			case !c.Alloc && c.Name == "free":
+				frees++
+			default:
+				t.Errorf("%s: unexpected call %s(%d)", raw[i], c.Name, c.Size)
 			}
 		}
-		if len(iters) < 20 {
-			t.Fatalf("%s: %d iterations traced, want the ~100 of a 300 ms window", f, len(iters))
-		}
-		for j := 1; j < len(iters); j++ {
-			if iters[j] != iters[j-1]+1 {
-				t.Fatalf("%s: iterations %d then %d: not one contiguous window", f, iters[j-1], iters[j])
-			}
-		}
-		w := windows[i]
-		first, last := iters[0], iters[len(iters)-1]
-		// Iteration k is output line k+2. The test saw w.lo lines once the
-		// listener said tracing was on and w.hi once it was off; it reads
-		// the output a few iterations late, hence the slack.
-		const slack = 5
-		if first < w.lo-2-slack || last > w.hi-2+slack {
-			t.Errorf("%s: iterations %d..%d traced, the window was iterations %d..%d", f, first, last, w.lo-2, w.hi-2)
-		}
-		if d := len(iters) - (w.hi - w.lo); d < -2*slack || d > 2*slack {
-			t.Errorf("%s: %d iterations traced in a window of %d", f, len(iters), w.hi-w.lo)
-		}
-		frees := len(calls) - len(iters)
-		if frees < len(iters)-1 || frees > len(iters)+1 {
-			t.Errorf("%s: %d mallocs but %d frees", f, len(iters), frees)
+		if allocs != want || frees != want {
+			t.Errorf("%s: %d mallocs and %d frees, want %d of each (the window's steps): %v", raw[i], allocs, frees, want, list)
 		}
 	}
 }

@@ -14,9 +14,12 @@ import (
 	"time"
 
 	"rtrace/internal/testutil"
+
+	"golang.org/x/sys/unix"
 )
 
-// startLoop runs rtrace on the looping fixture and waits until it prints.
+// startLoop runs rtrace on the looping fixture and waits until it says it
+// has called work() 1000 times: each call was a traced stop.
 func startLoop(t *testing.T, dir string) (*exec.Cmd, io.ReadCloser) {
 	t.Helper()
 	prog := testutil.BuildC(t, "loop.c", "-O0")
@@ -29,11 +32,12 @@ func startLoop(t *testing.T, dir string) (*exec.Cmd, io.ReadCloser) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	line, err := bufio.NewReader(out).ReadString('\n')
-	if err != nil || line != "started\n" {
-		t.Fatalf("fixture did not start: %q %v", line, err)
+	rd := bufio.NewReader(out)
+	for _, want := range []string{"started\n", "looped\n"} {
+		if line, err := rd.ReadString('\n'); err != nil || line != want {
+			t.Fatalf("fixture printed %q (%v), want %q", line, err, want)
+		}
 	}
-	time.Sleep(300 * time.Millisecond)
 	return cmd, out
 }
 
@@ -74,8 +78,8 @@ func TestInterruptKillsTargetAndKeepsTrace(t *testing.T) {
 				}
 			}
 			entries, exits := testutil.CountRecords(t, filepath.Join(dir, "R"))
-			if entries < 100 || entries != exits {
-				t.Errorf("%d entries, %d exits: want many, every frame closed", entries, exits)
+			if entries < 1000 || entries != exits {
+				t.Errorf("%d entries, %d exits: want the 1000 work() calls at least, every frame closed", entries, exits)
 			}
 			out := testutil.Run(t, dir, uft, "replay", "--no-pager", "-f", "none", "-d", "R")
 			if !strings.HasPrefix(out, "main() {\n  puts();\n  fflush();\n  work();\n") || !strings.HasSuffix(out, "} /* main */\n") {
@@ -91,18 +95,26 @@ func TestSIGKILLLeavesReadableTrace(t *testing.T) {
 	kids := childPids(t, cmd.Process.Pid)
 	cmd.Process.Kill()
 	cmd.Wait()
-	// PTRACE_O_EXITKILL: the target dies with its tracer.
-	deadline := time.Now().Add(5 * time.Second)
+	// PTRACE_O_EXITKILL: the target dies with its tracer. Its pidfd turns
+	// readable when it exits (pidfd_open(2)).
 	for _, k := range kids {
-		for {
-			b, err := os.ReadFile("/proc/" + k + "/stat")
-			if err != nil || strings.Contains(string(b), ") Z") {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("target %s survived SIGKILL of rtrace", k)
-			}
-			time.Sleep(20 * time.Millisecond)
+		pid, _ := strconv.Atoi(k)
+		fd, err := unix.PidfdOpen(pid, 0)
+		if err == unix.ESRCH {
+			continue // gone already
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		// The bound only keeps a broken build from hanging the suite.
+		n, err := unix.Poll(fds, 60_000)
+		for err == unix.EINTR {
+			n, err = unix.Poll(fds, 60_000)
+		}
+		unix.Close(fd)
+		if err != nil || n == 0 {
+			t.Fatalf("target %s survived SIGKILL of rtrace (%v)", k, err)
 		}
 	}
 	// Readable up to the last whole record (frames stay open: no flush).
@@ -233,6 +245,8 @@ func TestStopContinue(t *testing.T) {
 	n, _ := strconv.Atoi(pid)
 	syscall.Kill(n, syscall.SIGSTOP)
 	waitState(t, pid, "tT") // t: held by the tracer in group-stop
+	// Not an ordering: a window in which a wrong PTRACE_CONT would show.
+	// A right tracer passes whatever the timing.
 	time.Sleep(200 * time.Millisecond)
 	if st := procState(t, pid); st != "t" && st != "T" {
 		t.Fatalf("stopped program ran again (state %s)", st)

@@ -1,4 +1,5 @@
-/* loop: calls work() forever (until killed), printing a tick now and then. */
+/* loop: calls work() forever (until killed); says "looped" once it has
+ * called it 1000 times, so that a test knows the trace holds that many. */
 #include <stdio.h>
 #include <unistd.h>
 
@@ -13,6 +14,10 @@ int main(void)
 	fflush(stdout);
 	for (i = 0;; i++) {
 		total += work(i);
+		if (i == 1000) {
+			printf("looped\n");
+			fflush(stdout);
+		}
 		if (i % 1000 == 0)
 			usleep(1000);
 	}
