@@ -97,7 +97,7 @@ func elfExecVaddr(path string) (uint64, bool) {
 	defer f.Close()
 	for _, p := range f.Progs {
 		if p.Type == elf.PT_LOAD && p.Flags&elf.PF_X != 0 {
-			return p.Vaddr &^ 0xfff, true
+			return elfx.PageDown(p.Vaddr), true
 		}
 	}
 	return 0, false

@@ -38,9 +38,9 @@ func (r *Resolver) Locate(addr uint64) trace.Location {
 // loadBias). 0 when no segment holds it.
 func fileOffset(loads []elfx.Load, vaddr uint64) uint64 {
 	for _, l := range loads {
-		start := l.Vaddr &^ (pageSize - 1)
+		start := elfx.PageDown(l.Vaddr)
 		if vaddr >= start && vaddr < l.Vaddr+l.Memsz {
-			return vaddr - start + l.Offset&^(pageSize-1)
+			return vaddr - start + elfx.PageDown(l.Offset)
 		}
 	}
 	return 0

@@ -202,7 +202,7 @@ func (f *File) MinVaddr() uint64 {
 			min = l.Vaddr
 		}
 	}
-	return min &^ 0xfff
+	return PageDown(min)
 }
 
 // Bias returns the load bias of f given the start of its lowest mapping:
