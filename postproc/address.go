@@ -3,6 +3,7 @@ package postproc
 import (
 	"debug/elf"
 
+	"rtrace/internal/elfx"
 	"rtrace/internal/trace"
 	"rtrace/internal/uftrace"
 )
@@ -87,21 +88,16 @@ func (m *addrMatcher) exec(path string) (uint64, bool) {
 }
 
 // elfExecVaddr reads the first executable PT_LOAD of the ELF file at path.
-// debug/elf can panic on corrupt files: that is a "no".
-func elfExecVaddr(path string) (vaddr uint64, ok bool) {
-	defer func() {
-		if recover() != nil {
-			vaddr, ok = 0, false
-		}
-	}()
-	f, err := elf.Open(path)
+// A file that cannot be read or parsed is a "no".
+func elfExecVaddr(path string) (uint64, bool) {
+	f, err := elfx.OpenELF(path)
 	if err != nil {
 		return 0, false
 	}
 	defer f.Close()
 	for _, p := range f.Progs {
 		if p.Type == elf.PT_LOAD && p.Flags&elf.PF_X != 0 {
-			return p.Vaddr &^ 0xfff, true
+			return elfx.PageDown(p.Vaddr), true
 		}
 	}
 	return 0, false

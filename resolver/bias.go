@@ -6,10 +6,6 @@ import (
 	"rtrace/internal/elfx"
 )
 
-// pageSize is the x86-64 page size, the unit in which the kernel and ld.so
-// map ELF segments.
-const pageSize = 0x1000
-
 // errNoExecLoad: the object has no executable PT_LOAD, so no r-xp mapping
 // of it can be placed.
 var errNoExecLoad = errors.New("no executable PT_LOAD segment")
@@ -21,7 +17,7 @@ var errNoExecLoad = errors.New("no executable PT_LOAD segment")
 // map each PT_LOAD at ELF_PAGESTART(bias + p_vaddr) from file offset
 // ELF_PAGESTART(p_offset), p_vaddr and p_offset being congruent modulo the
 // page size. The r-xp line of /proc/pid/maps therefore starts at
-// bias + (p_vaddr &^ (pageSize-1)) of the PF_X segment. sp-rtrace's rule,
+// bias + PageDown(p_vaddr) of the PF_X segment. sp-rtrace's rule,
 // "address minus mapping start" for objects whose first PT_LOAD has vaddr
 // 0, is wrong for the split R / RX / R / RW layout of ld -z separate-code
 // (the default since binutils 2.31), where the text starts a page or more
@@ -40,12 +36,10 @@ func loadBias(loads []elfx.Load, from, to uint64) (uint64, error) {
 	// Several executable segments (unusual linker scripts): the mapping
 	// length picks the one it holds.
 	for _, e := range exec {
-		start := e.Vaddr &^ (pageSize - 1)
-		end := (e.Vaddr + e.Memsz + pageSize - 1) &^ (pageSize - 1)
-		if end-start == to-from {
+		if elfx.PageUp(e.Vaddr+e.Memsz)-elfx.PageDown(e.Vaddr) == to-from {
 			l = e
 			break
 		}
 	}
-	return from - l.Vaddr&^(pageSize-1), nil
+	return from - elfx.PageDown(l.Vaddr), nil
 }

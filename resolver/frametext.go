@@ -4,7 +4,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/ianlancetaylor/demangle"
+	"rtrace/internal/cxxname"
 )
 
 // The frame texts of sp-rtrace-resolve (src/rtrace-resolve/resolver.c:
@@ -44,20 +44,9 @@ func displayName(sym string) string {
 		sym = sym[:i]
 	}
 	if strings.HasPrefix(sym, "_Z") {
-		if s, ok := demangled(sym); ok {
+		if s, ok := cxxname.Full(sym); ok {
 			return s
 		}
 	}
 	return sym + "()"
-}
-
-// demangled runs the demangler, which must not take rtrace down.
-func demangled(sym string) (s string, ok bool) {
-	defer func() {
-		if recover() != nil {
-			s, ok = "", false
-		}
-	}()
-	s, err := demangle.ToString(sym)
-	return s, err == nil
 }

@@ -4,18 +4,8 @@ import (
 	"strings"
 
 	"rtrace/internal/elfx"
+	"rtrace/internal/trace"
 )
-
-// Location is what the resolver knows of one address, in pieces rather
-// than as sp-rtrace frame text: what a profile format needs.
-type Location struct {
-	Module       string // mapping's file path, "" when no mapping
-	Start, Limit uint64 // the mapping
-	Offset       uint64 // file offset of Start if known, else 0
-	Func         string // demangled display name without "()", "" when unknown
-	File         string // source file as DWARF gives it (full path), "" when unknown
-	Line         int
-}
 
 // Locate returns what is known of the backtrace address addr, a return
 // address: the function and line are those Frame shows (of addr-1, the
@@ -24,12 +14,12 @@ type Location struct {
 // keeps its parameter list unless it is empty ("geo::Shape::area() const",
 // "util::inner::count(int)", "geo::Shape::area"). File is the full path
 // whatever Options.FullPaths says.
-func (r *Resolver) Locate(addr uint64) Location {
+func (r *Resolver) Locate(addr uint64) trace.Location {
 	a := r.answer(addr)
 	if a.m == nil {
-		return Location{}
+		return trace.Location{}
 	}
-	l := Location{Module: a.m.Path, Start: a.m.From, Limit: a.m.To}
+	l := trace.Location{Module: a.m.Path, Start: a.m.From, Limit: a.m.To}
 	if a.m.obj != nil {
 		l.Offset = fileOffset(a.m.obj.loads, a.m.From-a.m.bias)
 	}
@@ -48,9 +38,9 @@ func (r *Resolver) Locate(addr uint64) Location {
 // loadBias). 0 when no segment holds it.
 func fileOffset(loads []elfx.Load, vaddr uint64) uint64 {
 	for _, l := range loads {
-		start := l.Vaddr &^ (pageSize - 1)
+		start := elfx.PageDown(l.Vaddr)
 		if vaddr >= start && vaddr < l.Vaddr+l.Memsz {
-			return vaddr - start + l.Offset&^(pageSize-1)
+			return vaddr - start + elfx.PageDown(l.Offset)
 		}
 	}
 	return 0

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"rtrace/internal/testutil"
+	"rtrace/internal/trace"
 )
 
 // TestLocate resolves the fixture's return addresses into pieces: the
@@ -30,7 +31,7 @@ func TestLocate(t *testing.T) {
 			} {
 				addr := run.rets[c.tag]
 				got := r.Locate(addr)
-				want := Location{Func: c.fn, File: src(c.file), Line: markerLine(t, c.file, c.marker), Module: c.module}
+				want := trace.Location{Func: c.fn, File: src(c.file), Line: markerLine(t, c.file, c.marker), Module: c.module}
 				if got.Func != want.Func || got.File != want.File || got.Line != want.Line || got.Module != want.Module {
 					t.Errorf("Locate(%#x) (%s) = %+v, want %+v", addr, c.tag, got, want)
 				}
@@ -45,7 +46,7 @@ func TestLocate(t *testing.T) {
 					t.Errorf("Frame(%#x) after Locate = %q, want %q", addr, f, w)
 				}
 			}
-			if got := r.Locate(0x10); got != (Location{}) {
+			if got := r.Locate(0x10); got != (trace.Location{}) {
 				t.Errorf("Locate(0x10), in no mapping = %+v, want zero", got)
 			}
 		})

@@ -2,7 +2,6 @@ package resolver
 
 import (
 	"debug/dwarf"
-	"debug/elf"
 	"path/filepath"
 
 	"rtrace/internal/elfx"
@@ -108,13 +107,12 @@ type srcPos struct {
 // once and reports errors).
 func originDecls(path string) (out map[uint64]srcPos) {
 	out = map[uint64]srcPos{}
-	defer func() { recover() }()
-	ef, err := elf.Open(path)
+	ef, err := elfx.OpenELF(path)
 	if err != nil {
 		return out
 	}
 	defer ef.Close()
-	d, err := ef.DWARF()
+	d, err := elfx.DWARF(ef)
 	if err != nil {
 		return out
 	}
@@ -130,36 +128,39 @@ func originDecls(path string) (out map[uint64]srcPos) {
 	var todo []pending
 	var files []*dwarf.LineFile
 	r := d.Reader()
-	for {
-		e, err := r.Next()
-		if err != nil || e == nil {
-			break
-		}
-		switch e.Tag {
-		case dwarf.TagCompileUnit, dwarf.TagPartialUnit:
-			files = nil
-			if lr, err := d.LineReader(e); err == nil && lr != nil {
-				files = lr.Files()
+	// A panic of debug/dwarf ends the walk like an error does.
+	_ = elfx.Guard(func() error {
+		for {
+			e, err := r.Next()
+			if err != nil || e == nil {
+				return err
 			}
-		case dwarf.TagSubprogram:
-			var x decl
-			line, _ := e.Val(dwarf.AttrDeclLine).(int64)
-			fi, _ := e.Val(dwarf.AttrDeclFile).(int64)
-			if line > 0 && fi >= 0 && fi < int64(len(files)) && files[fi] != nil {
-				x.pos = srcPos{int(line), filepath.Clean(files[fi].Name)}
-			}
-			for _, a := range []dwarf.Attr{dwarf.AttrAbstractOrigin, dwarf.AttrSpecification} {
-				if ref, ok := e.Val(a).(dwarf.Offset); ok {
-					x.ref = ref
-					break
+			switch e.Tag {
+			case dwarf.TagCompileUnit, dwarf.TagPartialUnit:
+				files = nil
+				if lr, err := d.LineReader(e); err == nil && lr != nil {
+					files = lr.Files()
+				}
+			case dwarf.TagSubprogram:
+				var x decl
+				line, _ := e.Val(dwarf.AttrDeclLine).(int64)
+				fi, _ := e.Val(dwarf.AttrDeclFile).(int64)
+				if line > 0 && fi >= 0 && fi < int64(len(files)) && files[fi] != nil {
+					x.pos = srcPos{int(line), filepath.Clean(files[fi].Name)}
+				}
+				for _, a := range []dwarf.Attr{dwarf.AttrAbstractOrigin, dwarf.AttrSpecification} {
+					if ref, ok := e.Val(a).(dwarf.Offset); ok {
+						x.ref = ref
+						break
+					}
+				}
+				decls[e.Offset] = x
+				if low, ok := e.Val(dwarf.AttrLowpc).(uint64); ok && x.pos.line == 0 && x.ref != 0 {
+					todo = append(todo, pending{low, x.ref})
 				}
 			}
-			decls[e.Offset] = x
-			if low, ok := e.Val(dwarf.AttrLowpc).(uint64); ok && x.pos.line == 0 && x.ref != 0 {
-				todo = append(todo, pending{low, x.ref})
-			}
 		}
-	}
+	})
 	for _, t := range todo {
 		// An origin may itself refer on (a definition to its
 		// declaration in a class); a few steps suffice.

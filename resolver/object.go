@@ -33,21 +33,16 @@ type elfFile struct {
 }
 
 // parseELF reads an ELF file. Corrupt input gives an error, never a panic.
-func parseELF(ra io.ReaderAt) (f *elfFile, err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			f, err = nil, fmt.Errorf("corrupt ELF: %v", p)
-		}
-	}()
+func parseELF(ra io.ReaderAt) (*elfFile, error) {
 	xf, err := elfx.Parse(ra)
 	if err != nil {
 		return nil, err
 	}
-	ef, err := elf.NewFile(ra)
+	ef, err := elfx.NewELF(ra)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", elfx.ErrNotELF, err)
+		return nil, err
 	}
-	f = &elfFile{File: xf, ef: ef}
+	f := &elfFile{File: xf, ef: ef}
 	for _, s := range ef.Sections {
 		const text = elf.SHF_ALLOC | elf.SHF_EXECINSTR
 		if s.Flags&text == text && s.Size > 0 {
@@ -73,17 +68,17 @@ func parseELF(ra io.ReaderAt) (f *elfFile, err error) {
 }
 
 // readDWARF indexes the DWARF of f. Corrupt DWARF gives an error.
-func readDWARF(f *elfFile, text []span) (x *dwarfIndex, err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			x, err = nil, fmt.Errorf("corrupt DWARF: %v", p)
-		}
-	}()
-	d, err := f.ef.DWARF()
+func readDWARF(f *elfFile, text []span) (*dwarfIndex, error) {
+	d, err := elfx.DWARF(f.ef)
 	if err != nil {
 		return nil, fmt.Errorf("corrupt DWARF: %w", err)
 	}
-	lines, cus, err := readLines(d, text)
+	var lines *lineTable
+	var cus []cuRange
+	err = elfx.Guard(func() (err error) {
+		lines, cus, err = readLines(d, text)
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("corrupt DWARF: %w", err)
 	}
@@ -180,15 +175,14 @@ func (o *object) lookup(pc uint64) (name, file string, line int) {
 // mangled reports whether name is an Itanium C++ ABI mangled name.
 func mangled(name string) bool { return strings.HasPrefix(name, "_Z") }
 
-// dwarfFunction is dwarfIndex.function, made safe against panics in
-// debug/dwarf on corrupt input.
+// dwarfFunction is dwarfIndex.function, which reads DWARF units lazily,
+// made safe against panics in debug/dwarf on corrupt input.
 func (o *object) dwarfFunction(pc uint64) (name string, inlined bool, err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			name, inlined, err = "", false, fmt.Errorf("corrupt DWARF: %v", p)
-		}
-	}()
-	return o.dw.function(pc)
+	err = elfx.Guard(func() (err error) {
+		name, inlined, err = o.dw.function(pc)
+		return err
+	})
+	return name, inlined, err
 }
 
 // displayPath is the source path as output: its base name unless full.

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"rtrace/internal/elfx"
 	"rtrace/internal/testutil"
 )
 
@@ -138,7 +139,7 @@ func TestSplitMapping(t *testing.T) {
 	addr := run.rets["libc"]
 	whole := run.resolver(Options{}, nil)
 	m := whole.mappingAt(addr)
-	cut := (addr - 1) &^ (pageSize - 1)
+	cut := elfx.PageDown(addr - 1)
 	if m == nil || cut <= m.From {
 		t.Skipf("return address %#x too near its mapping's start", addr)
 	}

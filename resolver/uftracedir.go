@@ -132,7 +132,7 @@ type traceModule struct {
 
 // load reads the module and its DWARF (with argument specs when auto).
 func (m *traceModule) load(dirs []string, auto bool) {
-	m.err = safely(func() (err error) {
+	m.err = elfx.Guard(func() (err error) {
 		if m.md, err = loadModule(m.path, dirs); err != nil {
 			return err
 		}
@@ -255,17 +255,6 @@ func warn(w io.Writer, path string, err error, effect string) {
 		msg = path + ": " + msg
 	}
 	fmt.Fprintf(w, "warning: resolver: %s; %s\n", msg, effect)
-}
-
-// safely runs fn, turning a panic (of debug/elf or debug/dwarf on
-// corrupt input) into an error.
-func safely(fn func() error) (err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			err = fmt.Errorf("corrupt ELF or DWARF: %v", p)
-		}
-	}()
-	return fn()
 }
 
 // writeAtomic replaces path with data.

@@ -8,6 +8,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"rtrace/internal/elfx"
 	"rtrace/internal/uftrace"
 	"rtrace/tracer/ptrace"
 )
@@ -115,7 +116,7 @@ func (t *Tracer) readString(tid int, addr uint64) string {
 	}
 	buf := make([]byte, uftrace.MaxStringLen)
 	if err := ptrace.ReadMem(tid, addr, buf); err != nil {
-		toPage := int(4096 - addr%4096)
+		toPage := int(elfx.PageSize - addr%elfx.PageSize)
 		if toPage >= len(buf) || ptrace.ReadMem(tid, addr, buf[:toPage]) != nil {
 			return uftrace.UnreadableString(addr)
 		}

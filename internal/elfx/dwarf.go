@@ -2,7 +2,6 @@ package elfx
 
 import (
 	"debug/dwarf"
-	"debug/elf"
 	"fmt"
 	"path/filepath"
 	"sort"
@@ -25,13 +24,8 @@ type Subprogram struct {
 // Subprograms lists the functions with code that the DWARF of path
 // describes, sorted by address. A file without DWARF gives nil, nil;
 // corrupt DWARF gives an error.
-func Subprograms(path string) (subs []Subprogram, err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			subs, err = nil, fmt.Errorf("%s: corrupt DWARF: %v", path, p)
-		}
-	}()
-	ef, err := elf.Open(path)
+func Subprograms(path string) ([]Subprogram, error) {
+	ef, err := OpenELF(path)
 	if err != nil {
 		return nil, err
 	}
@@ -39,17 +33,31 @@ func Subprograms(path string) (subs []Subprogram, err error) {
 	if ef.Section(".debug_info") == nil {
 		return nil, nil
 	}
-	d, err := ef.DWARF()
+	d, err := DWARF(ef)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
+	var subs []Subprogram
+	err = Guard(func() error {
+		var err error
+		subs, err = subprograms(d)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%s: reading DWARF: %w", path, err)
+	}
+	return subs, nil
+}
+
+// subprograms walks d for Subprograms.
+func subprograms(d *dwarf.Data) (subs []Subprogram, err error) {
 	r := d.Reader()
 	var files []*dwarf.LineFile
 	seen := map[uint64]bool{}
 	for {
 		e, err := r.Next()
 		if err != nil {
-			return nil, fmt.Errorf("%s: reading DWARF: %w", path, err)
+			return nil, err
 		}
 		if e == nil {
 			break
@@ -77,7 +85,7 @@ func Subprograms(path string) (subs []Subprogram, err error) {
 			}
 			if e.Children {
 				if err := params(r, d, &s); err != nil {
-					return nil, fmt.Errorf("%s: reading DWARF: %w", path, err)
+					return nil, err
 				}
 			}
 			subs = append(subs, s)

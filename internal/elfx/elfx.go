@@ -75,37 +75,40 @@ func Open(path string) (*File, error) {
 }
 
 // Parse reads an ELF object from r. Corrupt input yields an error, never a panic.
-func Parse(r io.ReaderAt) (ef *File, err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			ef, err = nil, fmt.Errorf("corrupt ELF: %v", p)
-		}
-	}()
-	f, err := elf.NewFile(r)
+func Parse(r io.ReaderAt) (*File, error) {
+	f, err := NewELF(r)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrNotELF, err)
+		return nil, err
 	}
 	defer f.Close()
-	if f.Class != elf.ELFCLASS64 || f.Machine != elf.EM_X86_64 {
-		return nil, fmt.Errorf("%w: class %v machine %v", ErrNotELF, f.Class, f.Machine)
-	}
-	ef = &File{Type: f.Type, Entry: f.Entry}
-	for _, p := range f.Progs {
-		switch p.Type {
-		case elf.PT_LOAD:
-			ef.Loads = append(ef.Loads, Load{Vaddr: p.Vaddr, Memsz: p.Memsz, Offset: p.Off, Filesz: p.Filesz, Exec: p.Flags&elf.PF_X != 0})
-		case elf.PT_INTERP:
-			b := make([]byte, p.Filesz)
-			if _, err := p.ReadAt(b, 0); err == nil {
-				ef.Interp = string(bytes.TrimRight(b, "\x00"))
+	ef := &File{Type: f.Type, Entry: f.Entry}
+	err = Guard(func() error {
+		for _, p := range f.Progs {
+			switch p.Type {
+			case elf.PT_LOAD:
+				ef.Loads = append(ef.Loads, Load{Vaddr: p.Vaddr, Memsz: p.Memsz, Offset: p.Off, Filesz: p.Filesz, Exec: p.Flags&elf.PF_X != 0})
+			case elf.PT_INTERP:
+				// The kernel refuses an interpreter path longer than
+				// PATH_MAX (fs/binfmt_elf.c, load_elf_binary).
+				if p.Filesz > 4096 {
+					continue
+				}
+				b := make([]byte, p.Filesz)
+				if _, err := p.ReadAt(b, 0); err == nil {
+					ef.Interp = string(bytes.TrimRight(b, "\x00"))
+				}
 			}
 		}
+		ef.BuildID = buildID(f)
+		ef.IsGo = f.Section(".go.buildinfo") != nil || f.Section(".gopclntab") != nil
+		ef.Funcs = funcs(f)
+		ef.Imports = imports(f)
+		ef.Probes, ef.ProbeErr = usdt.Probes(f)
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
-	ef.BuildID = buildID(f)
-	ef.IsGo = f.Section(".go.buildinfo") != nil || f.Section(".gopclntab") != nil
-	ef.Funcs = funcs(f)
-	ef.Imports = imports(f)
-	ef.Probes, ef.ProbeErr = usdt.Probes(f)
 	return ef, nil
 }
 
@@ -199,7 +202,7 @@ func (f *File) MinVaddr() uint64 {
 			min = l.Vaddr
 		}
 	}
-	return min &^ 0xfff
+	return PageDown(min)
 }
 
 // Bias returns the load bias of f given the start of its lowest mapping:

@@ -10,18 +10,17 @@ import (
 	"github.com/google/pprof/profile"
 
 	"rtrace/internal/trace"
-	"rtrace/resolver"
 )
 
 // fakeResolver names the addresses of its table once a mapping holds them.
 type fakeResolver struct {
 	maps  []trace.Mapping
-	names map[uint64]resolver.Location
+	names map[uint64]trace.Location
 }
 
 func (f *fakeResolver) AddMapping(m trace.Mapping) { f.maps = append(f.maps, m) }
 
-func (f *fakeResolver) Locate(addr uint64) resolver.Location {
+func (f *fakeResolver) Locate(addr uint64) trace.Location {
 	for _, m := range f.maps {
 		if addr >= m.From && addr < m.To {
 			l := f.names[addr]
@@ -29,7 +28,7 @@ func (f *fakeResolver) Locate(addr uint64) resolver.Location {
 			return l
 		}
 	}
-	return resolver.Location{}
+	return trace.Location{}
 }
 
 // Addresses in /bin/leaky the fake resolver names.
@@ -41,7 +40,7 @@ const (
 )
 
 func newFake() *fakeResolver {
-	return &fakeResolver{names: map[uint64]resolver.Location{
+	return &fakeResolver{names: map[uint64]trace.Location{
 		addrA:    {Func: "alloc_a", File: "/src/leaky.c", Line: 10},
 		addrB:    {Func: "alloc_b", File: "/src/leaky.c", Line: 20},
 		addrMain: {Func: "main", File: "/src/leaky.c", Line: 30},

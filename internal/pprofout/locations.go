@@ -122,7 +122,7 @@ func (t *locTable) function(name, file string) *profile.Function {
 
 // parseFrame reads a resolved sp-rtrace frame text: "name() at file:line",
 // "name() from /module", "from /module" or "in ??". The name loses the
-// "()" the resolver appends, as resolver.Location's does.
+// "()" the resolver appends, as trace.Location's does.
 func parseFrame(s string) (fn, file string, line int) {
 	at, from := strings.Index(s, " at "), strings.Index(s, " from ")
 	if at > 0 && (from < 0 || at < from) {

@@ -4,7 +4,6 @@ import (
 	"testing"
 
 	"rtrace/internal/trace"
-	"rtrace/resolver"
 )
 
 func TestParseFrame(t *testing.T) {
@@ -37,7 +36,7 @@ func TestResolvedFrames(t *testing.T) {
 		{Addr: 0x7000010, Text: "from /x/y.so"},
 		{Addr: 0x10, Text: "in ??"},
 	}
-	res := &fakeResolver{names: map[uint64]resolver.Location{0x401100: {Func: "wrong"}}}
+	res := &fakeResolver{names: map[uint64]trace.Location{0x401100: {Func: "wrong"}}}
 	items := append(head(false), &trace.Mapping{From: 0x7000000, To: 0x7001000, Path: "/x/y.so"}, c, exited)
 	p, _ := encode(t, res, items...)
 	checkStacks(t, p, map[string][]int64{"memory: small_block;?;?": {1, 64, 1, 64, 1, 64}})
@@ -58,7 +57,7 @@ func TestResolvedFrames(t *testing.T) {
 func TestUnknownAddress(t *testing.T) {
 	const late = 0x500100
 	res := newFake()
-	res.names[late] = resolver.Location{Func: "late_fn", File: "/src/late.c", Line: 5}
+	res.names[late] = trace.Location{Func: "late_fn", File: "/src/late.c", Line: 5}
 	items := append(head(false),
 		alloc(1, 1, 8, 0x401400, addrMain), // in /bin/leaky, no name
 		alloc(1, 2, 16, late),              // before its mapping

@@ -10,13 +10,12 @@ import (
 	"github.com/google/pprof/profile"
 
 	"rtrace/internal/trace"
-	"rtrace/resolver"
 )
 
 // Resolver locates backtrace addresses; *resolver.Resolver is one.
 type Resolver interface {
 	AddMapping(trace.Mapping)
-	Locate(addr uint64) resolver.Location
+	Locate(addr uint64) trace.Location
 }
 
 // Writer builds a profile from trace items (see the package comment). It

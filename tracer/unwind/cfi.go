@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/go-delve/delve/pkg/dwarf/frame"
+
+	"rtrace/internal/elfx"
 )
 
 // DWARF register numbers of x86-64 (System V psABI, "DWARF Register Number
@@ -31,33 +33,31 @@ type cfi struct {
 }
 
 // loadCFI reads the CFI of the ELF object at path, loaded with bias.
-func loadCFI(path string, bias uint64) (c *cfi, err error) {
-	defer func() {
-		// debug/elf can panic on malformed input (cilium's SafeELFFile).
-		if r := recover(); r != nil {
-			c, err = nil, fmt.Errorf("reading %s: panic: %v", path, r)
-		}
-	}()
-	f, err := elf.Open(path)
+func loadCFI(path string, bias uint64) (*cfi, error) {
+	f, err := elfx.OpenELF(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	if f.Class != elf.ELFCLASS64 || f.Machine != elf.EM_X86_64 {
-		return nil, fmt.Errorf("%s is not an x86-64 ELF object", path)
-	}
 	var eh, debug []byte
 	var ehAddr uint64
-	if s := f.Section(".eh_frame"); s != nil && s.Type != elf.SHT_NOBITS && s.Addr != 0 {
-		if eh, err = s.Data(); err != nil {
-			return nil, fmt.Errorf("reading .eh_frame of %s: %w", path, err)
+	// Section data is read (and decompressed) on demand: inside the guard.
+	err = elfx.Guard(func() (err error) {
+		if s := f.Section(".eh_frame"); s != nil && s.Type != elf.SHT_NOBITS && s.Addr != 0 {
+			if eh, err = s.Data(); err != nil {
+				return fmt.Errorf("reading .eh_frame of %s: %w", path, err)
+			}
+			ehAddr = s.Addr
 		}
-		ehAddr = s.Addr
-	}
-	if s := f.Section(".debug_frame"); s != nil && s.Type != elf.SHT_NOBITS {
-		if debug, err = s.Data(); err != nil {
-			return nil, fmt.Errorf("reading .debug_frame of %s: %w", path, err)
+		if s := f.Section(".debug_frame"); s != nil && s.Type != elf.SHT_NOBITS {
+			if debug, err = s.Data(); err != nil {
+				return fmt.Errorf("reading .debug_frame of %s: %w", path, err)
+			}
 		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	fdes, err := parseCFI(eh, ehAddr, debug, bias)
 	if err != nil {
