@@ -219,6 +219,11 @@ func (f *funcFilter) exit(t *funcTask, it *uftrace.Item, emit func(*uftrace.Item
 		if !fr.kept || fr.pending != nil || uftrace.MatchAny(f.opts.NoTrace, it.Func) {
 			return nil
 		}
+		// Its callers are open still: their waiting entries come first,
+		// as for an event.
+		if err := f.flush(t, d, emit); err != nil {
+			return err
+		}
 		it.Depth = fr.depth
 		return emit(it)
 	}
