@@ -68,17 +68,6 @@ func scanModule(mem *os.File, f *elfx.File, bias uint64, events []string) *codeM
 	return cm
 }
 
-// stubs returns the PLT stubs of f whose calls are recorded as library calls.
-func stubs(f *elfx.File) []cand {
-	var out []cand
-	for _, imp := range f.Imports {
-		if imp.Stub != 0 && !libcallSkip[imp.Name] {
-			out = append(out, cand{name: imp.Name, value: imp.Stub, size: imp.StubSize, libcall: true})
-		}
-	}
-	return out
-}
-
 // plantFuncs maps size bytes of scratch just below the module of cm (so
 // rip-relative operands and detour jumps stay in rel32 range), puts a
 // return breakpoint at its first byte, and instruments cands: a detour
@@ -221,6 +210,12 @@ func (cm *codeMap) detour(c cand, body []byte, slot, ret, entry uint64) (bp.Plan
 		return plan, errProbeInside
 	}
 	return plan, nil
+}
+
+// symbolWithin reports whether a symbol of sorted starts lies in (lo, hi).
+func symbolWithin(starts []uint64, lo, hi uint64) bool {
+	i, _ := slices.BinarySearch(starts, lo+1)
+	return i < len(starts) && starts[i] < hi
 }
 
 // isRet reports whether addr is one of the image's return breakpoints.

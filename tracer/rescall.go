@@ -9,7 +9,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"rtrace/internal/elfx"
 	"rtrace/internal/trace"
 	"rtrace/tracer/ptrace"
 	"rtrace/tracer/unwind"
@@ -263,37 +262,4 @@ func (m *shadowMem) ReadMemory(buf []byte, addr uint64) (int, error) {
 		}
 	}
 	return n, nil
-}
-
-// resCands returns the functions of library f that the selected resource
-// modules report, skipping those already picked (by -P) and aliases of one
-// address (malloc and __libc_malloc).
-func (t *Tracer) resCands(f *elfx.File, picked map[uint64]bool) []cand {
-	var out []cand
-	for _, m := range t.cfg.Modules {
-		for i := range m.Funcs {
-			rf := &m.Funcs[i]
-			for _, fn := range f.Funcs {
-				if picked[fn.Value] || !rf.matchFunc(fn) || !inExec(f, fn.Value) {
-					continue
-				}
-				picked[fn.Value] = true
-				out = append(out, cand{name: fn.Name, value: fn.Value, size: fn.Size,
-					res: &resFn{rf: rf, res: t.resIDs[&m.Resources[rf.Res]]}})
-			}
-		}
-	}
-	return out
-}
-
-// resName reports whether a selected module traces the function name.
-func (t *Tracer) resName(name string) bool {
-	for _, m := range t.cfg.Modules {
-		for i := range m.Funcs {
-			if m.Funcs[i].matchSym(name) {
-				return true
-			}
-		}
-	}
-	return false
 }
