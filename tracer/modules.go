@@ -138,7 +138,7 @@ func (t *Tracer) traceLibrary(tid int, mem *os.File, im *image, f *elfx.File, bi
 	if len(cands) == 0 {
 		return
 	}
-	size := uint64(16+len(cands)*bp.MaxSlot+4095) &^ 4095
+	size := scratchSize(len(cands))
 	scratch, _, err := t.plantFuncs(tid, mem, im, scanModule(mem, f, bias, t.cfg.Events), cands, size)
 	if err != nil {
 		fmt.Fprintf(t.cfg.Warn, "rtrace: warning: cannot trace functions of %s: %v\n", f.Path, err)

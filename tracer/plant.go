@@ -76,11 +76,7 @@ func scanModule(mem *os.File, f *elfx.File, bias uint64, events []string) *codeM
 // nothing stays patched.
 func (t *Tracer) plantFuncs(tid int, mem *os.File, im *image, cm *codeMap, cands []cand, size uint64) (scratch, end uint64, err error) {
 	f, bias := cm.f, cm.bias
-	hint := (bias + f.MinVaddr() - size - 1<<20) &^ 4095
-	if hint > bias+f.MinVaddr() { // wrapped around
-		hint = 0
-	}
-	scratch, err = remoteSyscall(tid, unix.SYS_MMAP, hint, size,
+	scratch, err = remoteSyscall(tid, unix.SYS_MMAP, scratchHint(bias+f.MinVaddr(), size), size,
 		unix.PROT_READ|unix.PROT_EXEC, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS, ^uint64(0), 0)
 	if err != nil {
 		return 0, 0, fmt.Errorf("mapping scratch memory for %s: %w", f.Path, err)
@@ -93,6 +89,24 @@ func (t *Tracer) plantFuncs(tid int, mem *os.File, im *image, cm *codeMap, cands
 		return 0, 0, err
 	}
 	return scratch, p.end(), nil
+}
+
+// scratchSize is the size of a scratch mapping for slots slots: the
+// return breakpoint's 16 bytes and MaxSlot per slot, in whole pages.
+func scratchSize(slots int) uint64 {
+	return uint64(16+slots*bp.MaxSlot+4095) &^ 4095
+}
+
+// scratchHint is where to ask for size bytes of scratch for a module
+// loaded from lo on: a page-aligned address 1 MiB below it, so that its
+// code reaches the scratch with rel32 displacements; 0 (anywhere) when
+// there is no room below.
+func scratchHint(lo, size uint64) uint64 {
+	hint := (lo - size - 1<<20) &^ 4095
+	if hint > lo { // wrapped around
+		return 0
+	}
+	return hint
 }
 
 // plantPlan is how the functions of one module are instrumented: what

@@ -297,3 +297,57 @@ func TestCommitPlan(t *testing.T) {
 		}
 	}
 }
+
+func TestScratchSize(t *testing.T) {
+	cases := []struct {
+		slots int
+		want  uint64
+	}{
+		{0, 4096},
+		{1, 4096},
+		{23, 4096}, // 16 + 23*176 = 4064
+		{24, 8192}, // 4240
+		{hookSlots, 8192},
+	}
+	for _, c := range cases {
+		if got := scratchSize(c.slots); got != c.want {
+			t.Errorf("scratchSize(%d) = %d, want %d", c.slots, got, c.want)
+		}
+	}
+	// A scratch of that size holds the slots of that many functions,
+	// whatever their plan.
+	bodies := map[uint64][]byte{}
+	var cands []cand
+	for i := range 24 {
+		a := 0x1000 + uint64(i)*16
+		// call +0x100: the largest relocation (a call becomes a push of
+		// its return address and a jmp).
+		bodies[a] = []byte{0xe8, 0, 1, 0, 0, 0xc3}
+		cands = append(cands, cand{name: fmt.Sprint("f", i), value: a, size: 6})
+	}
+	cm := testCodeMap(bodies)
+	cm.starts, cm.probes = nil, nil
+	for _, entry := range []uint64{0, testBias + 0x1000} {
+		p := planFuncs(cm, cands, testScratch, scratchSize(len(cands)), entry, true)
+		if len(p.entries) != len(cands) || len(p.skipped) != 0 || uint64(len(p.code)) > scratchSize(len(cands)) {
+			t.Errorf("entry %#x: %d planted, skipped %v, %d bytes", entry, len(p.entries), p.skipped, len(p.code))
+		}
+	}
+}
+
+func TestScratchHint(t *testing.T) {
+	cases := []struct {
+		lo, size, want uint64
+	}{
+		{0x555555554000, 0x3000, 0x555555451000},
+		{0x400000, 0x2000, 0x2fe000},
+		{0x401234, 0x1000, 0x300000}, // page-aligned
+		{0x10000, 0x1000, 0},         // no room below: anywhere
+		{0x100000, 0x1000, 0},
+	}
+	for _, c := range cases {
+		if got := scratchHint(c.lo, c.size); got != c.want {
+			t.Errorf("scratchHint(%#x, %#x) = %#x, want %#x", c.lo, c.size, got, c.want)
+		}
+	}
+}
