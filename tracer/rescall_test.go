@@ -207,3 +207,46 @@ func TestResEffects(t *testing.T) {
 		}
 	}
 }
+
+func TestWantBacktrace(t *testing.T) {
+	rf := func(sym string) *ResFunc {
+		for i := range resModules {
+			for j := range resModules[i].Funcs {
+				if f := &resModules[i].Funcs[j]; f.Sym == sym {
+					return f
+				}
+			}
+		}
+		t.Fatalf("no %s", sym)
+		return nil
+	}
+	cases := []struct {
+		name    string
+		all     bool
+		monitor []uint64
+		sym     string
+		args    [6]uint64
+		want    bool
+	}{
+		{"allocation", false, nil, "malloc", [6]uint64{100}, true},
+		{"release", false, nil, "free", [6]uint64{0x1000}, false},
+		{"release, --backtrace-all", true, nil, "free", [6]uint64{0x1000}, true},
+		{"close", false, nil, "close", [6]uint64{3}, false},
+		{"shmctl", false, nil, "shmctl", [6]uint64{7, 0}, false},
+		{"open", false, nil, "open", [6]uint64{0x1000}, true},
+		// A realloc allocates, a munmap (freeArgOK) releases.
+		{"realloc", false, nil, "realloc", [6]uint64{0x1000, 64}, true},
+		{"munmap, --backtrace-all", true, nil, "munmap", [6]uint64{0x1000, 4096}, true},
+		{"monitored size", false, []uint64{24, 100}, "calloc", [6]uint64{3, 8}, true},
+		{"other size", false, []uint64{24, 100}, "malloc", [6]uint64{23}, false},
+		{"monitor leaves releases to --backtrace-all", true, []uint64{24}, "free", [6]uint64{0x1000}, true},
+		// Resources without a size have size 1.
+		{"monitor 1", false, []uint64{1}, "fopen", [6]uint64{0x1000, 0x2000}, true},
+	}
+	for _, c := range cases {
+		tr := &Tracer{cfg: Config{BacktraceAll: c.all, Monitor: c.monitor}}
+		if got := tr.wantBacktrace(rf(c.sym), c.args); got != c.want {
+			t.Errorf("%s: wantBacktrace = %v, want %v", c.name, got, c.want)
+		}
+	}
+}
