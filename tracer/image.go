@@ -7,9 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"regexp"
-	"slices"
-	"strings"
 
 	"rtrace/internal/elfx"
 	"rtrace/internal/uftrace"
@@ -104,23 +101,6 @@ func execRange(f *elfx.File, bias uint64) (lo, hi uint64) {
 		}
 	}
 	return lo, hi
-}
-
-// crtFuncs are functions the C runtime adds to every executable (crt1.o,
-// crti.o, crtbegin.o, crtend.o); uftrace's -pg recordings never show them.
-var crtFuncs = map[string]bool{
-	"_start": true, "_init": true, "_fini": true, "deregister_tm_clones": true,
-	"register_tm_clones": true, "__do_global_dtors_aux": true, "frame_dummy": true,
-	"__libc_csu_init": true, "__libc_csu_fini": true, "_dl_relocate_static_pie": true,
-	"__stack_chk_fail_local": true, "atexit": true, "__libc_start_main": true,
-}
-
-// traceable reports whether fn of f may be traced: not C runtime code,
-// not a part split off a function, and not a hooked runtime function (a
-// hijacked return address in setjmp or the unwinder breaks what they do).
-func traceable(f *elfx.File, fn elfx.Func) bool {
-	return !crtFuncs[fn.Name] && hookNames[fn.Name] == 0 && !strings.HasPrefix(fn.Name, "__x86.get_pc_thunk") &&
-		!isFragment(fn.Name) && inExec(f, fn.Value)
 }
 
 // Skip is a function rtrace could not trace, with the reason.
@@ -219,30 +199,13 @@ func (t *Tracer) setupImage(tid int) (*image, []byte, error) {
 			}
 		}
 	}
-	var cands []cand
-	for _, fn := range f.Funcs {
-		if t.funcs == nil || !traceable(f, fn) {
-			continue
-		}
-		if own != nil && !own[fn.Value] {
-			continue
-		}
-		cands = append(cands, cand{name: fn.Name, value: fn.Value, size: fn.Size})
-	}
-	if len(cands) == 0 && t.funcs != nil {
+	cands, nfuncs := exeCands(f, own, t.funcs != nil, t.cfg.Libcalls, t.cfg.Modules)
+	if nfuncs == 0 && t.funcs != nil {
 		fmt.Fprintf(t.cfg.Warn, "rtrace: warning: %s has no function symbols (stripped?): no calls will be recorded\n", exe)
-	}
-	if t.cfg.Libcalls && t.funcs != nil {
-		for _, c := range stubs(f) {
-			// A resource function is recorded inside its library, once.
-			if !t.resName(c.name) {
-				cands = append(cands, c)
-			}
-		}
 	}
 	// Scratch: the return breakpoint, then one slot per function, then the
 	// room for hooks and GOT trampolines planted later.
-	size := uint64(16+(len(cands)+len(f.Imports)+hookSlots)*bp.MaxSlot+4095) &^ 4095
+	size := scratchSize(len(cands) + len(f.Imports) + hookSlots)
 	mem, err := os.OpenFile(fmt.Sprintf("/proc/%d/mem", tid), os.O_RDWR, 0)
 	if err != nil {
 		return nil, nil, fmt.Errorf("opening the memory of pid %d: %w", tid, err)
@@ -250,13 +213,7 @@ func (t *Tracer) setupImage(tid int) (*image, []byte, error) {
 	defer mem.Close()
 	cm := scanModule(mem, f, bias, t.cfg.Events)
 	if t.cfg.Libcalls && t.funcs != nil {
-		for _, imp := range f.Imports {
-			// A slot also read as data holds an address the program
-			// compares or passes on: it stays the library's.
-			if imp.Stub == 0 && cm.slots[imp.GOT+bias] && !cm.loads[imp.GOT+bias] && !libcallSkip[imp.Name] && hookNames[imp.Name] != hookSetjmp {
-				im.gotCalls = append(im.gotCalls, imp)
-			}
-		}
+		im.gotCalls = gotCalls(f, cm)
 	}
 	scratch, end, err := t.plantFuncs(tid, mem, im, cm, cands, size)
 	if err != nil {
@@ -298,30 +255,6 @@ func (t *Tracer) newFn(f *elfx.File, name string, addr uint64) fn {
 // removeInternal restores the original byte of an internal-only breakpoint.
 func removeInternal(tid int, b *bp.Breakpoint) error {
 	return ptrace.WriteText(tid, b.Addr, []byte{b.Orig})
-}
-
-// fragment matches the parts gcc splits off a function (foo.cold,
-// foo.cold.3): reached by a jump from foo, never called, so their (%rsp)
-// is not a return address.
-var fragment = regexp.MustCompile(`\.cold(\.\d+)?$`)
-
-// symbolWithin reports whether a symbol of sorted starts lies in (lo, hi).
-func symbolWithin(starts []uint64, lo, hi uint64) bool {
-	i, _ := slices.BinarySearch(starts, lo+1)
-	return i < len(starts) && starts[i] < hi
-}
-
-func isFragment(name string) bool {
-	return strings.Contains(name, ".cold") && fragment.MatchString(name)
-}
-
-func inExec(f *elfx.File, vaddr uint64) bool {
-	for _, l := range f.Loads {
-		if l.Exec && vaddr >= l.Vaddr && vaddr < l.Vaddr+l.Memsz {
-			return true
-		}
-	}
-	return false
 }
 
 var (

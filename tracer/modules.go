@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 
 	"rtrace/internal/elfx"
@@ -135,31 +134,11 @@ func (t *Tracer) syncModules(th *thread, ts uint64) {
 // that -P selects, and its PLT stubs with --nest-libcall, in scratch
 // memory mapped next to it.
 func (t *Tracer) traceLibrary(tid int, mem *os.File, im *image, f *elfx.File, bias uint64) {
-	base := filepath.Base(f.Path)
-	var cands []cand
-	picked := map[uint64]bool{}
-	for _, lp := range t.cfg.LibFuncs {
-		if !uftrace.MatchLibName(f.Path, lp.Lib) {
-			continue
-		}
-		for _, fn := range f.Funcs {
-			if picked[fn.Value] || !traceable(f, fn) {
-				continue
-			}
-			if lp.Func.MatchSymbol(fn.Name) {
-				picked[fn.Value] = true
-				cands = append(cands, cand{name: fn.Name, value: fn.Value, size: fn.Size})
-			}
-		}
-	}
-	if t.cfg.NestLibcall && !systemLib(base) {
-		cands = append(cands, stubs(f)...)
-	}
-	cands = append(cands, t.resCands(f, picked)...)
+	cands := libCands(f, t.cfg.LibFuncs, t.cfg.NestLibcall, t.cfg.Modules, t.resIDs)
 	if len(cands) == 0 {
 		return
 	}
-	size := uint64(16+len(cands)*bp.MaxSlot+4095) &^ 4095
+	size := scratchSize(len(cands))
 	scratch, _, err := t.plantFuncs(tid, mem, im, scanModule(mem, f, bias, t.cfg.Events), cands, size)
 	if err != nil {
 		fmt.Fprintf(t.cfg.Warn, "rtrace: warning: cannot trace functions of %s: %v\n", f.Path, err)

@@ -2,6 +2,7 @@ package tracer
 
 import (
 	"fmt"
+	"io"
 	"maps"
 	"os"
 	"slices"
@@ -68,113 +69,165 @@ func scanModule(mem *os.File, f *elfx.File, bias uint64, events []string) *codeM
 	return cm
 }
 
-// stubs returns the PLT stubs of f whose calls are recorded as library calls.
-func stubs(f *elfx.File) []cand {
-	var out []cand
-	for _, imp := range f.Imports {
-		if imp.Stub != 0 && !libcallSkip[imp.Name] {
-			out = append(out, cand{name: imp.Name, value: imp.Stub, size: imp.StubSize, libcall: true})
-		}
-	}
-	return out
-}
-
 // plantFuncs maps size bytes of scratch just below the module of cm (so
-// rip-relative operands and detour jumps stay in rel32 range), puts a
-// return breakpoint at its first byte, and instruments cands: a detour
-// where the entry allows one, an int3 otherwise. It returns the scratch
-// mapping and the end of what it used. On error nothing stays patched.
+// rip-relative operands and detour jumps stay in rel32 range), plans the
+// instrumentation of cands there (planFuncs) and commits the plan. It
+// returns the scratch mapping and the end of what it used. On error
+// nothing stays patched.
 func (t *Tracer) plantFuncs(tid int, mem *os.File, im *image, cm *codeMap, cands []cand, size uint64) (scratch, end uint64, err error) {
 	f, bias := cm.f, cm.bias
-	hint := (bias + f.MinVaddr() - size - 1<<20) &^ 4095
-	if hint > bias+f.MinVaddr() { // wrapped around
-		hint = 0
-	}
-	scratch, err = remoteSyscall(tid, unix.SYS_MMAP, hint, size,
+	scratch, err = remoteSyscall(tid, unix.SYS_MMAP, scratchHint(bias+f.MinVaddr(), size), size,
 		unix.PROT_READ|unix.PROT_EXEC, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS, ^uint64(0), 0)
 	if err != nil {
 		return 0, 0, fmt.Errorf("mapping scratch memory for %s: %w", f.Path, err)
 	}
-	ret := scratch
-	code := make([]byte, 16, size)
-	code[0] = bp.Int3
-	type patch struct {
-		addr    uint64
-		b, orig []byte
+	p := planFuncs(cm, cands, scratch, size, im.entry, f == im.elf)
+	t.skipped = append(t.skipped, p.skipped...)
+	t.int3s = append(t.int3s, p.int3s...)
+	if err := t.commitPlan(mem, im, p); err != nil {
+		remoteSyscall(tid, unix.SYS_MUNMAP, scratch, size)
+		return 0, 0, err
 	}
-	var patches []patch
-	var bps []*bp.Breakpoint
-	nfuncs := len(im.funcs)
+	return scratch, p.end(), nil
+}
+
+// scratchSize is the size of a scratch mapping for slots slots: the
+// return breakpoint's 16 bytes and MaxSlot per slot, in whole pages.
+func scratchSize(slots int) uint64 {
+	return uint64(16+slots*bp.MaxSlot+4095) &^ 4095
+}
+
+// scratchHint is where to ask for size bytes of scratch for a module
+// loaded from lo on: a page-aligned address 1 MiB below it, so that its
+// code reaches the scratch with rel32 displacements; 0 (anywhere) when
+// there is no room below.
+func scratchHint(lo, size uint64) uint64 {
+	hint := (lo - size - 1<<20) &^ 4095
+	if hint > lo { // wrapped around
+		return 0
+	}
+	return hint
+}
+
+// plantPlan is how the functions of one module are instrumented: what
+// goes in its scratch mapping and what is written over their entries.
+// planFuncs computes it without touching the process; commitPlan writes
+// it.
+type plantPlan struct {
+	f             *elfx.File
+	scratch, size uint64 // the scratch mapping
+	// code is the scratch mapping's contents from its start: the return
+	// breakpoint (an int3 padded to 16 bytes), then each entry's slot,
+	// padded to 16 bytes.
+	code    []byte
+	entries []entryPlan
+	// skipped are the candidates left untraced, int3s those instrumented
+	// with an int3 instead of a detour, with why.
+	skipped, int3s []Skip
+}
+
+// entryPlan is the instrumentation of one function's entry.
+type entryPlan struct {
+	c    cand
+	addr uint64 // runtime address
+	// bp is its breakpoint (Func not set: the function's index is known
+	// when it is committed); the entry gets patch over orig.
+	bp          bp.Breakpoint
+	patch       uint64
+	jmp, orig   []byte
+	jump        bool // setjmp (fn.jump)
+	personality bool // a personality routine (fn.personality)
+}
+
+// end is the end of the scratch the plan uses, 16-byte aligned: where
+// later slots (hooks, GOT trampolines) may go.
+func (p *plantPlan) end() uint64 { return (p.scratch + uint64(len(p.code)) + 15) &^ 15 }
+
+// planFuncs plans the instrumentation of cands in the module of cm, with
+// size bytes of scratch at scratch whose first byte is the return
+// breakpoint: a detour where the entry allows one, an int3 otherwise, and
+// nothing (a Skip) where neither can be planted or the scratch is full.
+// entry is the program's entry point; exe says cm is the executable's.
+func planFuncs(cm *codeMap, cands []cand, scratch, size, entry uint64, exe bool) *plantPlan {
+	p := &plantPlan{f: cm.f, scratch: scratch, size: size, code: make([]byte, 16, size)}
+	p.code[0] = bp.Int3
+	ret := scratch
 	for _, c := range cands {
-		addr := c.value + bias
+		addr := c.value + cm.bias
 		body := cm.text.code(addr, max(c.size, 16))
 		n := len(body) // fewer than 16 bytes at the end of the text
 		if n == 0 {
-			t.skipped = append(t.skipped, Skip{c.name, fmt.Sprintf("no code at %#x", addr)})
+			p.skipped = append(p.skipped, Skip{c.name, fmt.Sprintf("no code at %#x", addr)})
 			continue
 		}
-		if uint64(len(code))+bp.MaxSlot > size {
-			t.skipped = append(t.skipped, Skip{c.name, "no scratch room left"})
+		if uint64(len(p.code))+bp.MaxSlot > size {
+			p.skipped = append(p.skipped, Skip{c.name, "no scratch room left"})
 			continue
 		}
-		slot := scratch + uint64(len(code))
+		slot := scratch + uint64(len(p.code))
 		jump := c.libcall && hookNames[c.name] == hookSetjmp
 		var plan bp.Plan
-		err = errJump
+		err := errJump
 		if !jump {
-			plan, err = cm.detour(c, body, slot, ret, im.entry)
+			plan, err = cm.detour(c, body, slot, ret, entry)
 		}
 		if err != nil {
 			why := err.Error()
 			if plan, err = bp.Prepare(body, addr, slot); err != nil {
-				t.skipped = append(t.skipped, Skip{c.name, err.Error()})
+				p.skipped = append(p.skipped, Skip{c.name, err.Error()})
 				continue
 			}
 			if !jump {
-				t.int3s = append(t.int3s, Skip{c.name, why})
+				p.int3s = append(p.int3s, Skip{c.name, why})
 			}
 		}
-		code = append(code, plan.Slot...)
-		code = append(code, make([]byte, -len(code)&15)...)
-		fi := t.newFn(f, c.name, addr)
-		fi.jump = jump
-		fi.res = c.res
-		fi.personality = c.libcall && f == im.elf && strings.HasSuffix(c.name, "_personality_v0")
-		im.funcs = append(im.funcs, fi)
-		b := &bp.Breakpoint{Addr: addr, Orig: body[0], Kind: bp.FuncEntry, Plan: plan, Func: len(im.funcs) - 1}
+		p.code = append(p.code, plan.Slot...)
+		p.code = append(p.code, make([]byte, -len(p.code)&15)...)
+		e := entryPlan{c: c, addr: addr, jump: jump,
+			personality: c.libcall && exe && strings.HasSuffix(c.name, "_personality_v0"),
+			bp:          bp.Breakpoint{Addr: addr, Orig: body[0], Kind: bp.FuncEntry, Plan: plan}}
 		if plan.Action == bp.Detoured {
-			b.Addr = plan.Trap
-			patches = append(patches, patch{plan.Patch, plan.Jmp, plan.Orig})
+			e.bp.Addr = plan.Trap
+			e.patch, e.jmp, e.orig = plan.Patch, plan.Jmp, plan.Orig
 		} else {
-			patches = append(patches, patch{addr, []byte{bp.Int3}, body[:1]})
+			e.patch, e.jmp, e.orig = addr, []byte{bp.Int3}, body[:1]
 		}
-		bps = append(bps, b)
+		p.entries = append(p.entries, e)
 	}
-	// /proc/<pid>/mem writes go through FOLL_FORCE: they reach read-only
-	// text. The trampolines go first: a patch is live as soon as written.
-	undo := func(err error) (uint64, uint64, error) {
-		im.funcs = im.funcs[:nfuncs]
-		remoteSyscall(tid, unix.SYS_MUNMAP, scratch, size)
-		return 0, 0, err
+	return p
+}
+
+// commitPlan writes plan p into the process whose memory is mem and adds
+// its functions and breakpoints to im. /proc/<pid>/mem writes go through
+// FOLL_FORCE: they reach read-only text. The trampolines go first: a patch
+// is live as soon as written. On error nothing stays patched and im is as
+// it was; the caller unmaps the scratch.
+func (t *Tracer) commitPlan(mem io.WriterAt, im *image, p *plantPlan) error {
+	if _, err := mem.WriteAt(p.code, int64(p.scratch)); err != nil {
+		return fmt.Errorf("writing scratch memory for %s: %w", p.f.Path, err)
 	}
-	if _, err := mem.WriteAt(code, int64(scratch)); err != nil {
-		return undo(fmt.Errorf("writing scratch memory for %s: %w", f.Path, err))
-	}
-	for i, p := range patches {
-		if _, err := mem.WriteAt(p.b, int64(p.addr)); err != nil {
+	for i, e := range p.entries {
+		if _, err := mem.WriteAt(e.jmp, int64(e.patch)); err != nil {
 			// Undo: the caller may leave this process untraced, and a jmp to
 			// a trampoline's int3 would kill it.
-			for _, q := range patches[:i] {
-				mem.WriteAt(q.orig, int64(q.addr))
+			for _, q := range p.entries[:i] {
+				mem.WriteAt(q.orig, int64(q.patch))
 			}
-			return undo(fmt.Errorf("instrumenting the function at %#x: %w", p.addr, err))
+			return fmt.Errorf("instrumenting the function at %#x: %w", e.patch, err)
 		}
 	}
-	for _, b := range bps {
-		im.bps.Add(b)
+	for _, e := range p.entries {
+		fi := t.newFn(p.f, e.c.name, e.addr)
+		fi.jump = e.jump
+		fi.res = e.c.res
+		fi.personality = e.personality
+		im.funcs = append(im.funcs, fi)
+		b := e.bp
+		b.Func = len(im.funcs) - 1
+		im.bps.Add(&b)
 	}
-	im.scratch = append(im.scratch, [2]uint64{scratch, scratch + size})
-	return scratch, (scratch + uint64(len(code)) + 15) &^ 15, nil
+	im.scratch = append(im.scratch, [2]uint64{p.scratch, p.scratch + p.size})
+	return nil
 }
 
 // fork returns the image of a forked child: a copy, since its memory is a
@@ -221,6 +274,12 @@ func (cm *codeMap) detour(c cand, body []byte, slot, ret, entry uint64) (bp.Plan
 		return plan, errProbeInside
 	}
 	return plan, nil
+}
+
+// symbolWithin reports whether a symbol of sorted starts lies in (lo, hi).
+func symbolWithin(starts []uint64, lo, hi uint64) bool {
+	i, _ := slices.BinarySearch(starts, lo+1)
+	return i < len(starts) && starts[i] < hi
 }
 
 // isRet reports whether addr is one of the image's return breakpoints.

@@ -9,7 +9,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"rtrace/internal/elfx"
 	"rtrace/internal/trace"
 	"rtrace/tracer/ptrace"
 	"rtrace/tracer/unwind"
@@ -101,13 +100,11 @@ func (t *Tracer) resExit(th *thread, fr *frame, regs *unix.PtraceRegs) {
 	if regs == nil {
 		return
 	}
-	rf, ret := c.f.rf, regs.Rax
-	call := func(alloc bool, id uint64) {
-		tc := &trace.Call{Time: c.time, Tid: th.tid, Res: c.f.res, Alloc: alloc, Name: rf.Display(), ID: id, Args: c.recArgs}
-		if alloc {
-			tc.Size = callSize(rf, c.args)
-		}
-		if alloc || t.cfg.BacktraceAll {
+	rf := c.f.rf
+	peek := func(addr uint64) (uint64, error) { return ptrace.PeekWord(th.tid, addr) }
+	for _, e := range resEffects(rf, c.args, regs.Rax, peek) {
+		tc := &trace.Call{Time: c.time, Tid: th.tid, Res: c.f.res, Alloc: e.alloc, Name: rf.Display(), ID: e.id, Size: e.size, Args: c.recArgs}
+		if e.alloc || t.cfg.BacktraceAll {
 			tc.Frames = c.frames
 		}
 		if err := t.res.Call(tc); errors.Is(err, ErrStreamClosed) {
@@ -116,6 +113,29 @@ func (t *Tracer) resExit(th *thread, fr *frame, regs *unix.PtraceRegs) {
 		} else {
 			t.emit(err)
 		}
+	}
+}
+
+// resEvent is one thing a resource call did: allocate (alloc) or release
+// the resource id; an allocation has a size.
+type resEvent struct {
+	alloc bool
+	id    uint64
+	size  uint64
+}
+
+// resEffects decides what a call of rf with args that returned ret did to
+// its resources, in the order they are reported. A failed call does
+// nothing. peek reads a word of the process: the out argument of a call
+// that returns its resource through a pointer, read only when it succeeded.
+func resEffects(rf *ResFunc, args [6]uint64, ret uint64, peek func(addr uint64) (uint64, error)) []resEvent {
+	var out []resEvent
+	call := func(alloc bool, id uint64) {
+		e := resEvent{alloc: alloc, id: id}
+		if alloc {
+			e.size = callSize(rf, args)
+		}
+		out = append(out, e)
 	}
 	failedPtr := ret == 0 || ret == ^uint64(0)
 	failedFd := int64(ret) < 0 || int32(ret) < 0
@@ -130,32 +150,32 @@ func (t *Tracer) resExit(th *thread, fr *frame, regs *unix.PtraceRegs) {
 		}
 	case allocOutPtr:
 		if uint32(ret) == 0 {
-			if v, err := ptrace.PeekWord(th.tid, c.args[rf.Out]); err == nil {
+			if v, err := peek(args[rf.Out]); err == nil {
 				call(true, v)
 			}
 		}
 	case allocOutFds:
 		if uint32(ret) == 0 {
-			if v, err := ptrace.PeekWord(th.tid, c.args[rf.Out]); err == nil {
+			if v, err := peek(args[rf.Out]); err == nil {
 				call(true, uint64(uint32(v)))
 				call(true, v>>32)
 			}
 		}
 	case freeArg:
-		if id := c.args[rf.ID]; id != 0 {
+		if id := args[rf.ID]; id != 0 {
 			call(false, id)
 		}
 	case freeArgOK:
 		if uint32(ret) == 0 {
 			id := uint64(0)
 			if rf.ID >= 0 {
-				id = c.args[rf.ID]
+				id = args[rf.ID]
 			}
 			call(false, id)
 		}
 	case reallocPtr:
 		// realloc(p, 0) may free p and return NULL; a failed realloc keeps p.
-		if old := c.args[0]; old != 0 && (ret != 0 || callSize(rf, c.args) == 0) {
+		if old := args[0]; old != 0 && (ret != 0 || callSize(rf, args) == 0) {
 			call(false, old)
 		}
 		if ret != 0 {
@@ -163,32 +183,33 @@ func (t *Tracer) resExit(th *thread, fr *frame, regs *unix.PtraceRegs) {
 		}
 	case reallocMap:
 		if !failedPtr {
-			call(false, c.args[0])
+			call(false, args[0])
 			call(true, ret)
 		}
 	case freopenFp:
-		if c.args[2] != 0 {
-			call(false, c.args[2])
+		if args[2] != 0 {
+			call(false, args[2])
 		}
 		if !failedPtr {
 			call(true, ret)
 		}
 	case dupFd:
 		if !failedFd {
-			if rf.Sym != "dup" && uint32(c.args[1]) != uint32(c.args[0]) {
-				call(false, uint64(uint32(c.args[1]))) // dup2 closes newfd first
+			if rf.Sym != "dup" && uint32(args[1]) != uint32(args[0]) {
+				call(false, uint64(uint32(args[1]))) // dup2 closes newfd first
 			}
 			call(true, uint64(uint32(ret)))
 		}
 	case fcntlDup:
-		if cmd := uint32(c.args[1]); (cmd == unix.F_DUPFD || cmd == unix.F_DUPFD_CLOEXEC) && !failedFd {
+		if cmd := uint32(args[1]); (cmd == unix.F_DUPFD || cmd == unix.F_DUPFD_CLOEXEC) && !failedFd {
 			call(true, uint64(uint32(ret)))
 		}
 	case shmctlRmid:
-		if uint32(c.args[1]) == unix.IPC_RMID && uint32(ret) == 0 {
-			call(false, uint64(uint32(c.args[0])))
+		if uint32(args[1]) == unix.IPC_RMID && uint32(ret) == 0 {
+			call(false, uint64(uint32(args[0])))
 		}
 	}
+	return out
 }
 
 // callSize is the size an allocation reports: its size argument (times
@@ -263,37 +284,4 @@ func (m *shadowMem) ReadMemory(buf []byte, addr uint64) (int, error) {
 		}
 	}
 	return n, nil
-}
-
-// resCands returns the functions of library f that the selected resource
-// modules report, skipping those already picked (by -P) and aliases of one
-// address (malloc and __libc_malloc).
-func (t *Tracer) resCands(f *elfx.File, picked map[uint64]bool) []cand {
-	var out []cand
-	for _, m := range t.cfg.Modules {
-		for i := range m.Funcs {
-			rf := &m.Funcs[i]
-			for _, fn := range f.Funcs {
-				if picked[fn.Value] || !rf.matchFunc(fn) || !inExec(f, fn.Value) {
-					continue
-				}
-				picked[fn.Value] = true
-				out = append(out, cand{name: fn.Name, value: fn.Value, size: fn.Size,
-					res: &resFn{rf: rf, res: t.resIDs[&m.Resources[rf.Res]]}})
-			}
-		}
-	}
-	return out
-}
-
-// resName reports whether a selected module traces the function name.
-func (t *Tracer) resName(name string) bool {
-	for _, m := range t.cfg.Modules {
-		for i := range m.Funcs {
-			if m.Funcs[i].matchSym(name) {
-				return true
-			}
-		}
-	}
-	return false
 }

@@ -3,6 +3,7 @@ package tracer
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 
 	"rtrace/tracer/bp"
@@ -62,9 +63,9 @@ func (t *Tracer) setOn(on bool) {
 // point's stays: those work whether tracing is on or not. A disarmed
 // breakpoint stays in the table: a thread already past the entry still
 // reaches its trampoline or slot, and is handled there as before.
-func (t *Tracer) arm(mem *os.File, im *image, lo, hi int, on bool) {
+func (t *Tracer) arm(mem io.WriterAt, im *image, lo, hi int, on bool) {
 	im.bps.All(func(b *bp.Breakpoint) {
-		if b.Func < lo || b.Func >= hi || b.Kind&bp.FuncEntry == 0 || b.Kind&(bp.Hook|bp.Probe|bp.Internal) != 0 {
+		if !disarmable(b, lo, hi) {
 			return
 		}
 		addr, code := entryPatch(b, on)
@@ -72,6 +73,13 @@ func (t *Tracer) arm(mem *os.File, im *image, lo, hi int, on bool) {
 			fmt.Fprintf(t.cfg.Warn, "rtrace: warning: cannot patch %s: %v\n", im.funcs[b.Func].name, err)
 		}
 	})
+}
+
+// disarmable reports whether b is the entry instrumentation of one of the
+// functions im.funcs[lo:hi] that tracing turns on and off: not also a
+// hook's, a probe's or the entry point's breakpoint.
+func disarmable(b *bp.Breakpoint, lo, hi int) bool {
+	return b.Func >= lo && b.Func < hi && b.Kind&bp.FuncEntry != 0 && b.Kind&(bp.Hook|bp.Probe|bp.Internal) == 0
 }
 
 // entryPatch is where a breakpoint's instrumentation goes and its bytes:

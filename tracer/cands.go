@@ -1,0 +1,180 @@
+package tracer
+
+import (
+	"path/filepath"
+	"regexp"
+	"strings"
+
+	"rtrace/internal/elfx"
+	"rtrace/internal/uftrace"
+)
+
+// Candidate selection: which code of a module gets instrumented. These
+// functions only look at the parsed ELF file and the options; planting
+// (plant.go) acts on what they return.
+
+// crtFuncs are functions the C runtime adds to every executable (crt1.o,
+// crti.o, crtbegin.o, crtend.o); uftrace's -pg recordings never show them.
+var crtFuncs = map[string]bool{
+	"_start": true, "_init": true, "_fini": true, "deregister_tm_clones": true,
+	"register_tm_clones": true, "__do_global_dtors_aux": true, "frame_dummy": true,
+	"__libc_csu_init": true, "__libc_csu_fini": true, "_dl_relocate_static_pie": true,
+	"__stack_chk_fail_local": true, "atexit": true, "__libc_start_main": true,
+}
+
+// traceable reports whether fn of f may be traced: not C runtime code,
+// not a part split off a function, and not a hooked runtime function (a
+// hijacked return address in setjmp or the unwinder breaks what they do).
+func traceable(f *elfx.File, fn elfx.Func) bool { return untraceable(f, fn) == "" }
+
+// untraceable says why fn of f is not traced ("" when it may be).
+func untraceable(f *elfx.File, fn elfx.Func) string {
+	switch {
+	case crtFuncs[fn.Name]:
+		return "C runtime code"
+	case hookNames[fn.Name] != 0:
+		return "hooked runtime function"
+	case strings.HasPrefix(fn.Name, "__x86.get_pc_thunk"):
+		return "PC thunk"
+	case isFragment(fn.Name):
+		return "part split off a function"
+	case !inExec(f, fn.Value):
+		return "not in an executable segment"
+	}
+	return ""
+}
+
+// fragment matches the parts gcc splits off a function (foo.cold,
+// foo.cold.3): reached by a jump from foo, never called, so their (%rsp)
+// is not a return address.
+var fragment = regexp.MustCompile(`\.cold(\.\d+)?$`)
+
+func isFragment(name string) bool {
+	return strings.Contains(name, ".cold") && fragment.MatchString(name)
+}
+
+func inExec(f *elfx.File, vaddr uint64) bool {
+	for _, l := range f.Loads {
+		if l.Exec && vaddr >= l.Vaddr && vaddr < l.Vaddr+l.Memsz {
+			return true
+		}
+	}
+	return false
+}
+
+// exeCands returns the code of executable f that is instrumented, in
+// planting order: its traceable functions (only those at an address of own
+// when own is non-nil: the DWARF subprograms of a static executable), then,
+// with libcalls, its PLT stubs, except those of functions a resource module
+// of mods reports (recorded inside their library, once). Nothing when no
+// function trace is recorded (funcs false). nfuncs counts the functions,
+// stubs left out.
+func exeCands(f *elfx.File, own map[uint64]bool, funcs, libcalls bool, mods []*ResModule) (cands []cand, nfuncs int) {
+	if !funcs {
+		return nil, 0
+	}
+	for _, fn := range f.Funcs {
+		if !traceable(f, fn) || own != nil && !own[fn.Value] {
+			continue
+		}
+		cands = append(cands, cand{name: fn.Name, value: fn.Value, size: fn.Size})
+	}
+	nfuncs = len(cands)
+	if libcalls {
+		for _, c := range stubs(f) {
+			if !resName(mods, c.name) {
+				cands = append(cands, c)
+			}
+		}
+	}
+	return cands, nfuncs
+}
+
+// libCands returns the code of library f that is instrumented, in planting
+// order: the traceable functions a -P pattern of lps selects, with nest
+// (--nest-libcall) its PLT stubs unless it is a C runtime library, then the
+// functions the resource modules mods report (ids numbers their resource
+// types).
+func libCands(f *elfx.File, lps []LibPattern, nest bool, mods []*ResModule, ids map[*ResType]int) []cand {
+	var cands []cand
+	picked := map[uint64]bool{}
+	for _, lp := range lps {
+		if !uftrace.MatchLibName(f.Path, lp.Lib) {
+			continue
+		}
+		for _, fn := range f.Funcs {
+			if picked[fn.Value] || !traceable(f, fn) {
+				continue
+			}
+			if lp.Func.MatchSymbol(fn.Name) {
+				picked[fn.Value] = true
+				cands = append(cands, cand{name: fn.Name, value: fn.Value, size: fn.Size})
+			}
+		}
+	}
+	if nest && !systemLib(filepath.Base(f.Path)) {
+		cands = append(cands, stubs(f)...)
+	}
+	return append(cands, resCands(f, mods, ids, picked)...)
+}
+
+// stubs returns the PLT stubs of f whose calls are recorded as library calls.
+func stubs(f *elfx.File) []cand {
+	var out []cand
+	for _, imp := range f.Imports {
+		if imp.Stub != 0 && !libcallSkip[imp.Name] {
+			out = append(out, cand{name: imp.Name, value: imp.Stub, size: imp.StubSize, libcall: true})
+		}
+	}
+	return out
+}
+
+// gotCalls returns the imports of f (scanned into cm) that its code calls
+// through their GOT slot (-fno-plt): no PLT stub, a slot an indirect call
+// or jump reads. A slot also read as data holds an address the program
+// compares or passes on: it stays the library's. setjmp is recorded at
+// the call, not through its slot.
+func gotCalls(f *elfx.File, cm *codeMap) []elfx.Import {
+	var out []elfx.Import
+	for _, imp := range f.Imports {
+		slot := imp.GOT + cm.bias
+		if imp.Stub == 0 && cm.slots[slot] && !cm.loads[slot] && !libcallSkip[imp.Name] && hookNames[imp.Name] != hookSetjmp {
+			out = append(out, imp)
+		}
+	}
+	return out
+}
+
+// resCands returns the functions of library f that the resource modules
+// mods report (ids numbers their resource types), skipping those already
+// picked (by -P) and aliases of one address (malloc and __libc_malloc).
+// It adds what it returns to picked.
+func resCands(f *elfx.File, mods []*ResModule, ids map[*ResType]int, picked map[uint64]bool) []cand {
+	var out []cand
+	for _, m := range mods {
+		for i := range m.Funcs {
+			rf := &m.Funcs[i]
+			for _, fn := range f.Funcs {
+				if picked[fn.Value] || !rf.matchFunc(fn) || !inExec(f, fn.Value) {
+					continue
+				}
+				picked[fn.Value] = true
+				out = append(out, cand{name: fn.Name, value: fn.Value, size: fn.Size,
+					res: &resFn{rf: rf, res: ids[&m.Resources[rf.Res]]}})
+			}
+		}
+	}
+	return out
+}
+
+// resName reports whether a module of mods traces the function name.
+func resName(mods []*ResModule, name string) bool {
+	for _, m := range mods {
+		for i := range m.Funcs {
+			if m.Funcs[i].matchSym(name) {
+				return true
+			}
+		}
+	}
+	return false
+}

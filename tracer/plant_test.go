@@ -1,0 +1,353 @@
+package tracer
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"golang.org/x/arch/x86/x86asm"
+
+	"rtrace/internal/elfx"
+	"rtrace/tracer/bp"
+)
+
+// The module of the plan tests: code at link-time [0x1000, 0x1200), loaded
+// at bias, scratch mapped below it.
+const (
+	testBias    = 0x1000000
+	testScratch = 0xf00000
+)
+
+// disasm lists code placed at base in GNU syntax, every address shown as
+// T<hex>.
+func disasm(t *testing.T, code []byte, base uint64) string {
+	t.Helper()
+	var lines []string
+	for off := 0; off < len(code); {
+		in, err := x86asm.Decode(code[off:], 64)
+		if err != nil {
+			t.Fatalf("decoding % x at +%d: %v", code, off, err)
+		}
+		lines = append(lines, x86asm.GNUSyntax(in, base+uint64(off), func(orig uint64) (string, uint64) {
+			// x86asm adds a negative rip displacement as an unsigned
+			// 32-bit one: fold it back.
+			if a := orig & 0xffffffff; a >= 0x1000 {
+				return fmt.Sprintf("T%#x", a), orig
+			}
+			return "", 0
+		}))
+		off += in.Len
+	}
+	return strings.Join(lines, "; ")
+}
+
+// push %rbp; mov %rsp,%rbp; mov %edi,-4(%rbp); pop %rbp; ret: a detour
+// displaces its first three instructions (7 bytes).
+var o0 = []byte{0x55, 0x48, 0x89, 0xe5, 0x89, 0x7d, 0xfc, 0x5d, 0xc3}
+
+// testCodeMap is a module whose code holds bodies at their link-time
+// addresses (nops elsewhere).
+func testCodeMap(bodies map[uint64][]byte) *codeMap {
+	text := bytes.Repeat([]byte{0x90}, 0x200)
+	for a, b := range bodies {
+		copy(text[a-0x1000:], b)
+	}
+	f := &elfx.File{Path: "/bin/prog", Loads: []elfx.Load{{Vaddr: 0x1000, Memsz: 0x200, Filesz: 0x200, Exec: true}}}
+	return &codeMap{f: f, bias: testBias,
+		text: textImage{{start: 0x1000 + testBias, data: text}},
+		// A symbol starts 2 bytes into "symbol_inside", a loop of
+		// "branch_inside" jumps 3 bytes in, a probe sits at "probe_inside".
+		starts:    []uint64{0x1000, 0x1020, 0x1040, 0x1042, 0x1060, 0x1080, 0x10a0, 0x10c0, 0x11f8},
+		targets:   []uint64{testBias + 0x1063},
+		probes:    []uint64{testBias + 0x1080},
+		undecoded: map[uint64]error{0x10c0: errors.New("cannot decode")},
+	}
+}
+
+func TestPlanFuncs(t *testing.T) {
+	cm := testCodeMap(map[uint64][]byte{
+		0x1000: o0,
+		0x1020: append([]byte{0xf3, 0x0f, 0x1e, 0xfa}, o0...), // endbr64 first
+		0x1040: o0, 0x1060: o0, 0x1080: o0, 0x10a0: o0, 0x10c0: o0,
+		0x10e0: {0xff, 0x25, 0x1a, 0x2f, 0, 0}, // jmp *0x2f1a(%rip): a PLT stub
+		0x1100: {0xcc, 0x90},                   // already an int3
+		0x1120: o0,
+		0x11f8: {0x55, 0x48, 0x89, 0xe5, 0x5d, 0xc3, 0x90, 0x90}, // 8 bytes before the end of the text
+	})
+	cands := []cand{
+		{name: "plain", value: 0x1000, size: 9},
+		{name: "endbr", value: 0x1020, size: 13},
+		{name: "symbol_inside", value: 0x1040, size: 9},
+		{name: "branch_inside", value: 0x1060, size: 9},
+		{name: "probe_inside", value: 0x1080, size: 9},
+		{name: "holds_entry", value: 0x10a0, size: 9},
+		{name: "undecoded", value: 0x10c0, size: 9},
+		{name: "_setjmp", value: 0x10e0, size: 16, libcall: true},
+		{name: "taken", value: 0x1100, size: 0},
+		{name: "__gxx_personality_v0", value: 0x1120, size: 9, libcall: true},
+		{name: "gone", value: 0x9000, size: 16},
+		{name: "tail", value: 0x11f8, size: 8},
+	}
+	const entry = testBias + 0x10a4
+	p := planFuncs(cm, cands, testScratch, 0x10000, entry, true)
+
+	type want struct {
+		action     bp.Action
+		patch      uint64 // link-time
+		slot       string // OutOfLine: disassembly of the slot
+		jump, pers bool
+	}
+	wants := map[string]want{
+		"plain":         {action: bp.Detoured, patch: 0x1000},
+		"endbr":         {action: bp.Detoured, patch: 0x1024},
+		"symbol_inside": {action: bp.OutOfLine, patch: 0x1040, slot: "push %rbp; jmpq T0x1001041"},
+		"branch_inside": {action: bp.OutOfLine, patch: 0x1060, slot: "push %rbp; jmpq T0x1001061"},
+		"probe_inside":  {action: bp.OutOfLine, patch: 0x1080, slot: "push %rbp; jmpq T0x1001081"},
+		"holds_entry":   {action: bp.OutOfLine, patch: 0x10a0, slot: "push %rbp; jmpq T0x10010a1"},
+		"undecoded":     {action: bp.OutOfLine, patch: 0x10c0, slot: "push %rbp; jmpq T0x10010c1"},
+		// setjmp is never detoured: an int3, and no int3 entry reported.
+		"_setjmp":              {action: bp.OutOfLine, patch: 0x10e0, slot: "jmpq *T0x1004000; jmpq T0x10010e6", jump: true},
+		"__gxx_personality_v0": {action: bp.Detoured, patch: 0x1120, pers: true},
+		"tail":                 {action: bp.Detoured, patch: 0x11f8},
+	}
+	var got []string
+	lastSlot := uint64(testScratch)
+	for _, e := range p.entries {
+		got = append(got, e.c.name)
+		w, ok := wants[e.c.name]
+		if !ok {
+			t.Errorf("%s planted", e.c.name)
+			continue
+		}
+		b := e.bp
+		if b.Plan.Action != w.action || e.patch != w.patch+testBias || e.addr != e.c.value+testBias || e.jump != w.jump || e.personality != w.pers {
+			t.Errorf("%s: action %d patch %#x addr %#x jump %v personality %v, want %d %#x %#x %v %v",
+				e.c.name, b.Plan.Action, e.patch, e.addr, e.jump, e.personality, w.action, w.patch+testBias, e.c.value+testBias, w.jump, w.pers)
+			continue
+		}
+		if b.Kind != bp.FuncEntry || b.Orig != cm.text.code(e.addr, 1)[0] {
+			t.Errorf("%s: kind %d orig %#x", e.c.name, b.Kind, b.Orig)
+		}
+		// Where its slot is in the scratch, and that the scratch holds it.
+		var slot uint64
+		switch w.action {
+		case bp.Detoured:
+			slot = b.Plan.Trap - (bp.DetourHeadLen - 1)
+			if b.Addr != b.Plan.Trap {
+				t.Errorf("%s: breakpoint at %#x, want the trap %#x", e.c.name, b.Addr, b.Plan.Trap)
+			}
+			if got, want := disasm(t, e.jmp, e.patch), fmt.Sprintf("jmpq T%#x", slot); got != want {
+				t.Errorf("%s: patch %s, want %s", e.c.name, got, want)
+			}
+			if !bytes.Equal(e.orig, cm.text.code(e.patch, 5)) {
+				t.Errorf("%s: orig % x", e.c.name, e.orig)
+			}
+			// The trampoline swaps the return address for the return
+			// breakpoint: the first byte of the scratch.
+			if tr := disasm(t, b.Plan.Slot, slot); !strings.Contains(tr, fmt.Sprintf("lea T%#x,%%r11", testScratch)) {
+				t.Errorf("%s: trampoline %s does not return to the scratch's first byte", e.c.name, tr)
+			}
+		default:
+			slot = b.Plan.Resume
+			if b.Addr != e.addr || !bytes.Equal(e.jmp, []byte{bp.Int3}) || !bytes.Equal(e.orig, cm.text.code(e.addr, 1)) {
+				t.Errorf("%s: breakpoint at %#x, patch % x over % x", e.c.name, b.Addr, e.jmp, e.orig)
+			}
+			if got := disasm(t, b.Plan.Slot, slot); got != w.slot {
+				t.Errorf("%s: slot %s, want %s", e.c.name, got, w.slot)
+			}
+		}
+		if slot%16 != 0 || slot <= lastSlot {
+			t.Errorf("%s: slot at %#x after %#x", e.c.name, slot, lastSlot)
+		}
+		lastSlot = slot
+		if off := slot - testScratch; !bytes.Equal(p.code[off:off+uint64(len(b.Plan.Slot))], b.Plan.Slot) {
+			t.Errorf("%s: the scratch does not hold its slot", e.c.name)
+		}
+	}
+	if want := "plain endbr symbol_inside branch_inside probe_inside holds_entry undecoded _setjmp __gxx_personality_v0 tail"; strings.Join(got, " ") != want {
+		t.Errorf("planted %s\nwant    %s", strings.Join(got, " "), want)
+	}
+	// The return breakpoint, then the slots.
+	if !bytes.Equal(p.code[:16], append([]byte{bp.Int3}, make([]byte, 15)...)) || len(p.code)%16 != 0 {
+		t.Errorf("scratch starts % x, %d bytes", p.code[:16], len(p.code))
+	}
+	if p.end() != testScratch+uint64(len(p.code)) {
+		t.Errorf("end %#x, scratch %#x+%d", p.end(), testScratch, len(p.code))
+	}
+	wantInt3s := []Skip{
+		{"symbol_inside", errSymbolInside.Error()},
+		{"branch_inside", errBranchInside.Error()},
+		{"probe_inside", errProbeInside.Error()},
+		{"holds_entry", errEntryPoint.Error()},
+		{"undecoded", "cannot decode"},
+	}
+	if fmt.Sprint(p.int3s) != fmt.Sprint(wantInt3s) {
+		t.Errorf("int3s %v\nwant  %v", p.int3s, wantInt3s)
+	}
+	if len(p.skipped) != 2 || p.skipped[0].Func != "taken" || !strings.Contains(p.skipped[0].Reason, "already an int3") ||
+		p.skipped[1] != (Skip{"gone", "no code at 0x1009000"}) {
+		t.Errorf("skipped %q", p.skipped)
+	}
+	// The personality flag is the executable's own stubs'.
+	if p := planFuncs(cm, cands[9:10], testScratch, 0x10000, entry, false); len(p.entries) != 1 || p.entries[0].personality {
+		t.Errorf("a library's personality stub: %+v", p.entries)
+	}
+}
+
+func TestPlanFuncsFull(t *testing.T) {
+	cm := testCodeMap(map[uint64][]byte{0x1000: o0, 0x1020: o0, 0x1040: {0xc3}})
+	cands := []cand{{name: "a", value: 0x1000, size: 9}, {name: "b", value: 0x1020, size: 9}}
+	// Room for the return breakpoint and one slot only.
+	p := planFuncs(cm, cands, testScratch, 16+bp.MaxSlot, 0, true)
+	if len(p.entries) != 1 || p.entries[0].c.name != "a" || fmt.Sprint(p.skipped) != fmt.Sprint([]Skip{{"b", "no scratch room left"}}) {
+		t.Errorf("entries %d, skipped %v", len(p.entries), p.skipped)
+	}
+	if p := planFuncs(cm, nil, testScratch, 0x1000, 0, true); len(p.code) != 16 || p.end() != testScratch+16 {
+		t.Errorf("empty plan: %d bytes of code", len(p.code))
+	}
+}
+
+// fakeMem is a process's memory: a sparse byte map whose write at failAt
+// fails.
+type fakeMem struct {
+	b      map[uint64]byte
+	failAt uint64
+}
+
+func (m *fakeMem) WriteAt(p []byte, off int64) (int, error) {
+	if uint64(off) == m.failAt {
+		return 0, errors.New("EIO")
+	}
+	for i, c := range p {
+		m.b[uint64(off)+uint64(i)] = c
+	}
+	return len(p), nil
+}
+
+func (m *fakeMem) read(addr uint64, n int) []byte {
+	out := make([]byte, n)
+	for i := range out {
+		out[i] = m.b[addr+uint64(i)]
+	}
+	return out
+}
+
+func TestCommitPlan(t *testing.T) {
+	cm := testCodeMap(map[uint64][]byte{0x1000: o0, 0x1020: o0})
+	cm.targets = []uint64{testBias + 0x1022} // "b" gets an int3
+	cands := []cand{{name: "a", value: 0x1000, size: 9}, {name: "b", value: 0x1020, size: 9}}
+	plan := func() *plantPlan { return planFuncs(cm, cands, testScratch, 0x1000, 0, true) }
+	// The process's text as it was.
+	text := func() *fakeMem {
+		m := &fakeMem{b: map[uint64]byte{}}
+		for i, c := range cm.text[0].data {
+			m.b[cm.text[0].start+uint64(i)] = c
+		}
+		return m
+	}
+
+	tr := &Tracer{}
+	im := &image{bps: bp.NewTable(), funcs: []fn{{name: "earlier"}}}
+	m, p := text(), plan()
+	if err := tr.commitPlan(m, im, p); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(m.read(testScratch, len(p.code)), p.code) {
+		t.Error("scratch not written")
+	}
+	a, b := p.entries[0], p.entries[1]
+	if a.bp.Plan.Action != bp.Detoured || b.bp.Plan.Action != bp.OutOfLine {
+		t.Fatalf("plan: %d %d", a.bp.Plan.Action, b.bp.Plan.Action)
+	}
+	if !bytes.Equal(m.read(a.patch, 5), a.jmp) || m.read(b.patch, 1)[0] != bp.Int3 {
+		t.Errorf("entries: % x, % x", m.read(a.patch, 5), m.read(b.patch, 1))
+	}
+	if len(im.funcs) != 3 || im.funcs[1].name != "a" || im.funcs[1].addr != testBias+0x1000 || im.funcs[2].name != "b" {
+		t.Errorf("funcs %+v", im.funcs)
+	}
+	// Breakpoints are found where the thread stops: the trap of a detour,
+	// the entry of an int3.
+	if x := im.bps.At(a.bp.Plan.Trap); x == nil || x.Func != 1 {
+		t.Errorf("a's breakpoint: %+v", x)
+	}
+	if x := im.bps.At(testBias + 0x1020); x == nil || x.Func != 2 || x.Orig != 0x55 {
+		t.Errorf("b's breakpoint: %+v", x)
+	}
+	if im.bps.Len() != 2 || fmt.Sprint(im.scratch) != fmt.Sprint([][2]uint64{{testScratch, testScratch + 0x1000}}) {
+		t.Errorf("%d breakpoints, scratch %#x", im.bps.Len(), im.scratch)
+	}
+
+	// A failed write of b's int3 puts a's bytes back and leaves im alone.
+	for _, failAt := range []uint64{testBias + 0x1020, testScratch} {
+		im := &image{bps: bp.NewTable()}
+		m := text()
+		m.failAt = failAt
+		before := m.read(testBias+0x1000, 0x40)
+		err := tr.commitPlan(m, im, plan())
+		if err == nil {
+			t.Fatalf("failing at %#x: no error", failAt)
+		}
+		if !bytes.Equal(m.read(testBias+0x1000, 0x40), before) {
+			t.Errorf("failing at %#x: text left patched: % x", failAt, m.read(testBias+0x1000, 0x40))
+		}
+		if len(im.funcs) != 0 || im.bps.Len() != 0 || len(im.scratch) != 0 {
+			t.Errorf("failing at %#x: image changed: %d funcs, %d breakpoints", failAt, len(im.funcs), im.bps.Len())
+		}
+	}
+}
+
+func TestScratchSize(t *testing.T) {
+	cases := []struct {
+		slots int
+		want  uint64
+	}{
+		{0, 4096},
+		{1, 4096},
+		{23, 4096}, // 16 + 23*176 = 4064
+		{24, 8192}, // 4240
+		{hookSlots, 8192},
+	}
+	for _, c := range cases {
+		if got := scratchSize(c.slots); got != c.want {
+			t.Errorf("scratchSize(%d) = %d, want %d", c.slots, got, c.want)
+		}
+	}
+	// A scratch of that size holds the slots of that many functions,
+	// whatever their plan.
+	bodies := map[uint64][]byte{}
+	var cands []cand
+	for i := range 24 {
+		a := 0x1000 + uint64(i)*16
+		// call +0x100: the largest relocation (a call becomes a push of
+		// its return address and a jmp).
+		bodies[a] = []byte{0xe8, 0, 1, 0, 0, 0xc3}
+		cands = append(cands, cand{name: fmt.Sprint("f", i), value: a, size: 6})
+	}
+	cm := testCodeMap(bodies)
+	cm.starts, cm.probes = nil, nil
+	for _, entry := range []uint64{0, testBias + 0x1000} {
+		p := planFuncs(cm, cands, testScratch, scratchSize(len(cands)), entry, true)
+		if len(p.entries) != len(cands) || len(p.skipped) != 0 || uint64(len(p.code)) > scratchSize(len(cands)) {
+			t.Errorf("entry %#x: %d planted, skipped %v, %d bytes", entry, len(p.entries), p.skipped, len(p.code))
+		}
+	}
+}
+
+func TestScratchHint(t *testing.T) {
+	cases := []struct {
+		lo, size, want uint64
+	}{
+		{0x555555554000, 0x3000, 0x555555451000},
+		{0x400000, 0x2000, 0x2fe000},
+		{0x401234, 0x1000, 0x300000}, // page-aligned
+		{0x10000, 0x1000, 0},         // no room below: anywhere
+		{0x100000, 0x1000, 0},
+	}
+	for _, c := range cases {
+		if got := scratchHint(c.lo, c.size); got != c.want {
+			t.Errorf("scratchHint(%#x, %#x) = %#x, want %#x", c.lo, c.size, got, c.want)
+		}
+	}
+}
