@@ -130,6 +130,7 @@ func TestAttach(t *testing.T) {
 				t.Errorf("attached: the process may run on CPUs %s, want one (pinned with the tracer)", during)
 			}
 			at.Process.Signal(syscall.SIGINT)
+			errs.drain()
 			if err := at.Wait(); err != nil {
 				t.Fatalf("attach: %v\n%s", err, errs.String())
 			}

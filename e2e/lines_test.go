@@ -14,11 +14,12 @@ type lineLog struct {
 	mu    sync.Mutex
 	text  strings.Builder
 	lines chan string // every line, in order; closed at the end
+	done  chan struct{}
 }
 
 // newLineLog starts reading r.
 func newLineLog(r io.Reader) *lineLog {
-	l := &lineLog{lines: make(chan string, 1<<16)}
+	l := &lineLog{lines: make(chan string, 1<<16), done: make(chan struct{})}
 	go func() {
 		sc := bufio.NewScanner(r)
 		for sc.Scan() {
@@ -28,6 +29,7 @@ func newLineLog(r io.Reader) *lineLog {
 			l.lines <- sc.Text()
 		}
 		close(l.lines)
+		close(l.done)
 	}()
 	return l
 }
@@ -49,3 +51,8 @@ func (l *lineLog) String() string {
 	defer l.mu.Unlock()
 	return l.text.String()
 }
+
+// drain waits until the writer closed the pipe and every line is read:
+// exec.Cmd.Wait closes the pipe, so a test reads to the end before it
+// waits, or loses the last lines (those that say what went wrong).
+func (l *lineLog) drain() { <-l.done }

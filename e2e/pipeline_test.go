@@ -173,6 +173,8 @@ func TestToggleFunctions(t *testing.T) {
 	window(pid, 4) // steps 10..13
 	s.steps(1)
 	in.Close()
+	s.out.drain()
+	errs.drain()
 	if err := rec.Wait(); err != nil {
 		t.Fatalf("record: %v\n%s", err, errs.String())
 	}

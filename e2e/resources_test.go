@@ -289,6 +289,8 @@ func TestToggle(t *testing.T) {
 	window(4)
 	s.steps(1)
 	in.Close()
+	s.out.drain()
+	errs.drain()
 	if err := rec.Wait(); err != nil {
 		t.Fatalf("record: %v\n%s", err, errs.String())
 	}

@@ -93,6 +93,9 @@ func TestSIGKILLLeavesReadableTrace(t *testing.T) {
 	dir := t.TempDir()
 	cmd, _ := startLoop(t, dir)
 	kids := childPids(t, cmd.Process.Pid)
+	if len(kids) == 0 {
+		t.Fatal("rtrace has no traced child")
+	}
 	cmd.Process.Kill()
 	cmd.Wait()
 	// PTRACE_O_EXITKILL: the target dies with its tracer. Its pidfd turns
@@ -168,6 +171,9 @@ func TestRefusals(t *testing.T) {
 		{[]string{"attach", "-t", "5x", "1"}, `-t: time "5x"`},
 		{[]string{"postproc", "-i", "/nonexistent"}, "cannot read the input"},
 		{[]string{"postproc", "-i", "./script"}, "raw .rtrace stream, sp-rtrace text"},
+		{[]string{"postproc", "-i", "./script", "-d", ""}, "--uftrace-dir: an empty value"},
+		{[]string{"resolve", "-o", "", "./script"}, "--output: an empty value"},
+		{[]string{"-v", "recrod"}, `unknown command "recrod"`},
 	} {
 		r := runCmd(t, tmp, rtraceBin, c.args...)
 		if r.code == 0 || !strings.Contains(r.stderr, c.want) || strings.Contains(r.stderr, "goroutine") {

@@ -26,7 +26,7 @@ const (
 	FormatPprof = "pprof"
 )
 
-var errFuncOnStream = errors.New("-F, -N, -D, -t and --tid filter function traces; they apply to a uftrace.data directory, not a resource trace")
+var errFuncOnStream = errors.New("-F, -N, -D, -t, --max-stack and --tid filter function traces; they apply to a uftrace.data directory, not a resource trace")
 
 // Stage is one run of the postproc or resolve verb: what it reads, what
 // it writes, and what it does to each input, the same for one input and
@@ -92,7 +92,7 @@ func (j *Stage) stream(rd trace.Reader, out io.Writer) error {
 // out, or into in itself when out is "".
 func (j *Stage) dir(in, out string) error {
 	if j.ResFlag != "" {
-		return fmt.Errorf("%s filters resource traces; a uftrace.data directory takes -F, -N, -D, -t and --tid", j.ResFlag)
+		return fmt.Errorf("%s filters resource traces; a uftrace.data directory takes -F, -N, -D, -t, --max-stack and --tid", j.ResFlag)
 	}
 	if j.Verb == "postproc" && out == "" {
 		return errors.New("a uftrace.data input needs -d OUTDIR, the directory to write the filtered trace into")

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"rtrace/internal/elfx"
 )
 
 // debugFile is an open separate debug file, parsed.
@@ -134,8 +135,8 @@ func debugLink(ef *elf.File) (name string, crc uint32, ok bool) {
 	if s == nil || s.Type == elf.SHT_NOBITS {
 		return "", 0, false
 	}
-	data, err := s.Data()
-	if err != nil {
+	var data []byte
+	if elfx.Guard(func() (err error) { data, err = s.Data(); return err }) != nil {
 		return "", 0, false
 	}
 	n := bytes.IndexByte(data, 0)

@@ -77,7 +77,11 @@ Examples:
 			if !c.Bool("verbose") {
 				return nil
 			}
-			switch verb := c.Args().First(); verb {
+			verb := c.Args().First()
+			if verb != "" && c.App.Command(verb) == nil {
+				return nil // the action says it is unknown
+			}
+			switch verb {
 			case "record", "attach":
 			case "":
 				return cli.Exit("-v: which verb? (rtrace -v record|attach ...)", 2)

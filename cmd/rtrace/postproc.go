@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"runtime"
 
 	"github.com/urfave/cli/v2"
@@ -36,7 +37,8 @@ the process end). Frames are resolved to functions, files and lines.
 A uftrace.data directory (-i DIR) takes uftrace's filters instead and is
 written, filtered, to a new directory -d OUTDIR that uftrace reads:
 -F FUNC keeps FUNC and what it calls, -N FUNC drops them, -D N keeps N levels,
--t TIME drops calls shorter than TIME, --tid keeps those threads. A FUNC
+-t TIME drops calls shorter than TIME, --max-stack N drops calls N levels
+deep or deeper, --tid keeps those threads. A FUNC
 with one of .?*+-^$|()[]{} is a regex searched in the name, as in uftrace.
 
 Batch: with INPUT... after the options, every input is processed (-j at a
@@ -121,6 +123,9 @@ func filterOptions(c *cli.Context) (o postproc.Options, resFlag string, err erro
 
 // runPostproc is the postproc verb: usage errors exit 2, bad input 1.
 func runPostproc(c *cli.Context) error {
+	if err := noEmpty(c, "input", "output", "output-format", "pprof", "uftrace-dir"); err != nil {
+		return err
+	}
 	opts, resFlag, err := filterOptions(c)
 	if err != nil {
 		return cli.Exit("postproc: "+err.Error(), 2)
@@ -139,6 +144,17 @@ func runPostproc(c *cli.Context) error {
 		Opts: opts, ResFlag: resFlag,
 		Stdout: c.App.Writer, Stderr: c.App.ErrWriter,
 	}))
+}
+
+// noEmpty refuses a flag given an empty value ("-d $DIR" with DIR unset),
+// which the stage would read as not given.
+func noEmpty(c *cli.Context, flags ...string) error {
+	for _, f := range flags {
+		if c.IsSet(f) && c.String(f) == "" {
+			return cli.Exit(fmt.Sprintf("%s: --%s: an empty value; name a file or directory", c.Command.Name, f), 2)
+		}
+	}
+	return nil
 }
 
 // stageExit turns a stage's error into the verb's exit status: 2 for a

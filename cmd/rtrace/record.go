@@ -158,7 +158,7 @@ func sessionFlags() []cli.Flag {
 		&cli.StringSliceFlag{Name: "module", Aliases: []string{"e"}, Category: "resource tracing", Usage: "trace the resource calls of `MODULES` (memory, file, thread, shm, mmap; join with ':')"},
 		&cli.BoolFlag{Name: "start", Aliases: []string{"s"}, Category: "resource tracing", Usage: "trace resources from the start (default: off until toggled)"},
 		&cli.StringFlag{Name: "output-dir", Aliases: []string{"o"}, Category: "resource tracing", Usage: "write raw streams into `DIR`: resource traces (-e), or the function trace's when there is no -e"},
-		&cli.StringFlag{Name: "postproc", Category: "resource tracing", Usage: "post-process resource traces with these `OPTS` (\"-l -c -r\") into <pid>-<n>.rtrace.txt; -P works too when OPTS start with '-'"},
+		&cli.StringFlag{Name: "postproc", Category: "resource tracing", Usage: "post-process resource traces with these `OPTS` (\"-l -c -r\", split into words as a shell splits them: quote a file name with spaces) into <pid>-<n>.rtrace.txt; -P works too when OPTS start with '-'"},
 		&cli.IntFlag{Name: "backtrace-depth", Aliases: []string{"b"}, Value: 10, Category: "resource tracing", Usage: "`N` frames per resource call backtrace (0: none)"},
 		&cli.BoolFlag{Name: "backtrace-all", Category: "resource tracing", Usage: "backtraces for releases too, not only allocations"},
 		&cli.StringFlag{Name: "monitor", Category: "resource tracing", Usage: "backtraces only for allocations of these `SIZES` (comma-separated)"},

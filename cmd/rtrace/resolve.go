@@ -47,6 +47,9 @@ its name and does not stop the others; the exit status is then 1.
 			&cli.IntFlag{Name: "jobs", Aliases: []string{"j"}, Value: runtime.NumCPU(), Usage: "resolve `N` inputs of a batch at a time"},
 		},
 		Action: func(c *cli.Context) error {
+			if err := noEmpty(c, "input", "output"); err != nil {
+				return err
+			}
 			return stageExit(launcher.RunStage(&launcher.Stage{
 				Verb: "resolve", Input: c.String("input"), Output: c.String("output"),
 				Inputs: c.Args().Slice(), Jobs: c.Int("jobs"),
