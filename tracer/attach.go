@@ -107,7 +107,18 @@ func (t *Tracer) attach(pid int) error {
 		}
 		delete(t.pending, tid)
 	}
+	// A panic in the loop is a bug in rtrace, and it goes on to crash
+	// rtrace with its stack; on its way the process is given back, every
+	// byte restored, as at any other end of an attach (a launched program
+	// dies with rtrace instead: PTRACE_O_EXITKILL).
+	done := false
+	defer func() {
+		if !done && len(t.threads) > 0 {
+			t.detachAll(nil)
+		}
+	}()
 	err = t.loop()
+	done = true
 	if len(t.threads) > 0 {
 		t.detachAll(nil)
 	}
