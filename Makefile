@@ -5,7 +5,7 @@ LDFLAGS  := -X main.version=$(VERSION)
 FUZZTIME ?= 10s
 GOFILES  := $(shell find . -name '*.go' -not -path './testdata/*')
 
-.PHONY: build install test demo bench fuzz lint clean
+.PHONY: build install test demo bench bench-quick bench-go fuzz lint clean
 
 build: bin/rtrace
 
@@ -26,9 +26,19 @@ test: lint
 demo: build
 	@./scripts/demo.sh
 
-# One run of each benchmark, side by side with the peers, with the ratios
-# (RTRACE_BENCH_FIB=20 for a quick run).
-bench: build
+# The workloads (rtrace's fixtures; Lua, sqlite3 and bzip2 built from
+# Debian's source packages into bench/build) under rtrace and its peers,
+# one table each: medians of 5 runs, ratios, call trees and leaks checked
+# (bench/README.md). bench-quick: small workloads, a few minutes.
+bench:
+	$(GO) run ./bench/run
+
+bench-quick:
+	RTRACE_BENCH_QUICK=1 $(GO) run ./bench/run
+
+# The Go benchmarks of the stages (post-processing and resolving rates) and
+# the int3 engine against the ptrace floor (RTRACE_BENCH_FIB=20: quicker).
+bench-go: build
 	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m ./...
 
 # Every Fuzz target of every package, each for FUZZTIME.

@@ -1,0 +1,107 @@
+// Command run is `make bench`: it prepares the workloads (rtrace's C
+// fixtures, and Lua, sqlite3 and bzip2 built from Debian's source
+// packages, cached in bench/build), runs each under rtrace and its peers,
+// and prints one table per workload. RTRACE_BENCH_QUICK=1 (or -quick)
+// makes every workload small: a run of a few minutes.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"time"
+
+	"rtrace/bench/suite"
+	"rtrace/internal/testutil"
+)
+
+func main() {
+	quick := flag.Bool("quick", os.Getenv("RTRACE_BENCH_QUICK") == "1", "small workloads (also RTRACE_BENCH_QUICK=1)")
+	runs := flag.Int("runs", 5, "runs of each tool on each workload; the table shows the median and the range")
+	only := flag.String("only", "", "run only these workloads (comma-separated: fib,fib-threads,churn,lua,bzip2,sqlite3)")
+	flag.Parse()
+	if err := run(*quick, *runs, *only); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+func run(quick bool, runs int, only string) error {
+	if runs < 1 {
+		return fmt.Errorf("-runs %d: want 1 or more", runs)
+	}
+	root := testutil.Root()
+	log := os.Stderr
+	start := time.Now()
+	b := &suite.Builder{Dir: filepath.Join(root, "bench", "build"), Root: root, Log: log}
+	for _, t := range [][2]string{{"gcc", "gcc"}, {"make", "make"}, {"tclsh", "tcl"}, {"xz", "xz-utils"}, {"uftrace", "uftrace"}} {
+		if _, err := suite.Need(t[0], t[1], log); err != nil {
+			return err
+		}
+	}
+	rtrace := filepath.Join(b.Dir, "rtrace")
+	cmd := exec.Command("go", "build", "-o", rtrace, "./cmd/rtrace")
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("building rtrace: %v\n%s", err, out)
+	}
+	floor, err := b.Fixture("int3loop.c", "-O2")
+	if err != nil {
+		return err
+	}
+	ws, failed := suite.Workloads(b, suite.Scale{Quick: quick, Runs: runs})
+	scratch, err := os.MkdirTemp("", "rtrace-bench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(scratch)
+	// A peer that takes a minute a run (ltrace on a real program) is run
+	// once; one that would take over five is stopped and its row skipped.
+	budget, timeout := 60*time.Second, 5*time.Minute
+	if quick {
+		budget, timeout = 5*time.Second, 30*time.Second
+	}
+	r := &suite.Runner{Tools: suite.Tools(rtrace), Runs: runs, Scratch: scratch, Log: log, FloorBin: floor, Budget: budget, Timeout: timeout}
+	want := map[string]bool{}
+	for _, n := range strings.Split(only, ",") {
+		if n != "" {
+			want[n] = true
+		}
+	}
+	fmt.Printf("rtrace bench: %s, %d runs each; %s\n", map[bool]string{true: "quick", false: "full"}[quick], runs, machine())
+	for _, w := range ws {
+		if len(want) > 0 && !want[w.Name] {
+			continue
+		}
+		suite.Print(os.Stdout, r.Run(w))
+	}
+	for name, err := range failed {
+		if len(want) == 0 || want[name] {
+			fmt.Printf("\n== %s: not prepared: %v\n", name, err)
+		}
+	}
+	fmt.Printf("\nbench: done in %s\n", time.Since(start).Round(time.Second))
+	return nil
+}
+
+// machine names the CPU, the cores and the kernel.
+func machine() string {
+	cpu := "unknown CPU"
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(l, "model name"); ok {
+				cpu = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(v), ":"))
+				break
+			}
+		}
+	}
+	kernel := "?"
+	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
+		kernel = strings.TrimSpace(string(b))
+	}
+	return fmt.Sprintf("%s, %d cores, Linux %s", cpu, runtime.NumCPU(), kernel)
+}

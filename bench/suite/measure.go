@@ -1,0 +1,196 @@
+package suite
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// Sample is what one run of a command cost.
+type Sample struct {
+	Wall time.Duration
+	CPU  time.Duration // user + system, of the command and what it waited for
+	// RSS is the peak resident memory of the tool's own processes, in
+	// bytes: the largest VmHWM (proc(5)) seen of each process of the
+	// command's tree but the traced program's, summed. 0 when not sampled.
+	RSS int64
+}
+
+// Cmd is one command to time.
+type Cmd struct {
+	Argv []string
+	Dir  string
+	Env  []string // added to rtrace's environment
+	// Stdin, when not "", is a file the command reads.
+	Stdin string
+	// Prog is the traced program's path: its own memory is not the tool's.
+	Prog string
+	// Stdout, when not nil, receives the command's output.
+	Stdout io.Writer
+	// Timeout, when not 0, stops the command (its whole process group)
+	// once it has run that long: the run fails with ErrTimeout.
+	Timeout time.Duration
+}
+
+// ErrTimeout is the error of a run stopped at its Timeout.
+var ErrTimeout = errors.New("stopped: over the time limit")
+
+// rssPeriod is how often the tool's memory is sampled. VmHWM is a
+// high-water mark, so a sample misses only what grew in the last period.
+const rssPeriod = 20 * time.Millisecond
+
+// Run runs c once and measures it.
+func Run(c Cmd) (Sample, error) {
+	cmd := exec.Command(c.Argv[0], c.Argv[1:]...)
+	cmd.Dir = c.Dir
+	cmd.Env = append(os.Environ(), c.Env...)
+	cmd.Stdout = io.Discard
+	if c.Stdout != nil {
+		cmd.Stdout = c.Stdout
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if c.Stdin != "" {
+		f, err := os.Open(c.Stdin)
+		if err != nil {
+			return Sample{}, err
+		}
+		defer f.Close()
+		cmd.Stdin = f
+	}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		return Sample{}, fmt.Errorf("%s: %w", c.Argv[0], err)
+	}
+	var timedOut atomic.Bool
+	if c.Timeout > 0 {
+		t := time.AfterFunc(c.Timeout, func() {
+			timedOut.Store(true)
+			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		})
+		defer t.Stop()
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var rss int64
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		rss = sampleRSS(cmd.Process.Pid, c.Prog, stop)
+	}()
+	err := cmd.Wait()
+	wall := time.Since(start)
+	close(stop)
+	wg.Wait()
+	if timedOut.Load() {
+		return Sample{}, fmt.Errorf("%w (%s)", ErrTimeout, c.Timeout)
+	}
+	if err != nil {
+		return Sample{}, fmt.Errorf("%s: %v\n%s", strings.Join(c.Argv, " "), err, tail(stderr.String(), 2000))
+	}
+	s := Sample{Wall: wall, RSS: rss}
+	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+		s.CPU = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	}
+	return s, nil
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return "..." + s[len(s)-n:]
+	}
+	return s
+}
+
+// sampleRSS follows the process tree under root until stop, and returns
+// the sum over its processes (the traced program's excepted) of the
+// largest VmHWM seen of each.
+func sampleRSS(root int, prog string, stop <-chan struct{}) int64 {
+	peak := map[int]int64{}
+	tick := time.NewTicker(rssPeriod)
+	defer tick.Stop()
+	for {
+		for _, pid := range tree(root) {
+			if prog != "" && exeOf(pid) == prog {
+				continue
+			}
+			if hwm, ok := vmHWM(pid); ok && hwm > peak[pid] {
+				peak[pid] = hwm
+			}
+		}
+		select {
+		case <-stop:
+			var sum int64
+			for _, v := range peak {
+				sum += v
+			}
+			return sum
+		case <-tick.C:
+		}
+	}
+}
+
+// tree lists root and its descendants, from /proc/PID/task/TID/children.
+func tree(root int) []int {
+	list := []int{root}
+	for i := 0; i < len(list); i++ {
+		tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", list[i]))
+		for _, f := range tasks {
+			b, _ := os.ReadFile(f)
+			for _, w := range strings.Fields(string(b)) {
+				if pid, err := strconv.Atoi(w); err == nil {
+					list = append(list, pid)
+				}
+			}
+		}
+	}
+	return list
+}
+
+func exeOf(pid int) string {
+	p, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
+	return p
+}
+
+// vmHWM reads a process's peak resident set size from /proc/PID/status.
+func vmHWM(pid int) (int64, bool) {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, false
+	}
+	defer f.Close()
+	return parseHWM(f)
+}
+
+// parseHWM finds the "VmHWM:   1234 kB" line of a status file.
+func parseHWM(r io.Reader) (int64, bool) {
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		rest, ok := strings.CutPrefix(sc.Text(), "VmHWM:")
+		if !ok {
+			continue
+		}
+		f := strings.Fields(rest)
+		if len(f) != 2 || f[1] != "kB" {
+			return 0, false
+		}
+		kb, err := strconv.ParseInt(f[0], 10, 64)
+		if err != nil || kb < 0 || kb > 1<<40 {
+			return 0, false
+		}
+		return kb << 10, true
+	}
+	return 0, false
+}

@@ -1,0 +1,75 @@
+package suite
+
+import (
+	"errors"
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestParseHWM(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want int64
+		ok   bool
+	}{
+		{"Name:\tx\nVmPeak:\t  100 kB\nVmHWM:\t    1234 kB\nVmRSS:\t 10 kB\n", 1234 << 10, true},
+		{"VmHWM:\t1 MB\n", 0, false},
+		{"VmRSS:\t10 kB\n", 0, false},
+		{"VmHWM:\t-5 kB\n", 0, false},
+		{"VmHWM:\n", 0, false},
+	} {
+		got, ok := parseHWM(strings.NewReader(c.in))
+		if got != c.want || ok != c.ok {
+			t.Errorf("%q: %d %v, want %d %v", c.in, got, ok, c.want, c.ok)
+		}
+	}
+}
+
+func FuzzParseHWM(f *testing.F) {
+	f.Add("VmHWM:\t    1234 kB\n")
+	f.Add("VmHWM: 99999999999999999999 kB")
+	f.Fuzz(func(t *testing.T, s string) {
+		if v, ok := parseHWM(strings.NewReader(s)); ok && v < 0 {
+			t.Fatalf("negative %d", v)
+		}
+	})
+}
+
+// A run measures the command's time and fails with the command.
+func TestRun(t *testing.T) {
+	s, err := Run(Cmd{Argv: []string{"dd", "if=/dev/zero", "of=/dev/null", "bs=1M", "count=200"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Wall <= 0 || s.CPU <= 0 {
+		t.Errorf("sample %+v: want its time", s)
+	}
+	if _, err := Run(Cmd{Argv: []string{"false"}}); err == nil {
+		t.Error("a failing command measured without error")
+	}
+}
+
+// The tree of a process holds its children.
+func TestProcessTree(t *testing.T) {
+	if got := tree(os.Getpid()); len(got) < 1 || got[0] != os.Getpid() {
+		t.Errorf("tree of self: %v", got)
+	}
+}
+
+func TestSummarise(t *testing.T) {
+	ms := time.Millisecond
+	s := Summarise([]Sample{{Wall: 5 * ms, RSS: 10}, {Wall: 1 * ms, RSS: 30}, {Wall: 3 * ms, RSS: 20}, {Wall: 9 * ms, RSS: 40}})
+	if s.Wall != 4*ms || s.WallMin != ms || s.WallMax != 9*ms || s.RSS != 25 || s.Runs != 4 {
+		t.Errorf("got %+v", s)
+	}
+}
+
+// A run over its time limit is stopped, with its children.
+func TestRunTimeout(t *testing.T) {
+	_, err := Run(Cmd{Argv: []string{"sh", "-c", "sleep 100 & wait"}, Timeout: 50 * time.Millisecond})
+	if !errors.Is(err, ErrTimeout) {
+		t.Fatalf("got %v, want ErrTimeout", err)
+	}
+}

@@ -1,0 +1,357 @@
+package suite
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"rtrace/bench"
+	"rtrace/internal/trace"
+	"rtrace/internal/uftrace"
+	"rtrace/postproc"
+	"rtrace/resolver"
+)
+
+// Row is what one tool cost on one workload.
+type Row struct {
+	Tool string
+	Stats
+	// Main is how long main() lasted in the tool's trace: beside the
+	// untraced run's wall time, how far its durations are from the truth.
+	Main time.Duration
+	// PerEvent is the nanoseconds per event above the untraced run.
+	PerEvent float64
+
+	unreleased int       // rtrace: the allocations never freed
+	ownLeaks   int       // rtrace: those the workload's LeakFrom made
+	memcheck   *Memcheck // memcheck: its heap summary
+}
+
+// Report is one workload's table.
+type Report struct {
+	W    *Workload
+	Rows []Row
+	// Floor is the bare ptrace stop (int3 → wait4 → PTRACE_CONT), in ns:
+	// the int3 engine's lower bound per event.
+	Floor float64
+}
+
+// Runner runs the workloads.
+type Runner struct {
+	Tools    []Tool
+	Runs     int
+	Scratch  string    // where traces go; emptied between runs
+	Log      io.Writer // progress
+	FloorBin string    // testdata/int3loop.c built, "" for no floor row
+	// Budget bounds a tool's runs on one workload: once a run took longer,
+	// the median is of the runs so far and the row says so.
+	Budget time.Duration
+	// Timeout stops a run that takes longer (a peer that would take an
+	// hour on a workload): its row is skipped with the reason.
+	Timeout time.Duration
+}
+
+// Run measures w under every tool of its kind.
+func (r *Runner) Run(w *Workload) *Report {
+	rep := &Report{W: w}
+	base := r.measure(w, untraced, "")
+	rep.Rows = append(rep.Rows, base)
+	rtIdx := -1
+	pgTrees, uftracePath := []string(nil), ""
+	own, err := OwnFuncs(w.Prog.Plain)
+	if err != nil {
+		fmt.Fprintf(r.Log, "bench: %s: %v; comparing whole trees\n", w.Name, err)
+	}
+	for _, t := range r.Tools {
+		if t.Kind != w.Kind {
+			continue
+		}
+		bin := t.Bin
+		if t.Pkg != "" {
+			p, err := Need(t.Bin, t.Pkg, r.Log)
+			if err != nil {
+				rep.Rows = append(rep.Rows, Row{Tool: t.Name, Stats: Stats{Skipped: err.Error()}})
+				continue
+			}
+			bin = p
+		}
+		row := r.measure(w, t, bin)
+		out := r.out(t)
+		if row.Err == nil && row.Skipped == "" {
+			r.facts(w, t, out, &row)
+			if t.Name == "uftrace -pg" {
+				uftracePath = bin
+				if txt, err := Replay(bin, filepath.Join(out, "data")); err == nil {
+					pgTrees = WithoutPgStartup(OwnTree(txt, own))
+				}
+			}
+		}
+		rep.Rows = append(rep.Rows, row)
+		if t.Name == "rtrace" {
+			rtIdx = len(rep.Rows) - 1
+		}
+	}
+	var rt *Row
+	if rtIdx >= 0 {
+		rt = &rep.Rows[rtIdx]
+	}
+	// The call trees of the function tracers against uftrace -pg's, from
+	// each one's last run (kept in the scratch directory).
+	if w.Kind == Functions && pgTrees != nil {
+		for i := range rep.Rows {
+			row := &rep.Rows[i]
+			if row.Tool == "uftrace -pg" || row.Tool == "untraced" || row.Err != nil || row.Skipped != "" {
+				continue
+			}
+			dir := filepath.Join(r.Scratch, slug(row.Tool), "data")
+			if _, err := os.Stat(dir); err != nil {
+				continue
+			}
+			txt, err := Replay(uftracePath, dir)
+			if err != nil {
+				row.Check, row.Detail = "error", err.Error()
+				continue
+			}
+			if d := CompareTrees(OwnTree(txt, own), pgTrees); d != "" {
+				row.Check, row.Detail = "differs", "the program's call tree vs uftrace -pg's: "+d
+			} else {
+				row.Check = "tree = uftrace -pg"
+			}
+		}
+	}
+	// rtrace's leak filter keeps every allocation never freed, stdio's
+	// buffers too (memcheck's valgrind frees them at exit with
+	// __libc_freeres); those the program's own allocator made are its
+	// leaks, memcheck's definitely and indirectly lost blocks.
+	if w.Kind == Memory && rt != nil && rt.Check == "" {
+		rt.Check, rt.Detail = leakCheck(rt.ownLeaks, w.Leaks, nil)
+		for _, row := range rep.Rows {
+			if m := row.memcheck; m != nil {
+				if rt.ownLeaks == m.Lost {
+					rt.Check = fmt.Sprintf("%d leaks = memcheck's lost", rt.ownLeaks)
+				} else {
+					rt.Check = "differs"
+				}
+				rt.Detail = fmt.Sprintf("%d allocations never freed, %d of them from %s(); memcheck: %d lost; the program leaks %d",
+					rt.unreleased, rt.ownLeaks, w.LeakFrom, m.Lost, w.Leaks)
+			}
+		}
+	}
+	events := int64(0)
+	if rt != nil {
+		events = rt.Events
+	}
+	if events == 0 {
+		events = w.Calls
+	}
+	for i := range rep.Rows {
+		row := &rep.Rows[i]
+		n := row.Events
+		if n == 0 {
+			n = events
+		}
+		if n > 0 && row.Tool != "untraced" && row.Runs > 0 {
+			row.PerEvent = float64(row.Wall-base.Wall) / float64(n)
+		}
+	}
+	if r.FloorBin != "" && w.Kind == Functions && events > 0 {
+		if d, err := bench.Floor(r.FloorBin, int(min(events, 200000)), true); err == nil {
+			rep.Floor = float64(d)
+		}
+	}
+	return rep
+}
+
+// slug names a tool's scratch directory.
+func slug(name string) string {
+	return strings.NewReplacer(" ", "_", "/", "_", ".", "dot").Replace(name)
+}
+
+func (r *Runner) out(t Tool) string { return filepath.Join(r.Scratch, slug(t.Name)) }
+
+// measure runs w under t Runs times; the last run's trace stays.
+func (r *Runner) measure(w *Workload, t Tool, bin string) Row {
+	row := Row{Tool: t.Name}
+	prog := w.Prog.Plain
+	if t.PG {
+		prog = w.Prog.PG
+	}
+	out := r.out(t)
+	var samples []Sample
+	fmt.Fprintf(r.Log, "bench: %s under %s: ", w.Name, t.Name)
+	for i := 0; i < r.Runs; i++ {
+		os.RemoveAll(out)
+		if err := os.MkdirAll(out, 0o755); err != nil {
+			row.Err = err
+			break
+		}
+		s, err := Run(Cmd{Argv: t.Argv(bin, prog, w.Args, out), Dir: out, Prog: prog, Timeout: r.Timeout})
+		if errors.Is(err, ErrTimeout) {
+			row.Skipped = fmt.Sprintf("a run took over %s (the per-run limit); not measured", secs(r.Timeout))
+			break
+		}
+		if err != nil {
+			row.Err = err
+			break
+		}
+		fmt.Fprintf(r.Log, "%.3fs ", s.Wall.Seconds())
+		samples = append(samples, s)
+		if r.Budget > 0 && s.Wall > r.Budget && i+1 < r.Runs {
+			row.Detail = fmt.Sprintf("%d of %d runs: a run took %s, over the %s budget", i+1, r.Runs, secs(s.Wall), secs(r.Budget))
+			break
+		}
+	}
+	fmt.Fprintln(r.Log)
+	if row.Err != nil || row.Skipped != "" {
+		return row
+	}
+	detail := row.Detail
+	row.Stats = Summarise(samples)
+	row.Detail = detail
+	if t.Name != "untraced" {
+		row.Bytes = duBytes(out)
+	}
+	return row
+}
+
+// facts reads what the last run's trace says: its events, main's duration
+// (function traces) and the leaks (memory traces).
+func (r *Runner) facts(w *Workload, t Tool, out string, row *Row) {
+	switch {
+	case t.Dir:
+		n, d, err := traceFacts(filepath.Join(out, "data"))
+		if err != nil {
+			row.Check, row.Detail = "error", err.Error()
+			return
+		}
+		row.Events, row.Main = n, d
+	case w.Kind == Memory && t.Name == "rtrace":
+		leaks, own, calls, err := rtraceLeaks(rawTrace(out), w.LeakFrom)
+		row.Events, row.unreleased, row.ownLeaks = calls, leaks, own
+		if err != nil {
+			row.Check, row.Detail = "error", err.Error()
+		}
+	case w.Kind == Memory && t.Name == "memcheck":
+		b, err := os.ReadFile(filepath.Join(out, "memcheck.txt"))
+		if err != nil {
+			row.Check, row.Detail = "error", err.Error()
+			return
+		}
+		m, ok := MemcheckLeaks(strings.NewReader(string(b)))
+		if !ok {
+			row.Check, row.Detail = "error", "no heap summary in memcheck's log"
+			return
+		}
+		row.memcheck = &m
+		row.Check, row.Detail = leakCheck(m.Lost, w.Leaks, nil)
+	}
+}
+
+func leakCheck(got, want int, err error) (string, string) {
+	switch {
+	case err != nil:
+		return "error", err.Error()
+	case got != want:
+		return "differs", fmt.Sprintf("%d leaks, the program leaks %d", got, want)
+	}
+	return fmt.Sprintf("%d leaks (all)", got), ""
+}
+
+// traceFacts counts a uftrace.data directory's records and finds how long
+// the first main() lasted.
+func traceFacts(dir string) (events int64, main time.Duration, err error) {
+	rd, err := uftrace.Open(dir)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer rd.Close()
+	var start uint64
+	depth, tid := -1, 0
+	for {
+		it, err := rd.Next()
+		if err == io.EOF {
+			return events, main, nil
+		}
+		if err != nil {
+			return events, main, err
+		}
+		switch it.Type {
+		case uftrace.Entry:
+			events++
+			if depth < 0 && it.Func == "main" {
+				start, depth, tid = it.Time, it.Depth, it.Tid
+			}
+		case uftrace.Exit:
+			events++
+			if main == 0 && depth >= 0 && it.Tid == tid && it.Depth == depth && it.Func == "main" {
+				main = time.Duration(it.Time - start)
+			}
+		}
+	}
+}
+
+// rtraceLeaks counts the calls of a raw memory trace, the allocations
+// its leak filter keeps, and of those the ones whose backtrace passes
+// through the function from (the program's own leaks, not the buffers
+// libc keeps to the end).
+func rtraceLeaks(path, from string) (leaks, own int, calls int64, err error) {
+	if path == "" {
+		return 0, 0, 0, errors.New("rtrace wrote no raw trace")
+	}
+	for _, leaksOnly := range []bool{false, true} {
+		f, err := os.Open(path)
+		if err != nil {
+			return 0, 0, 0, err
+		}
+		rd, err := postproc.NewReader(f)
+		if err != nil {
+			f.Close()
+			return 0, 0, 0, err
+		}
+		c := &callCounter{from: from}
+		opts := postproc.Options{Leaks: leaksOnly}
+		if leaksOnly && from != "" {
+			opts.Resolve, opts.Resolver = true, resolver.New(resolver.Options{})
+		}
+		err = postproc.Run(rd, c, opts)
+		f.Close()
+		if err != nil {
+			return 0, 0, 0, err
+		}
+		if leaksOnly {
+			leaks, own = int(c.n), c.hits
+		} else {
+			calls = c.n
+		}
+	}
+	return leaks, own, calls, nil
+}
+
+// callCounter is a trace.Writer that counts calls, and those with a
+// frame in the function from.
+type callCounter struct {
+	n    int64
+	from string
+	hits int
+}
+
+func (c *callCounter) Write(it trace.Item) error {
+	call, ok := it.(*trace.Call)
+	if !ok {
+		return nil
+	}
+	c.n++
+	for _, f := range call.Frames {
+		if c.from != "" && strings.HasPrefix(f.Text, c.from+"(") {
+			c.hits++
+			break
+		}
+	}
+	return nil
+}
+
+func (c *callCounter) Close() error { return nil }

@@ -1,0 +1,85 @@
+package suite
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// Tool is one way of running a workload: untraced, rtrace, or a peer as
+// its users run it.
+type Tool struct {
+	Name string
+	Kind Kind
+	Bin  string // the command it needs ("" for the program itself)
+	Pkg  string // the Debian package that has it
+	PG   bool   // runs the -pg build (uftrace's compiler instrumentation)
+	// Argv runs prog with args, writing any trace into out (a new empty
+	// directory); bin is the tool's path.
+	Argv func(bin, prog string, args []string, out string) []string
+	// Dir says the trace is a uftrace.data directory out/data.
+	Dir bool
+}
+
+// untraced is the baseline every row is compared with.
+var untraced = Tool{Name: "untraced", Argv: func(_, prog string, args []string, _ string) []string {
+	return append([]string{prog}, args...)
+}}
+
+func with(prog string, args []string, argv ...string) []string {
+	return append(append(argv, prog), args...)
+}
+
+// Tools lists the tools of both kinds, rtrace first. rtrace is the binary
+// the bench measures.
+func Tools(rtrace string) []Tool {
+	return []Tool{
+		{Name: "rtrace", Kind: Functions, Bin: rtrace, Dir: true, Argv: func(bin, prog string, args []string, out string) []string {
+			return with(prog, args, bin, "record", "-q", "-d", filepath.Join(out, "data"), "--")
+		}},
+		{Name: "uftrace -pg", Kind: Functions, Bin: "uftrace", Pkg: "uftrace", PG: true, Dir: true, Argv: func(bin, prog string, args []string, out string) []string {
+			return with(prog, args, bin, "record", "-d", filepath.Join(out, "data"))
+		}},
+		{Name: "uftrace -P .", Kind: Functions, Bin: "uftrace", Pkg: "uftrace", Dir: true, Argv: func(bin, prog string, args []string, out string) []string {
+			return with(prog, args, bin, "record", "-P", ".", "-d", filepath.Join(out, "data"))
+		}},
+		{Name: "ltrace -x", Kind: Functions, Bin: "ltrace", Pkg: "ltrace", Argv: func(bin, prog string, args []string, out string) []string {
+			return with(prog, args, bin, "-x", "*@MAIN", "-o", filepath.Join(out, "ltrace.txt"))
+		}},
+		{Name: "rtrace", Kind: Memory, Bin: rtrace, Argv: func(bin, prog string, args []string, out string) []string {
+			return with(prog, args, bin, "record", "-q", "-e", "memory", "--start", "-o", out, "--")
+		}},
+		{Name: "ltrace -e", Kind: Memory, Bin: "ltrace", Pkg: "ltrace", Argv: func(bin, prog string, args []string, out string) []string {
+			return with(prog, args, bin, "-e", "malloc+free", "-o", filepath.Join(out, "ltrace.txt"))
+		}},
+		{Name: "heaptrack", Kind: Memory, Bin: "heaptrack", Pkg: "heaptrack", Argv: func(bin, prog string, args []string, out string) []string {
+			return with(prog, args, bin, "-o", filepath.Join(out, "heaptrack"))
+		}},
+		{Name: "memcheck", Kind: Memory, Bin: "valgrind", Pkg: "valgrind", Argv: func(bin, prog string, args []string, out string) []string {
+			return with(prog, args, bin, "--tool=memcheck", "--leak-check=full", "--log-file="+filepath.Join(out, "memcheck.txt"))
+		}},
+	}
+}
+
+// duBytes is the size of everything under dir.
+func duBytes(dir string) int64 {
+	var n int64
+	filepath.Walk(dir, func(_ string, info os.FileInfo, err error) error {
+		if err == nil && !info.IsDir() {
+			n += info.Size()
+		}
+		return nil
+	})
+	return n
+}
+
+// rawTrace finds rtrace's raw resource trace in out.
+func rawTrace(out string) string {
+	m, _ := filepath.Glob(filepath.Join(out, "*.rtrace"))
+	for _, f := range m {
+		if !strings.HasSuffix(f, ".txt") {
+			return f
+		}
+	}
+	return ""
+}

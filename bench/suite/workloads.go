@@ -1,0 +1,161 @@
+package suite
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+)
+
+// Kind is what a workload exercises, and so which tools run it.
+type Kind int
+
+const (
+	Functions Kind = iota // every function entry and exit
+	Memory                // malloc and free, and the leaks at the end
+)
+
+// Workload is one program run the same way under every tool.
+type Workload struct {
+	Name string // short: fib, lua
+	What string // the table's title
+	Kind Kind
+	Prog Program
+	Args []string
+	// Calls is the number of traced calls the program makes (Memory:
+	// malloc and free), 0 when only a trace can tell.
+	Calls int64
+	// Leaks is the number of blocks the program leaks (Memory), all
+	// allocated under the function LeakFrom.
+	Leaks    int
+	LeakFrom string
+	// Inputs builds what Args name (a generated file), once.
+	Inputs func() error
+}
+
+// Scale is how big the workloads are: Quick for a run under 3 minutes.
+type Scale struct {
+	Quick bool
+	Runs  int
+}
+
+// fibCalls is how many times fib(n) calls fib.
+func fibCalls(n int) int64 {
+	if n < 2 {
+		return 1
+	}
+	return 1 + fibCalls(n-1) + fibCalls(n-2)
+}
+
+// Workloads prepares every workload at scale s: the fixtures of
+// testdata/, and the real programs, built from Debian's sources. A
+// workload that cannot be prepared is returned with its error.
+func Workloads(b *Builder, s Scale) ([]*Workload, map[string]error) {
+	fibN, churnN, luaN, bzipKB, sqlN := 25, 200000, 15, 128, 1000
+	if s.Quick {
+		fibN, churnN, luaN, bzipKB, sqlN = 20, 20000, 10, 16, 100
+	}
+	var list []*Workload
+	failed := map[string]error{}
+	fixture := func(name, src string, flags ...string) (Program, bool) {
+		plain, err := b.Fixture(src, flags...)
+		if err == nil {
+			var pg string
+			if pg, err = b.Fixture(src, append(flags, "-pg")...); err == nil {
+				return Program{Plain: plain, PG: pg}, true
+			}
+		}
+		failed[name] = err
+		return Program{}, false
+	}
+	if p, ok := fixture("fib", "fib.c", "-O0", "-g"); ok {
+		list = append(list, &Workload{Name: "fib", Kind: Functions, Prog: p, Args: []string{strconv.Itoa(fibN)},
+			What: fmt.Sprintf("fib(%d), testdata/fib.c at -O0: %d calls of fib", fibN, fibCalls(fibN))})
+	}
+	if p, ok := fixture("fib-threads", "fibthreads.c", "-O0", "-g", "-pthread"); ok {
+		list = append(list, &Workload{Name: "fib-threads", Kind: Functions, Prog: p, Args: []string{strconv.Itoa(fibN)},
+			What: fmt.Sprintf("fib(%d) split over 4 threads, testdata/fibthreads.c at -O0", fibN)})
+	}
+	if p, ok := fixture("churn", "churn.c", "-O2", "-g"); ok {
+		list = append(list, &Workload{Name: "churn", Kind: Memory, Prog: p, Args: []string{strconv.Itoa(churnN), "100"},
+			Calls: int64(2*churnN - (churnN+99)/100), Leaks: (churnN + 99) / 100, LeakFrom: "churn_alloc",
+			What: fmt.Sprintf("malloc/free churn, %d blocks, 1%% leaked, testdata/churn.c at -O2", churnN)})
+	}
+	if p, err := b.Lua(); err != nil {
+		failed["lua"] = err
+	} else {
+		script := filepath.Join(b.Root, "bench", "scripts", "work.lua")
+		list = append(list, &Workload{Name: "lua", Kind: Functions, Prog: p, Args: []string{script, strconv.Itoa(luaN)},
+			What: fmt.Sprintf("Lua 5.4 interpreter (Debian's lua5.4 source, -O2 -g) running bench/scripts/work.lua %d", luaN)})
+	}
+	if p, err := b.Bzip2(); err != nil {
+		failed["bzip2"] = err
+	} else {
+		in := filepath.Join(b.Dir, "inputs", fmt.Sprintf("text-%dKiB", bzipKB))
+		list = append(list, &Workload{Name: "bzip2", Kind: Functions, Prog: p, Args: []string{"-c", "-9", in},
+			What:   fmt.Sprintf("bzip2 -9 (Debian's bzip2 source, -O2 -g) compressing %d KiB of generated text", bzipKB),
+			Inputs: func() error { return genText(in, bzipKB<<10) }})
+	}
+	if p, err := b.SQLite(); err != nil {
+		failed["sqlite3"] = err
+	} else {
+		sql := filepath.Join(b.Dir, "inputs", fmt.Sprintf("work-%d.sql", sqlN))
+		db := filepath.Join(b.Dir, "inputs", "work.db")
+		list = append(list, &Workload{Name: "sqlite3", Kind: Functions, Prog: p, Args: []string{":memory:", ".read " + sql},
+			What:   fmt.Sprintf("sqlite3 shell (Debian's sqlite3 source, -O2 -g): %d inserts, an index, queries, in memory", sqlN),
+			Inputs: func() error { os.Remove(db); return genSQL(sql, sqlN) }})
+	}
+	for _, w := range list {
+		if w.Inputs != nil {
+			if err := w.Inputs(); err != nil {
+				failed[w.Name] = err
+			}
+		}
+	}
+	return list, failed
+}
+
+// genText writes size bytes of deterministic, compressible text: words
+// from a small vocabulary picked by a linear congruential generator.
+func genText(path string, size int) error {
+	if st, err := os.Stat(path); err == nil && st.Size() == int64(size) {
+		return nil
+	}
+	words := []string{"trace", "call", "entry", "exit", "stack", "frame", "thread", "record", "probe", "uftrace", "ptrace", "signal", "memory", "leak"}
+	buf := make([]byte, 0, size+16)
+	x := uint32(12345)
+	for len(buf) < size {
+		x = x*1103515245 + 12345
+		buf = append(buf, words[(x>>16)%uint32(len(words))]...)
+		if x>>28 == 0 {
+			buf = append(buf, '\n')
+		} else {
+			buf = append(buf, ' ')
+		}
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(path, buf[:size], 0o644)
+}
+
+// genSQL writes the sqlite3 workload: a table of n rows inserted in one
+// transaction, an index, and queries that use it, an aggregate and a join.
+func genSQL(path string, n int) error {
+	var s []byte
+	s = append(s, "CREATE TABLE t(id INTEGER PRIMARY KEY, name TEXT, v INTEGER);\nBEGIN;\n"...)
+	x := uint32(7)
+	for i := 0; i < n; i++ {
+		x = x*1103515245 + 12345
+		s = fmt.Appendf(s, "INSERT INTO t(name, v) VALUES('n%05d', %d);\n", x%100000, x>>8%1000)
+	}
+	s = append(s, "COMMIT;\nCREATE INDEX t_name ON t(name);\n"...)
+	s = append(s, "SELECT count(*), sum(v), min(name), max(name) FROM t;\n"...)
+	s = append(s, "SELECT v % 10, count(*), avg(v) FROM t GROUP BY 1 ORDER BY 1;\n"...)
+	s = append(s, "SELECT count(*) FROM t a JOIN t b ON a.name = b.name WHERE a.v < 100;\n"...)
+	s = append(s, "SELECT name FROM t WHERE name BETWEEN 'n10000' AND 'n10100' ORDER BY name LIMIT 5;\n"...)
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(path, s, 0o644)
+}
