@@ -189,7 +189,7 @@ func (r *Runner) measure(w *Workload, t Tool, bin string) Row {
 			row.Err = err
 			break
 		}
-		s, err := Run(Cmd{Argv: t.Argv(bin, prog, w.Args, out), Dir: out, Prog: prog, Timeout: r.Timeout})
+		s, err := Run(Cmd{Argv: t.Argv(bin, prog, w.Args, out), Dir: out, Env: t.Env, Prog: prog, Timeout: r.Timeout})
 		if errors.Is(err, ErrTimeout) {
 			row.Skipped = fmt.Sprintf("a run took over %s (the per-run limit); not measured", secs(r.Timeout))
 			break

@@ -3,7 +3,10 @@ package suite
 import (
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
+
+	"rtrace/internal/elfx"
 )
 
 // Tool is one way of running a workload: untraced, rtrace, or a peer as
@@ -19,6 +22,7 @@ type Tool struct {
 	Argv func(bin, prog string, args []string, out string) []string
 	// Dir says the trace is a uftrace.data directory out/data.
 	Dir bool
+	Env []string // added to the environment
 }
 
 // untraced is the baseline every row is compared with.
@@ -46,6 +50,8 @@ func Tools(rtrace string) []Tool {
 		{Name: "ltrace -x", Kind: Functions, Bin: "ltrace", Pkg: "ltrace", Argv: func(bin, prog string, args []string, out string) []string {
 			return with(prog, args, bin, "-x", "*@MAIN", "-o", filepath.Join(out, "ltrace.txt"))
 		}},
+		{Name: "bpftrace", Kind: Functions, Bin: "bpftrace", Pkg: "bpftrace", Argv: bpftraceArgv,
+			Env: []string{"BPFTRACE_MAX_PROBES=100000"}},
 		{Name: "rtrace", Kind: Memory, Bin: rtrace, Argv: func(bin, prog string, args []string, out string) []string {
 			return with(prog, args, bin, "record", "-q", "-e", "memory", "--start", "-o", out, "--")
 		}},
@@ -83,3 +89,34 @@ func rawTrace(out string) string {
 	}
 	return ""
 }
+
+// bpftraceArgv counts every entry and return of the program's functions
+// with uprobes and uretprobes, as a bpftrace user would. The probes are
+// listed (a wildcard also takes symbols of size 0, which bpftrace refuses)
+// and are on the file, so the program runs from a script (bpftrace -c
+// splits its command at spaces, and arguments may hold some).
+func bpftraceArgv(bin, prog string, args []string, out string) []string {
+	script := filepath.Join(out, "run.sh")
+	quoted := []string{"exec", shellQuote(prog)}
+	for _, a := range args {
+		quoted = append(quoted, shellQuote(a))
+	}
+	os.WriteFile(script, []byte(strings.Join(quoted, " ")+"\n"), 0o755)
+	var entries, exits []string
+	if f, err := elfx.Open(prog); err == nil {
+		for _, fn := range f.Funcs {
+			if fn.Size > 0 && plainName.MatchString(fn.Name) {
+				entries = append(entries, "uprobe:"+prog+":"+fn.Name)
+				exits = append(exits, "uretprobe:"+prog+":"+fn.Name)
+			}
+		}
+	}
+	bt := filepath.Join(out, "count.bt")
+	os.WriteFile(bt, []byte(strings.Join(entries, ",\n")+" { @calls = count(); }\n"+strings.Join(exits, ",\n")+" { @returns = count(); }\n"), 0o644)
+	return []string{bin, bt, "-c", "/bin/sh " + script}
+}
+
+// plainName is a symbol bpftrace takes in a probe without quoting.
+var plainName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
