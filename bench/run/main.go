@@ -60,8 +60,8 @@ func run(quick bool, runs int, only string) error {
 	}
 	defer os.RemoveAll(scratch)
 	// A peer that takes a minute a run (ltrace on a real program) is run
-	// once; one that would take over five is stopped and its row skipped.
-	budget, timeout := 60*time.Second, 5*time.Minute
+	// once; one that would take over two is stopped and its row skipped.
+	budget, timeout := 60*time.Second, 2*time.Minute
 	if quick {
 		budget, timeout = 5*time.Second, 30*time.Second
 	}

@@ -104,6 +104,11 @@ func Workloads(b *Builder, s Scale) ([]*Workload, map[string]error) {
 		list = append(list, &Workload{Name: "sqlite3", Kind: Functions, Prog: p, Args: []string{":memory:", ".read " + sql},
 			What:   fmt.Sprintf("sqlite3 shell (Debian's sqlite3 source, -O2 -g): %d inserts, an index, queries, in memory", sqlN),
 			Inputs: func() error { os.Remove(db); return genSQL(sql, sqlN) }})
+		// The same run's allocations: sqlite3 allocates through
+		// sqlite3MemMalloc (src/mem1.c), and frees all it allocates.
+		list = append(list, &Workload{Name: "sqlite3-memory", Kind: Memory, Prog: p, Args: []string{":memory:", ".read " + sql},
+			What:     fmt.Sprintf("sqlite3 shell's allocations, the same %d-insert run", sqlN),
+			LeakFrom: "sqlite3MemMalloc"})
 	}
 	for _, w := range list {
 		if w.Inputs != nil {
