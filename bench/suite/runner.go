@@ -25,6 +25,9 @@ type Row struct {
 	Main time.Duration
 	// PerEvent is the nanoseconds per event above the untraced run.
 	PerEvent float64
+	// HotAvg is the average time of a call of the workload's Hot function
+	// in the tool's trace.
+	HotAvg time.Duration
 
 	unreleased int       // rtrace: the allocations never freed
 	ownLeaks   int       // rtrace: those the workload's LeakFrom made
@@ -38,6 +41,7 @@ type Report struct {
 	// Floor is the bare ptrace stop (int3 → wait4 → PTRACE_CONT), in ns:
 	// the int3 engine's lower bound per event.
 	Floor float64
+	Notes []string // lines under the table
 }
 
 // Runner runs the workloads.
@@ -141,6 +145,16 @@ func (r *Runner) Run(w *Workload) *Report {
 			}
 		}
 	}
+	// Timing fidelity of one function: its average call in rtrace's trace
+	// against uftrace -pg's, the closest to the truth a trace gives.
+	if w.Hot != "" && rt != nil && rt.HotAvg > 0 {
+		for _, row := range rep.Rows {
+			if row.Tool == "uftrace -pg" && row.HotAvg > 0 {
+				rep.Notes = append(rep.Notes, fmt.Sprintf("an average %s() call lasts %s in rtrace's trace, %s in uftrace -pg's (%s)",
+					w.Hot, rt.HotAvg, row.HotAvg, ratio(float64(rt.HotAvg)/float64(row.HotAvg))))
+			}
+		}
+	}
 	events := int64(0)
 	if rt != nil {
 		events = rt.Events
@@ -223,12 +237,12 @@ func (r *Runner) measure(w *Workload, t Tool, bin string) Row {
 func (r *Runner) facts(w *Workload, t Tool, out string, row *Row) {
 	switch {
 	case t.Dir:
-		n, d, err := traceFacts(filepath.Join(out, "data"))
+		f, err := traceFacts(filepath.Join(out, "data"), w.Hot)
 		if err != nil {
 			row.Check, row.Detail = "error", err.Error()
 			return
 		}
-		row.Events, row.Main = n, d
+		row.Events, row.Main, row.HotAvg = f.events, f.main, f.hotAvg
 	case w.Kind == Memory && t.Name == "rtrace":
 		leaks, own, calls, err := rtraceLeaks(rawTrace(out), w.LeakFrom)
 		row.Events, row.unreleased, row.ownLeaks = calls, leaks, own
@@ -261,34 +275,58 @@ func leakCheck(got, want int, err error) (string, string) {
 	return fmt.Sprintf("%d leaks (all)", got), ""
 }
 
-// traceFacts counts a uftrace.data directory's records and finds how long
-// the first main() lasted.
-func traceFacts(dir string) (events int64, main time.Duration, err error) {
+// facts are what a function trace says of the run.
+type facts struct {
+	events   int64         // ENTRY and EXIT records
+	main     time.Duration // the first main()
+	hotCalls int64         // calls of the hot function, and their average
+	hotAvg   time.Duration
+}
+
+// traceFacts counts a uftrace.data directory's records, finds how long
+// the first main() lasted and, when hot is not "", the average time of a
+// call of hot (from its entry to its exit, what it calls included).
+func traceFacts(dir, hot string) (f facts, err error) {
 	rd, err := uftrace.Open(dir)
 	if err != nil {
-		return 0, 0, err
+		return f, err
 	}
 	defer rd.Close()
 	var start uint64
 	depth, tid := -1, 0
+	open := map[int][]uint64{} // per thread, the entry times of the hot calls in progress
+	var hotTotal uint64
 	for {
 		it, err := rd.Next()
 		if err == io.EOF {
-			return events, main, nil
+			if f.hotCalls > 0 {
+				f.hotAvg = time.Duration(hotTotal / uint64(f.hotCalls))
+			}
+			return f, nil
 		}
 		if err != nil {
-			return events, main, err
+			return f, err
 		}
 		switch it.Type {
 		case uftrace.Entry:
-			events++
+			f.events++
 			if depth < 0 && it.Func == "main" {
 				start, depth, tid = it.Time, it.Depth, it.Tid
 			}
+			if hot != "" && it.Func == hot {
+				open[it.Tid] = append(open[it.Tid], it.Time)
+			}
 		case uftrace.Exit:
-			events++
-			if main == 0 && depth >= 0 && it.Tid == tid && it.Depth == depth && it.Func == "main" {
-				main = time.Duration(it.Time - start)
+			f.events++
+			if f.main == 0 && depth >= 0 && it.Tid == tid && it.Depth == depth && it.Func == "main" {
+				f.main = time.Duration(it.Time - start)
+			}
+			if st := open[it.Tid]; hot != "" && it.Func == hot && len(st) > 0 {
+				if t := st[len(st)-1]; it.Time >= t {
+					hotTotal += it.Time - t
+					f.hotCalls++
+				}
+				open[it.Tid] = st[:len(st)-1]
 			}
 		}
 	}

@@ -57,6 +57,7 @@ func Print(w io.Writer, rep *Report) {
 		fmt.Fprintf(tw, "ptrace floor\t\t\t\t\t\t%.0f\t\t\tbare int3 → wait4 → PTRACE_CONT, pinned\n", rep.Floor)
 	}
 	tw.Flush()
+	notes = append(rep.Notes, notes...)
 	for _, n := range notes {
 		fmt.Fprintf(w, "  %s\n", n)
 	}

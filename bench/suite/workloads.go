@@ -29,6 +29,9 @@ type Workload struct {
 	// allocated under the function LeakFrom.
 	Leaks    int
 	LeakFrom string
+	// Hot names a function whose average call the table compares between
+	// the traces (timing fidelity), "" for none.
+	Hot string
 	// Inputs builds what Args name (a generated file), once.
 	Inputs func() error
 }
@@ -69,11 +72,11 @@ func Workloads(b *Builder, s Scale) ([]*Workload, map[string]error) {
 		return Program{}, false
 	}
 	if p, ok := fixture("fib", "fib.c", "-O0", "-g"); ok {
-		list = append(list, &Workload{Name: "fib", Kind: Functions, Prog: p, Args: []string{strconv.Itoa(fibN)},
+		list = append(list, &Workload{Name: "fib", Kind: Functions, Prog: p, Args: []string{strconv.Itoa(fibN)}, Hot: "fib",
 			What: fmt.Sprintf("fib(%d), testdata/fib.c at -O0: %d calls of fib", fibN, fibCalls(fibN))})
 	}
 	if p, ok := fixture("fib-threads", "fibthreads.c", "-O0", "-g", "-pthread"); ok {
-		list = append(list, &Workload{Name: "fib-threads", Kind: Functions, Prog: p, Args: []string{strconv.Itoa(fibN)},
+		list = append(list, &Workload{Name: "fib-threads", Kind: Functions, Prog: p, Args: []string{strconv.Itoa(fibN)}, Hot: "fib",
 			What: fmt.Sprintf("fib(%d) split over 4 threads, testdata/fibthreads.c at -O0", fibN)})
 	}
 	if p, ok := fixture("churn", "churn.c", "-O2", "-g"); ok {
