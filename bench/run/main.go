@@ -10,9 +10,12 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"rtrace/bench/suite"
@@ -22,7 +25,7 @@ import (
 func main() {
 	quick := flag.Bool("quick", os.Getenv("RTRACE_BENCH_QUICK") == "1", "small workloads (also RTRACE_BENCH_QUICK=1)")
 	runs := flag.Int("runs", 5, "runs of each tool on each workload; the table shows the median and the range")
-	only := flag.String("only", "", "run only these workloads (comma-separated: fib,fib-threads,churn,lua,bzip2,sqlite3)")
+	only := flag.String("only", "", "run only these workloads (comma-separated: "+strings.Join(suite.Names, ",")+")")
 	flag.Parse()
 	if err := run(*quick, *runs, *only); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -38,13 +41,28 @@ func run(quick bool, runs int, only string) error {
 	log := os.Stderr
 	start := time.Now()
 	b := &suite.Builder{Dir: filepath.Join(root, "bench", "build"), Root: root, Log: log}
-	for _, t := range [][2]string{{"gcc", "gcc"}, {"make", "make"}, {"tclsh", "tcl"}, {"xz", "xz-utils"}, {"uftrace", "uftrace"}} {
+	want := map[string]bool{}
+	for _, n := range strings.Split(only, ",") {
+		if n == "" {
+			continue
+		}
+		if !slices.Contains(suite.Names, n) {
+			return fmt.Errorf("-only %s: no such workload (%s)", n, strings.Join(suite.Names, ", "))
+		}
+		want[n] = true
+	}
+	for _, t := range [][2]string{{"gcc", "gcc"}, {"make", "make"}, {"uftrace", "uftrace"}} {
 		if _, err := suite.Need(t[0], t[1], log); err != nil {
 			return err
 		}
 	}
 	rtrace := filepath.Join(b.Dir, "rtrace")
-	cmd := exec.Command("go", "build", "-o", rtrace, "./cmd/rtrace")
+	// The toolchain that runs the bench builds rtrace (make bench GO=...).
+	goBin := filepath.Join(runtime.GOROOT(), "bin", "go")
+	if _, err := os.Stat(goBin); err != nil {
+		goBin = "go"
+	}
+	cmd := exec.Command(goBin, "build", "-o", rtrace, "./cmd/rtrace")
 	cmd.Dir = root
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("building rtrace: %v\n%s", err, out)
@@ -53,12 +71,23 @@ func run(quick bool, runs int, only string) error {
 	if err != nil {
 		return err
 	}
-	ws, failed := suite.Workloads(b, suite.Scale{Quick: quick, Runs: runs})
+	ws, failed := suite.Workloads(b, suite.Scale{Quick: quick, Runs: runs, Only: want})
 	scratch, err := os.MkdirTemp("", "rtrace-bench-")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(scratch)
+	// Ctrl-C or SIGTERM: the measured command runs in its own process
+	// group, out of the terminal's reach; stop it, and leave no scratch.
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		sig := <-sigs
+		suite.KillRunning()
+		os.RemoveAll(scratch)
+		fmt.Fprintf(log, "bench: %v: stopped\n", sig)
+		os.Exit(130)
+	}()
 	// A peer that takes a minute a run (ltrace on a real program) is run
 	// once; one that would take over two is stopped and its row skipped.
 	budget, timeout := 60*time.Second, 2*time.Minute
@@ -66,12 +95,6 @@ func run(quick bool, runs int, only string) error {
 		budget, timeout = 5*time.Second, 30*time.Second
 	}
 	r := &suite.Runner{Tools: suite.Tools(rtrace), Runs: runs, Scratch: scratch, Log: log, FloorBin: floor, Budget: budget, Timeout: timeout}
-	want := map[string]bool{}
-	for _, n := range strings.Split(only, ",") {
-		if n != "" {
-			want[n] = true
-		}
-	}
 	fmt.Printf("rtrace bench: %s, %d runs each; %s\n", map[bool]string{true: "quick", false: "full"}[quick], runs, machine())
 	for _, w := range ws {
 		if len(want) > 0 && !want[w.Name] {

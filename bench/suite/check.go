@@ -23,7 +23,13 @@ func Tree(replay string) []string { return OwnTree(replay, nil) }
 // hooks them; uftrace -pg misses a call through a pointer read from the
 // GOT, rtrace records it).
 func OwnTree(replay string, keep func(name string) bool) []string {
-	blocks := map[string]*strings.Builder{}
+	// thread is one thread's tree so far, with the indents of the calls
+	// open above the next line.
+	type thread struct {
+		text strings.Builder
+		open []int
+	}
+	blocks := map[string]*thread{}
 	for _, line := range strings.Split(replay, "\n") {
 		head, body, ok := strings.Cut(line, "] | ")
 		if !ok || strings.HasPrefix(line, "#") {
@@ -42,14 +48,21 @@ func OwnTree(replay string, keep func(name string) bool) []string {
 		}
 		b := blocks[tid]
 		if b == nil {
-			b = &strings.Builder{}
+			b = &thread{}
 			blocks[tid] = b
 		}
-		fmt.Fprintf(b, "%s%s\n", strings.Repeat(" ", indent), fn)
+		// The depth among the kept calls: a call is under the last kept
+		// one that is less indented (a dropped library call between them
+		// does not count).
+		for len(b.open) > 0 && b.open[len(b.open)-1] >= indent {
+			b.open = b.open[:len(b.open)-1]
+		}
+		fmt.Fprintf(&b.text, "%s%s\n", strings.Repeat("  ", len(b.open)), fn)
+		b.open = append(b.open, indent)
 	}
 	out := make([]string, 0, len(blocks))
 	for _, b := range blocks {
-		out = append(out, b.String())
+		out = append(out, b.text.String())
 	}
 	sort.Strings(out)
 	return out
@@ -70,6 +83,9 @@ func WithoutPgStartup(trees []string) []string {
 // CompareTrees says whether two sets of thread trees are the same and,
 // when not, where they first part: "" when equal.
 func CompareTrees(got, want []string) string {
+	if len(want) == 0 {
+		return "the reference has no calls of the program's functions"
+	}
 	if len(got) != len(want) {
 		return fmt.Sprintf("%d threads, want %d", len(got), len(want))
 	}

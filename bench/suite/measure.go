@@ -55,10 +55,10 @@ func Run(c Cmd) (Sample, error) {
 	cmd := exec.Command(c.Argv[0], c.Argv[1:]...)
 	cmd.Dir = c.Dir
 	cmd.Env = append(os.Environ(), c.Env...)
-	cmd.Stdout = io.Discard
-	if c.Stdout != nil {
-		cmd.Stdout = c.Stdout
-	}
+	cmd.Stdout = c.Stdout // nil: /dev/null, no copying goroutine
+	// A process that escaped the group kill and holds the pipe open does
+	// not hold the run forever.
+	cmd.WaitDelay = 10 * time.Second
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	if c.Stdin != "" {
@@ -74,6 +74,8 @@ func Run(c Cmd) (Sample, error) {
 	if err := cmd.Start(); err != nil {
 		return Sample{}, fmt.Errorf("%s: %w", c.Argv[0], err)
 	}
+	running.add(cmd.Process.Pid)
+	defer running.remove(cmd.Process.Pid)
 	var timedOut atomic.Bool
 	if c.Timeout > 0 {
 		t := time.AfterFunc(c.Timeout, func() {
@@ -119,11 +121,19 @@ func tail(s string, n int) string {
 // largest VmHWM seen of each.
 func sampleRSS(root int, prog string, stop <-chan struct{}) int64 {
 	peak := map[int]int64{}
+	var progID os.FileInfo
+	if prog != "" {
+		progID, _ = os.Stat(prog)
+	}
 	tick := time.NewTicker(rssPeriod)
 	defer tick.Stop()
 	for {
 		for _, pid := range tree(root) {
-			if prog != "" && exeOf(pid) == prog {
+			// The program, by file identity (a path may be a symlink);
+			// what its process held before its exec (a fork of the tool)
+			// is not the tool's either.
+			if exe, err := os.Stat(fmt.Sprintf("/proc/%d/exe", pid)); progID != nil && err == nil && os.SameFile(exe, progID) {
+				delete(peak, pid)
 				continue
 			}
 			if hwm, ok := vmHWM(pid); ok && hwm > peak[pid] {
@@ -159,11 +169,6 @@ func tree(root int) []int {
 	return list
 }
 
-func exeOf(pid int) string {
-	p, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
-	return p
-}
-
 // vmHWM reads a process's peak resident set size from /proc/PID/status.
 func vmHWM(pid int) (int64, bool) {
 	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
@@ -193,4 +198,35 @@ func parseHWM(r io.Reader) (int64, bool) {
 		return kb << 10, true
 	}
 	return 0, false
+}
+
+// running is the process groups of the commands being measured, so that
+// an interrupted bench stops them too (each runs in its own group, out of
+// the terminal's reach).
+var running = &groups{pids: map[int]bool{}}
+
+type groups struct {
+	mu   sync.Mutex
+	pids map[int]bool
+}
+
+func (g *groups) add(pid int) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.pids[pid] = true
+}
+
+func (g *groups) remove(pid int) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	delete(g.pids, pid)
+}
+
+// KillRunning kills the process groups of the commands being measured.
+func KillRunning() {
+	running.mu.Lock()
+	defer running.mu.Unlock()
+	for pid := range running.pids {
+		syscall.Kill(-pid, syscall.SIGKILL)
+	}
 }

@@ -88,8 +88,9 @@ func (b *Builder) aptOptions() ([]string, error) {
 func (b *Builder) Source(pkg string) (string, error) {
 	dir := filepath.Join(b.Dir, "src", pkg)
 	done := filepath.Join(dir, ".unpacked")
-	if tree, err := os.ReadFile(done); err == nil {
-		return string(tree), nil
+	tree := filepath.Join(dir, "tree")
+	if _, err := os.Stat(done); err == nil {
+		return tree, nil
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", err
@@ -118,7 +119,6 @@ func (b *Builder) Source(pkg string) (string, error) {
 	if orig == "" {
 		return "", fmt.Errorf("apt-get source %s: no upstream tarball in %s", pkg, dir)
 	}
-	tree := filepath.Join(dir, "tree")
 	os.RemoveAll(tree)
 	if err := os.MkdirAll(tree, 0o755); err != nil {
 		return "", err
@@ -126,7 +126,7 @@ func (b *Builder) Source(pkg string) (string, error) {
 	if err := b.run(tree, nil, "tar", "xf", orig, "--strip-components=1"); err != nil {
 		return "", err
 	}
-	return tree, os.WriteFile(done, []byte(tree), 0o644)
+	return tree, os.WriteFile(done, nil, 0o644)
 }
 
 // Program is a real program built two ways: plain (-O2 -g) and for
@@ -142,7 +142,9 @@ func (b *Builder) build(pkg, name, rel string, pg bool, make func(dir, cflags, l
 	if pg {
 		variant, cflags, ldflags = "pg", "-O2 -g -pg", "-pg"
 	}
-	dir := filepath.Join(b.Dir, name+"-"+variant)
+	// The flags are in the name: a change of them is a new build.
+	h := sha256.Sum256([]byte(cflags + "\x00" + ldflags + "\x00" + flagsOf[name]))
+	dir := filepath.Join(b.Dir, name+"-"+variant+"-"+hex.EncodeToString(h[:])[:8])
 	bin := filepath.Join(dir, rel)
 	if _, err := os.Stat(bin); err == nil {
 		return bin, nil
@@ -177,6 +179,13 @@ func (b *Builder) both(pkg, name, rel string, make func(dir, cflags, ldflags str
 	return p, err
 }
 
+// flagsOf are the flags of each program's build beyond the variant's.
+var flagsOf = map[string]string{
+	"lua":     "-Wall -DLUA_COMPAT_5_3 -DLUA_USE_LINUX -D'luai_makeseed(L)=0x2545F491u'",
+	"bzip2":   "-Wall -D_FILE_OFFSET_BITS=64",
+	"sqlite3": "",
+}
+
 // Lua is the Lua 5.4 interpreter (Debian's lua5.4 source: upstream's
 // makefile, no readline). Its string hash seed is made constant: Lua 5.4
 // seeds it from the time and from addresses (luai_makeseed, lstate.c), so
@@ -185,20 +194,25 @@ func (b *Builder) both(pkg, name, rel string, make func(dir, cflags, ldflags str
 func (b *Builder) Lua() (Program, error) {
 	return b.both("lua5.4", "lua", "src/lua", func(dir, cflags, ldflags string) error {
 		return b.run(filepath.Join(dir, "src"), nil, "make", "-j2", "linux-noreadline",
-			"CFLAGS=-Wall -DLUA_COMPAT_5_3 -DLUA_USE_LINUX -D'luai_makeseed(L)=0x2545F491u' "+cflags, "MYLDFLAGS="+ldflags)
+			"CFLAGS="+flagsOf["lua"]+" "+cflags, "MYLDFLAGS="+ldflags)
 	})
 }
 
 // Bzip2 is bzip2 (Debian's bzip2 source: upstream's makefile).
 func (b *Builder) Bzip2() (Program, error) {
 	return b.both("bzip2", "bzip2", "bzip2", func(dir, cflags, ldflags string) error {
-		return b.run(dir, nil, "make", "-j2", "bzip2", "CFLAGS=-Wall -D_FILE_OFFSET_BITS=64 "+cflags, "LDFLAGS="+ldflags)
+		return b.run(dir, nil, "make", "-j2", "bzip2", "CFLAGS="+flagsOf["bzip2"]+" "+cflags, "LDFLAGS="+ldflags)
 	})
 }
 
 // SQLite is the sqlite3 shell (Debian's sqlite3 source: the autoconf
 // build, which generates the amalgamation with tclsh).
 func (b *Builder) SQLite() (Program, error) {
+	for _, t := range [][2]string{{"tclsh", "tcl"}, {"xz", "xz-utils"}} {
+		if _, err := Need(t[0], t[1], b.Log); err != nil {
+			return Program{}, err
+		}
+	}
 	return b.both("sqlite3", "sqlite3", "sqlite3", func(dir, cflags, ldflags string) error {
 		env := []string{"CFLAGS=" + cflags, "LDFLAGS=" + ldflags}
 		if err := b.run(dir, env, "./configure", "--disable-tcl", "--disable-readline", "--disable-shared"); err != nil {
@@ -220,15 +234,30 @@ func Need(name, pkg string, log io.Writer) (string, error) {
 	if pkg == "" {
 		return "", fmt.Errorf("%s: %w", name, ErrMissing)
 	}
-	argv := []string{"apt-get", "install", "-y", "-qq", pkg}
+	if err := aptGet(log, "install", "-y", "-qq", pkg); err != nil {
+		// A fresh machine may have no package lists yet.
+		if uerr := aptGet(log, "update", "-qq"); uerr != nil {
+			return "", fmt.Errorf("%s: %w; apt-get install %s failed: %v", name, ErrMissing, pkg, err)
+		}
+		if err := aptGet(log, "install", "-y", "-qq", pkg); err != nil {
+			return "", fmt.Errorf("%s: %w; apt-get install %s failed: %v", name, ErrMissing, pkg, err)
+		}
+	}
+	return exec.LookPath(name)
+}
+
+// aptGet runs apt-get as root, or through sudo -n (never asking for a
+// password).
+func aptGet(log io.Writer, args ...string) error {
+	argv := append([]string{"apt-get"}, args...)
 	if os.Geteuid() != 0 {
 		argv = append([]string{"sudo", "-n"}, argv...)
 	}
-	fmt.Fprintf(log, "bench: installing %s (%s)\n", pkg, strings.Join(argv, " "))
+	fmt.Fprintf(log, "bench: %s\n", strings.Join(argv, " "))
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("%s: %w; apt-get install %s failed: %v %s", name, ErrMissing, pkg, err, tail(strings.TrimSpace(string(out)), 300))
+		return fmt.Errorf("%v %s", err, tail(strings.TrimSpace(string(out)), 300))
 	}
-	return exec.LookPath(name)
+	return nil
 }

@@ -66,6 +66,7 @@ func (r *Runner) Run(w *Workload) *Report {
 	rep.Rows = append(rep.Rows, base)
 	rtIdx := -1
 	pgTrees, uftracePath := []string(nil), ""
+	refErr := errors.New("uftrace -pg did not run")
 	own, err := OwnFuncs(w.Prog.Plain)
 	if err != nil {
 		fmt.Fprintf(r.Log, "bench: %s: %v; comparing whole trees\n", w.Name, err)
@@ -83,13 +84,22 @@ func (r *Runner) Run(w *Workload) *Report {
 			}
 			bin = p
 		}
+		if t.Skip != nil {
+			if why := t.Skip(w.Prog.Plain); why != "" {
+				rep.Rows = append(rep.Rows, Row{Tool: t.Name, Stats: Stats{Skipped: why}})
+				continue
+			}
+		}
 		row := r.measure(w, t, bin)
 		out := r.out(t)
 		if row.Err == nil && row.Skipped == "" {
 			r.facts(w, t, out, &row)
 			if t.Name == "uftrace -pg" {
 				uftracePath = bin
-				if txt, err := Replay(bin, filepath.Join(out, "data")); err == nil {
+				txt, err := Replay(bin, filepath.Join(out, "data"))
+				if err != nil {
+					refErr = err
+				} else {
 					pgTrees = WithoutPgStartup(OwnTree(txt, own))
 				}
 			}
@@ -105,17 +115,18 @@ func (r *Runner) Run(w *Workload) *Report {
 	}
 	// The call trees of the function tracers against uftrace -pg's, from
 	// each one's last run (kept in the scratch directory).
-	if w.Kind == Functions && pgTrees != nil {
+	if w.Kind == Functions {
 		for i := range rep.Rows {
 			row := &rep.Rows[i]
-			if row.Tool == "uftrace -pg" || row.Tool == "untraced" || row.Err != nil || row.Skipped != "" {
+			t, ok := toolNamed(r.Tools, row.Tool, w.Kind)
+			if !ok || !t.Dir || row.Tool == "uftrace -pg" || row.Err != nil || row.Skipped != "" || row.Check == "error" {
 				continue
 			}
-			dir := filepath.Join(r.Scratch, slug(row.Tool), "data")
-			if _, err := os.Stat(dir); err != nil {
+			if pgTrees == nil {
+				row.Check, row.Detail = "unchecked", "no reference tree: "+refErr.Error()
 				continue
 			}
-			txt, err := Replay(uftracePath, dir)
+			txt, err := Replay(uftracePath, filepath.Join(r.out(t), "data"))
 			if err != nil {
 				row.Check, row.Detail = "error", err.Error()
 				continue
@@ -135,7 +146,7 @@ func (r *Runner) Run(w *Workload) *Report {
 		rt.Check, rt.Detail = leakCheck(rt.ownLeaks, w.Leaks, nil)
 		for _, row := range rep.Rows {
 			if m := row.memcheck; m != nil {
-				if rt.ownLeaks == m.Lost {
+				if rt.ownLeaks == m.Lost && rt.ownLeaks == w.Leaks {
 					rt.Check = fmt.Sprintf("%d leaks = memcheck's lost", rt.ownLeaks)
 				} else {
 					rt.Check = "differs"
@@ -168,7 +179,7 @@ func (r *Runner) Run(w *Workload) *Report {
 		if n == 0 {
 			n = events
 		}
-		if n > 0 && row.Tool != "untraced" && row.Runs > 0 {
+		if n > 0 && row.Tool != "untraced" && row.Runs > 0 && base.Runs > 0 {
 			row.PerEvent = float64(row.Wall-base.Wall) / float64(n)
 		}
 	}
@@ -178,6 +189,16 @@ func (r *Runner) Run(w *Workload) *Report {
 		}
 	}
 	return rep
+}
+
+// toolNamed finds the tool of a row.
+func toolNamed(tools []Tool, name string, k Kind) (Tool, bool) {
+	for _, t := range tools {
+		if t.Name == name && t.Kind == k {
+			return t, true
+		}
+	}
+	return Tool{}, false
 }
 
 // slug names a tool's scratch directory.
@@ -352,7 +373,7 @@ func rtraceLeaks(path, from string) (leaks, own int, calls int64, err error) {
 		}
 		c := &callCounter{from: from}
 		opts := postproc.Options{Leaks: leaksOnly}
-		if leaksOnly && from != "" {
+		if from != "" {
 			opts.Resolve, opts.Resolver = true, resolver.New(resolver.Options{})
 		}
 		err = postproc.Run(rd, c, opts)
@@ -364,6 +385,10 @@ func rtraceLeaks(path, from string) (leaks, own int, calls int64, err error) {
 			leaks, own = int(c.n), c.hits
 		} else {
 			calls = c.n
+			// A leak check by a function never seen checks nothing.
+			if from != "" && c.hits == 0 {
+				return 0, 0, calls, fmt.Errorf("no allocation's backtrace passes through %s(): the leak check cannot tell the program's leaks", from)
+			}
 		}
 	}
 	return leaks, own, calls, nil

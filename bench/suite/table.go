@@ -43,7 +43,7 @@ func Print(w io.Writer, rep *Report) {
 			dash(r.Events > 0, func() string { return fmt.Sprint(r.Events) }),
 			dash(r.PerEvent != 0, func() string { return fmt.Sprintf("%.0f", r.PerEvent) }),
 			dash(rt > 0 && r.Tool != "untraced", func() string { return ratio(float64(r.Wall) / float64(rt)) }),
-			dash(r.Main > 0, func() string {
+			dash(r.Main > 0 && base > 0, func() string {
 				return fmt.Sprintf("%s (%s untraced)", secs(r.Main), ratio(float64(r.Main)/float64(base)))
 			}),
 			r.Check,

@@ -1,6 +1,7 @@
 package suite
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -23,6 +24,8 @@ type Tool struct {
 	// Dir says the trace is a uftrace.data directory out/data.
 	Dir bool
 	Env []string // added to the environment
+	// Skip, when set, says why the tool cannot measure prog ("": it can).
+	Skip func(prog string) string
 }
 
 // untraced is the baseline every row is compared with.
@@ -50,8 +53,8 @@ func Tools(rtrace string) []Tool {
 		{Name: "ltrace -x", Kind: Functions, Bin: "ltrace", Pkg: "ltrace", Argv: func(bin, prog string, args []string, out string) []string {
 			return with(prog, args, bin, "-x", "*@MAIN", "-o", filepath.Join(out, "ltrace.txt"))
 		}},
-		{Name: "bpftrace", Kind: Functions, Bin: "bpftrace", Pkg: "bpftrace", Argv: bpftraceArgv,
-			Env: []string{"BPFTRACE_MAX_PROBES=100000"}},
+		{Name: "bpftrace", Kind: Functions, Bin: "bpftrace", Pkg: "bpftrace", Argv: bpftraceArgv, Skip: bpftraceSkip,
+			Env: []string{fmt.Sprintf("BPFTRACE_MAX_PROBES=%d", 2*maxUprobeFuncs)}},
 		{Name: "rtrace", Kind: Memory, Bin: rtrace, Argv: func(bin, prog string, args []string, out string) []string {
 			return with(prog, args, bin, "record", "-q", "-e", "memory", "--start", "-o", out, "--")
 		}},
@@ -96,24 +99,51 @@ func rawTrace(out string) string {
 // and are on the file, so the program runs from a script (bpftrace -c
 // splits its command at spaces, and arguments may hold some).
 func bpftraceArgv(bin, prog string, args []string, out string) []string {
-	script := filepath.Join(out, "run.sh")
+	// Its inputs go beside out: out holds what the tool writes.
+	in := out + ".in"
+	os.MkdirAll(in, 0o755)
+	script := filepath.Join(in, "run.sh")
 	quoted := []string{"exec", shellQuote(prog)}
 	for _, a := range args {
 		quoted = append(quoted, shellQuote(a))
 	}
 	os.WriteFile(script, []byte(strings.Join(quoted, " ")+"\n"), 0o755)
 	var entries, exits []string
-	if f, err := elfx.Open(prog); err == nil {
-		for _, fn := range f.Funcs {
-			if fn.Size > 0 && plainName.MatchString(fn.Name) {
-				entries = append(entries, "uprobe:"+prog+":"+fn.Name)
-				exits = append(exits, "uretprobe:"+prog+":"+fn.Name)
-			}
-		}
+	for _, name := range uprobeFuncs(prog) {
+		entries = append(entries, "uprobe:"+prog+":"+name)
+		exits = append(exits, "uretprobe:"+prog+":"+name)
 	}
-	bt := filepath.Join(out, "count.bt")
+	bt := filepath.Join(in, "count.bt")
 	os.WriteFile(bt, []byte(strings.Join(entries, ",\n")+" { @calls = count(); }\n"+strings.Join(exits, ",\n")+" { @returns = count(); }\n"), 0o644)
 	return []string{bin, bt, "-c", "/bin/sh " + script}
+}
+
+// uprobeFuncs lists the functions of prog bpftrace can probe.
+func uprobeFuncs(prog string) []string {
+	f, err := elfx.Open(prog)
+	if err != nil {
+		return nil
+	}
+	var names []string
+	for _, fn := range f.Funcs {
+		if fn.Size > 0 && plainName.MatchString(fn.Name) {
+			names = append(names, fn.Name)
+		}
+	}
+	return names
+}
+
+// maxUprobeFuncs bounds the functions bpftrace is run on. Each uprobe is
+// registered and unregistered one by one (kernel/events/uprobes.c); with
+// thousands of them, attaching takes minutes, and so does the kernel's
+// clean-up after a stopped bpftrace, which holds up the next runs.
+const maxUprobeFuncs = 512
+
+func bpftraceSkip(prog string) string {
+	if n := len(uprobeFuncs(prog)); n > maxUprobeFuncs {
+		return fmt.Sprintf("%d functions, over %d: attaching (and detaching) a uprobe and a uretprobe on each takes minutes", n, maxUprobeFuncs)
+	}
+	return ""
 }
 
 // plainName is a symbol bpftrace takes in a probe without quoting.

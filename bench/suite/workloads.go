@@ -36,11 +36,15 @@ type Workload struct {
 	Inputs func() error
 }
 
-// Scale is how big the workloads are: Quick for a run under 3 minutes.
+// Scale is how big the workloads are (Quick: small), and which to make.
 type Scale struct {
 	Quick bool
 	Runs  int
+	Only  map[string]bool // the workloads to prepare; empty: all
 }
+
+// Names are the workloads, in the order they run.
+var Names = []string{"fib", "fib-threads", "churn", "lua", "bzip2", "sqlite3", "sqlite3-memory"}
 
 // fibCalls is how many times fib(n) calls fib.
 func fibCalls(n int) int64 {
@@ -60,6 +64,14 @@ func Workloads(b *Builder, s Scale) ([]*Workload, map[string]error) {
 	}
 	var list []*Workload
 	failed := map[string]error{}
+	want := func(names ...string) bool {
+		for _, n := range names {
+			if len(s.Only) == 0 || s.Only[n] {
+				return true
+			}
+		}
+		return false
+	}
 	fixture := func(name, src string, flags ...string) (Program, bool) {
 		plain, err := b.Fixture(src, flags...)
 		if err == nil {
@@ -71,27 +83,32 @@ func Workloads(b *Builder, s Scale) ([]*Workload, map[string]error) {
 		failed[name] = err
 		return Program{}, false
 	}
-	if p, ok := fixture("fib", "fib.c", "-O0", "-g"); ok {
+	if !want("fib") {
+	} else if p, ok := fixture("fib", "fib.c", "-O0", "-g"); ok {
 		list = append(list, &Workload{Name: "fib", Kind: Functions, Prog: p, Args: []string{strconv.Itoa(fibN)}, Hot: "fib",
 			What: fmt.Sprintf("fib(%d), testdata/fib.c at -O0: %d calls of fib", fibN, fibCalls(fibN))})
 	}
-	if p, ok := fixture("fib-threads", "fibthreads.c", "-O0", "-g", "-pthread"); ok {
+	if !want("fib-threads") {
+	} else if p, ok := fixture("fib-threads", "fibthreads.c", "-O0", "-g", "-pthread"); ok {
 		list = append(list, &Workload{Name: "fib-threads", Kind: Functions, Prog: p, Args: []string{strconv.Itoa(fibN)}, Hot: "fib",
 			What: fmt.Sprintf("fib(%d) split over 4 threads, testdata/fibthreads.c at -O0", fibN)})
 	}
-	if p, ok := fixture("churn", "churn.c", "-O2", "-g"); ok {
+	if !want("churn") {
+	} else if p, ok := fixture("churn", "churn.c", "-O2", "-g"); ok {
 		list = append(list, &Workload{Name: "churn", Kind: Memory, Prog: p, Args: []string{strconv.Itoa(churnN), "100"},
 			Calls: int64(2*churnN - (churnN+99)/100), Leaks: (churnN + 99) / 100, LeakFrom: "churn_alloc",
 			What: fmt.Sprintf("malloc/free churn, %d blocks, 1%% leaked, testdata/churn.c at -O2", churnN)})
 	}
-	if p, err := b.Lua(); err != nil {
+	if !want("lua") {
+	} else if p, err := b.Lua(); err != nil {
 		failed["lua"] = err
 	} else {
 		script := filepath.Join(b.Root, "bench", "scripts", "work.lua")
 		list = append(list, &Workload{Name: "lua", Kind: Functions, Prog: p, Args: []string{script, strconv.Itoa(luaN)},
 			What: fmt.Sprintf("Lua 5.4 interpreter (Debian's lua5.4 source, -O2 -g) running bench/scripts/work.lua %d", luaN)})
 	}
-	if p, err := b.Bzip2(); err != nil {
+	if !want("bzip2") {
+	} else if p, err := b.Bzip2(); err != nil {
 		failed["bzip2"] = err
 	} else {
 		in := filepath.Join(b.Dir, "inputs", fmt.Sprintf("text-%dKiB", bzipKB))
@@ -99,7 +116,8 @@ func Workloads(b *Builder, s Scale) ([]*Workload, map[string]error) {
 			What:   fmt.Sprintf("bzip2 -9 (Debian's bzip2 source, -O2 -g) compressing %d KiB of generated text", bzipKB),
 			Inputs: func() error { return genText(in, bzipKB<<10) }})
 	}
-	if p, err := b.SQLite(); err != nil {
+	if !want("sqlite3", "sqlite3-memory") {
+	} else if p, err := b.SQLite(); err != nil {
 		failed["sqlite3"] = err
 	} else {
 		sql := filepath.Join(b.Dir, "inputs", fmt.Sprintf("work-%d.sql", sqlN))
