@@ -83,53 +83,58 @@ func Workloads(b *Builder, s Scale) ([]*Workload, map[string]error) {
 		failed[name] = err
 		return Program{}, false
 	}
-	if !want("fib") {
-	} else if p, ok := fixture("fib", "fib.c", "-O0", "-g"); ok {
-		list = append(list, &Workload{Name: "fib", Kind: Functions, Prog: p, Args: []string{strconv.Itoa(fibN)}, Hot: "fib",
-			What: fmt.Sprintf("fib(%d), testdata/fib.c at -O0: %d calls of fib", fibN, fibCalls(fibN))})
+	if want("fib") {
+		if p, ok := fixture("fib", "fib.c", "-O0", "-g"); ok {
+			list = append(list, &Workload{Name: "fib", Kind: Functions, Prog: p, Args: []string{strconv.Itoa(fibN)}, Hot: "fib",
+				What: fmt.Sprintf("fib(%d), testdata/fib.c at -O0: %d calls of fib", fibN, fibCalls(fibN))})
+		}
 	}
-	if !want("fib-threads") {
-	} else if p, ok := fixture("fib-threads", "fibthreads.c", "-O0", "-g", "-pthread"); ok {
-		list = append(list, &Workload{Name: "fib-threads", Kind: Functions, Prog: p, Args: []string{strconv.Itoa(fibN)}, Hot: "fib",
-			What: fmt.Sprintf("fib(%d) split over 4 threads, testdata/fibthreads.c at -O0", fibN)})
+	if want("fib-threads") {
+		if p, ok := fixture("fib-threads", "fibthreads.c", "-O0", "-g", "-pthread"); ok {
+			list = append(list, &Workload{Name: "fib-threads", Kind: Functions, Prog: p, Args: []string{strconv.Itoa(fibN)}, Hot: "fib",
+				What: fmt.Sprintf("fib(%d) split over 4 threads, testdata/fibthreads.c at -O0", fibN)})
+		}
 	}
-	if !want("churn") {
-	} else if p, ok := fixture("churn", "churn.c", "-O2", "-g"); ok {
-		list = append(list, &Workload{Name: "churn", Kind: Memory, Prog: p, Args: []string{strconv.Itoa(churnN), "100"},
-			Calls: int64(2*churnN - (churnN+99)/100), Leaks: (churnN + 99) / 100, LeakFrom: "churn_alloc",
-			What: fmt.Sprintf("malloc/free churn, %d blocks, 1%% leaked, testdata/churn.c at -O2", churnN)})
+	if want("churn") {
+		if p, ok := fixture("churn", "churn.c", "-O2", "-g"); ok {
+			list = append(list, &Workload{Name: "churn", Kind: Memory, Prog: p, Args: []string{strconv.Itoa(churnN), "100"},
+				Calls: int64(2*churnN - (churnN+99)/100), Leaks: (churnN + 99) / 100, LeakFrom: "churn_alloc",
+				What: fmt.Sprintf("malloc/free churn, %d blocks, 1%% leaked, testdata/churn.c at -O2", churnN)})
+		}
 	}
-	if !want("lua") {
-	} else if p, err := b.Lua(); err != nil {
-		failed["lua"] = err
-	} else {
-		script := filepath.Join(b.Root, "bench", "scripts", "work.lua")
-		list = append(list, &Workload{Name: "lua", Kind: Functions, Prog: p, Args: []string{script, strconv.Itoa(luaN)},
-			What: fmt.Sprintf("Lua 5.4 interpreter (Debian's lua5.4 source, -O2 -g) running bench/scripts/work.lua %d", luaN)})
+	if want("lua") {
+		if p, err := b.Lua(); err != nil {
+			failed["lua"] = err
+		} else {
+			script := filepath.Join(b.Root, "bench", "scripts", "work.lua")
+			list = append(list, &Workload{Name: "lua", Kind: Functions, Prog: p, Args: []string{script, strconv.Itoa(luaN)},
+				What: fmt.Sprintf("Lua 5.4 interpreter (Debian's lua5.4 source, -O2 -g) running bench/scripts/work.lua %d", luaN)})
+		}
 	}
-	if !want("bzip2") {
-	} else if p, err := b.Bzip2(); err != nil {
-		failed["bzip2"] = err
-	} else {
-		in := filepath.Join(b.Dir, "inputs", fmt.Sprintf("text-%dKiB", bzipKB))
-		list = append(list, &Workload{Name: "bzip2", Kind: Functions, Prog: p, Args: []string{"-c", "-9", in},
-			What:   fmt.Sprintf("bzip2 -9 (Debian's bzip2 source, -O2 -g) compressing %d KiB of generated text", bzipKB),
-			Inputs: func() error { return genText(in, bzipKB<<10) }})
+	if want("bzip2") {
+		if p, err := b.Bzip2(); err != nil {
+			failed["bzip2"] = err
+		} else {
+			in := filepath.Join(b.Dir, "inputs", fmt.Sprintf("text-%dKiB", bzipKB))
+			list = append(list, &Workload{Name: "bzip2", Kind: Functions, Prog: p, Args: []string{"-c", "-9", in},
+				What:   fmt.Sprintf("bzip2 -9 (Debian's bzip2 source, -O2 -g) compressing %d KiB of generated text", bzipKB),
+				Inputs: func() error { return genText(in, bzipKB<<10) }})
+		}
 	}
-	if !want("sqlite3", "sqlite3-memory") {
-	} else if p, err := b.SQLite(); err != nil {
-		failed["sqlite3"] = err
-	} else {
-		sql := filepath.Join(b.Dir, "inputs", fmt.Sprintf("work-%d.sql", sqlN))
-		db := filepath.Join(b.Dir, "inputs", "work.db")
-		list = append(list, &Workload{Name: "sqlite3", Kind: Functions, Prog: p, Args: []string{":memory:", ".read " + sql},
-			What:   fmt.Sprintf("sqlite3 shell (Debian's sqlite3 source, -O2 -g): %d inserts, an index, queries, in memory", sqlN),
-			Inputs: func() error { os.Remove(db); return genSQL(sql, sqlN) }})
-		// The same run's allocations: sqlite3 allocates through
-		// sqlite3MemMalloc (src/mem1.c), and frees all it allocates.
-		list = append(list, &Workload{Name: "sqlite3-memory", Kind: Memory, Prog: p, Args: []string{":memory:", ".read " + sql},
-			What:     fmt.Sprintf("sqlite3 shell's allocations, the same %d-insert run", sqlN),
-			LeakFrom: "sqlite3MemMalloc"})
+	if want("sqlite3", "sqlite3-memory") {
+		if p, err := b.SQLite(); err != nil {
+			failed["sqlite3"] = err
+		} else {
+			sql := filepath.Join(b.Dir, "inputs", fmt.Sprintf("work-%d.sql", sqlN))
+			list = append(list, &Workload{Name: "sqlite3", Kind: Functions, Prog: p, Args: []string{":memory:", ".read " + sql},
+				What:   fmt.Sprintf("sqlite3 shell (Debian's sqlite3 source, -O2 -g): %d inserts, an index, queries, in memory", sqlN),
+				Inputs: func() error { return genSQL(sql, sqlN) }})
+			// The same run's allocations: sqlite3 allocates through
+			// sqlite3MemMalloc (src/mem1.c), and frees all it allocates.
+			list = append(list, &Workload{Name: "sqlite3-memory", Kind: Memory, Prog: p, Args: []string{":memory:", ".read " + sql},
+				What:     fmt.Sprintf("sqlite3 shell's allocations, the same %d-insert run", sqlN),
+				LeakFrom: "sqlite3MemMalloc"})
+		}
 	}
 	for _, w := range list {
 		if w.Inputs != nil {
