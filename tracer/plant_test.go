@@ -7,9 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"golang.org/x/arch/x86/x86asm"
-
 	"rtrace/internal/elfx"
+	"rtrace/internal/testutil"
 	"rtrace/tracer/bp"
 )
 
@@ -19,29 +18,6 @@ const (
 	testBias    = 0x1000000
 	testScratch = 0xf00000
 )
-
-// disasm lists code placed at base in GNU syntax, every address shown as
-// T<hex>.
-func disasm(t *testing.T, code []byte, base uint64) string {
-	t.Helper()
-	var lines []string
-	for off := 0; off < len(code); {
-		in, err := x86asm.Decode(code[off:], 64)
-		if err != nil {
-			t.Fatalf("decoding % x at +%d: %v", code, off, err)
-		}
-		lines = append(lines, x86asm.GNUSyntax(in, base+uint64(off), func(orig uint64) (string, uint64) {
-			// x86asm adds a negative rip displacement as an unsigned
-			// 32-bit one: fold it back.
-			if a := orig & 0xffffffff; a >= 0x1000 {
-				return fmt.Sprintf("T%#x", a), orig
-			}
-			return "", 0
-		}))
-		off += in.Len
-	}
-	return strings.Join(lines, "; ")
-}
 
 // push %rbp; mov %rsp,%rbp; mov %edi,-4(%rbp); pop %rbp; ret: a detour
 // displaces its first three instructions (7 bytes).
@@ -138,7 +114,7 @@ func TestPlanFuncs(t *testing.T) {
 			if b.Addr != b.Plan.Trap {
 				t.Errorf("%s: breakpoint at %#x, want the trap %#x", e.c.name, b.Addr, b.Plan.Trap)
 			}
-			if got, want := disasm(t, e.jmp, e.patch), fmt.Sprintf("jmpq T%#x", slot); got != want {
+			if got, want := testutil.Disasm(t, e.jmp, e.patch), fmt.Sprintf("jmpq T%#x", slot); got != want {
 				t.Errorf("%s: patch %s, want %s", e.c.name, got, want)
 			}
 			if !bytes.Equal(e.orig, cm.text.code(e.patch, 5)) {
@@ -146,7 +122,7 @@ func TestPlanFuncs(t *testing.T) {
 			}
 			// The trampoline swaps the return address for the return
 			// breakpoint: the first byte of the scratch.
-			if tr := disasm(t, b.Plan.Slot, slot); !strings.Contains(tr, fmt.Sprintf("lea T%#x,%%r11", testScratch)) {
+			if tr := testutil.Disasm(t, b.Plan.Slot, slot); !strings.Contains(tr, fmt.Sprintf("lea T%#x,%%r11", testScratch)) {
 				t.Errorf("%s: trampoline %s does not return to the scratch's first byte", e.c.name, tr)
 			}
 		default:
@@ -154,7 +130,7 @@ func TestPlanFuncs(t *testing.T) {
 			if b.Addr != e.addr || !bytes.Equal(e.jmp, []byte{bp.Int3}) || !bytes.Equal(e.orig, cm.text.code(e.addr, 1)) {
 				t.Errorf("%s: breakpoint at %#x, patch % x over % x", e.c.name, b.Addr, e.jmp, e.orig)
 			}
-			if got := disasm(t, b.Plan.Slot, slot); got != w.slot {
+			if got := testutil.Disasm(t, b.Plan.Slot, slot); got != w.slot {
 				t.Errorf("%s: slot %s, want %s", e.c.name, got, w.slot)
 			}
 		}

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"golang.org/x/arch/x86/x86asm"
 	"golang.org/x/sys/unix"
 
 	"rtrace/internal/uftrace"
@@ -178,4 +179,27 @@ func OpenPty(t testing.TB) (master, slave *os.File) {
 		t.Fatal(err)
 	}
 	return m, s
+}
+
+// Disasm lists x86-64 code placed at base in GNU syntax, "; "-separated,
+// every address of the low 4 GiB at or above 0x1000 shown as T<hex> so
+// that branch and rip-relative targets read as absolute addresses (x86asm
+// adds a negative rip displacement as an unsigned 32-bit one: folded back).
+func Disasm(t testing.TB, code []byte, base uint64) string {
+	t.Helper()
+	var lines []string
+	for off := 0; off < len(code); {
+		in, err := x86asm.Decode(code[off:], 64)
+		if err != nil {
+			t.Fatalf("decoding % x at +%d: %v", code, off, err)
+		}
+		lines = append(lines, x86asm.GNUSyntax(in, base+uint64(off), func(orig uint64) (string, uint64) {
+			if a := orig & 0xffffffff; a >= 0x1000 {
+				return fmt.Sprintf("T%#x", a), orig
+			}
+			return "", 0
+		}))
+		off += in.Len
+	}
+	return strings.Join(lines, "; ")
 }

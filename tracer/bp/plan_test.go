@@ -3,37 +3,9 @@ package bp
 import (
 	"errors"
 	"fmt"
-	"strings"
+	"rtrace/internal/testutil"
 	"testing"
-
-	"golang.org/x/arch/x86/x86asm"
 )
-
-// disasm lists code placed at base in GNU syntax, branch targets absolute.
-func disasm(t *testing.T, code []byte, base uint64) string {
-	t.Helper()
-	var lines []string
-	for off := 0; off < len(code); {
-		in, err := x86asm.Decode(code[off:], 64)
-		if err != nil {
-			t.Fatalf("decoding % x at +%d: %v", code, off, err)
-		}
-		lines = append(lines, x86asm.GNUSyntax(in, base+uint64(off), sym))
-		off += in.Len
-	}
-	return strings.Join(lines, "; ")
-}
-
-// sym names every address of the test's low 4 GiB by itself, so rip-relative
-// operands show their target. x86asm adds a negative rip displacement as an
-// unsigned 32-bit one: fold it back.
-func sym(orig uint64) (string, uint64) {
-	a := orig & 0xffffffff
-	if a < 0x1000 {
-		return "", 0
-	}
-	return fmt.Sprintf("T%#x", a&0xffffffff), orig
-}
 
 func pad(code []byte) []byte { return append(code, make([]byte, 16)...) }
 
@@ -79,7 +51,7 @@ func TestPrepare(t *testing.T) {
 			if c.act != OutOfLine {
 				return
 			}
-			if got := disasm(t, p.Slot, slot); got != c.slot {
+			if got := testutil.Disasm(t, p.Slot, slot); got != c.slot {
 				t.Fatalf("slot:\n got %s\nwant %s", got, c.slot)
 			}
 		})
@@ -97,7 +69,7 @@ func TestPrepareFar(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := disasm(t, p.Slot[:7], 0x7f0000000000), "push %rbp; jmpq *(%rip)"; got != want {
+	if got, want := testutil.Disasm(t, p.Slot[:7], 0x7f0000000000), "push %rbp; jmpq *(%rip)"; got != want {
 		t.Fatalf("got %s, want %s", got, want)
 	}
 	if _, err := Prepare(pad([]byte{0x48, 0x8b, 0x05, 0, 1, 0, 0}), 0x401000, 0x7f0000000000); !errors.Is(err, ErrUnsupported) {
@@ -137,10 +109,10 @@ func TestPrepareDetour(t *testing.T) {
 			if p.Action != Detoured || p.Patch != c.patch || p.Trap != slot+9 {
 				t.Fatalf("action %d patch %#x trap %#x", p.Action, p.Patch, p.Trap)
 			}
-			if got, want := disasm(t, p.Slot, slot), detourPrologue+c.tramp; got != want {
+			if got, want := testutil.Disasm(t, p.Slot, slot), detourPrologue+c.tramp; got != want {
 				t.Fatalf("trampoline:\n got %s\nwant %s", got, want)
 			}
-			if got, want := disasm(t, p.Jmp, p.Patch), fmt.Sprintf("jmpq T%#x", slot); got != want {
+			if got, want := testutil.Disasm(t, p.Jmp, p.Patch), fmt.Sprintf("jmpq T%#x", slot); got != want {
 				t.Fatalf("jmp: got %s, want %s", got, want)
 			}
 			off := p.Patch - addr
