@@ -3,7 +3,9 @@ package suite
 import (
 	"errors"
 	"os"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -66,9 +68,14 @@ func TestSummarise(t *testing.T) {
 	}
 }
 
-// A run over its time limit is stopped, with its children.
+// A run over its time limit is stopped, with its children: here a child
+// that blocks for ever, opening a FIFO no one writes.
 func TestRunTimeout(t *testing.T) {
-	_, err := Run(Cmd{Argv: []string{"sh", "-c", "sleep 100 & wait"}, Timeout: 50 * time.Millisecond})
+	fifo := filepath.Join(t.TempDir(), "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Run(Cmd{Argv: []string{"sh", "-c", "read x < " + fifo + " & wait"}, Timeout: 50 * time.Millisecond})
 	if !errors.Is(err, ErrTimeout) {
 		t.Fatalf("got %v, want ErrTimeout", err)
 	}
