@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"rtrace/internal/testutil"
+	"rtrace/internal/uftrace"
 )
 
 // vfork: the child borrows the parent's stack until it execs or _exits.
@@ -531,7 +532,7 @@ func TestRecordNestLibcall(t *testing.T) {
 				if r.code != 0 || r.stdout != "nest 7\n" {
 					t.Errorf("%s: %+v", opt, r)
 				}
-				want, got := withoutPgStartup(tree(replay(t, filepath.Join(tmp, "U")))), tree(replay(t, filepath.Join(tmp, "R")))
+				want, got := uftrace.WithoutPgStartup(tree(replay(t, filepath.Join(tmp, "U")))), tree(replay(t, filepath.Join(tmp, "R")))
 				if strings.Join(got, "") != strings.Join(want, "") {
 					t.Errorf("%s: call trees differ\nuftrace:\n%s\nrtrace:\n%s", opt, strings.Join(want, ""), strings.Join(got, ""))
 				}

@@ -9,12 +9,12 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
-	"sort"
 	"strings"
 	"testing"
 
 	"rtrace/internal/elfx"
 	"rtrace/internal/testutil"
+	"rtrace/internal/uftrace"
 )
 
 var rtraceBin string
@@ -73,38 +73,11 @@ func runCmd(t *testing.T, dir, name string, args ...string) run {
 	return run{so.String(), se.String(), code}
 }
 
-// tree reduces `uftrace replay -f tid` output to the shape of each task's
-// call tree: entry lines with their indentation, one block per task, blocks
-// sorted (tids and thread interleaving differ between runs). Closing lines,
-// events and durations are dropped: uftrace -pg leaves frames open at exit()
-// where rtrace closes them, which changes no entry.
-func tree(replay string) []string {
-	blocks := map[string]*strings.Builder{}
-	for _, line := range strings.Split(replay, "\n") {
-		tid, body, ok := strings.Cut(line, "] | ")
-		if !ok || strings.HasPrefix(line, "#") {
-			continue
-		}
-		fn := strings.TrimSpace(body)
-		if fn == "" || strings.HasPrefix(fn, "}") || strings.HasPrefix(fn, "/*") {
-			continue
-		}
-		indent := len(body) - len(strings.TrimLeft(body, " "))
-		fn = strings.TrimSuffix(strings.TrimSuffix(fn, " {"), ";")
-		b := blocks[tid]
-		if b == nil {
-			b = &strings.Builder{}
-			blocks[tid] = b
-		}
-		fmt.Fprintf(b, "%s%s\n", strings.Repeat(" ", indent), fn)
-	}
-	var out []string
-	for _, b := range blocks {
-		out = append(out, b.String())
-	}
-	sort.Strings(out)
-	return out
-}
+// tree is the shape of each task's call tree in `uftrace replay -f tid`
+// output (uftrace.ReplayTrees). Closing lines, events and durations are
+// dropped: uftrace -pg leaves frames open at exit() where rtrace closes
+// them, which changes no entry.
+func tree(replay string) []string { return uftrace.ReplayTrees(replay, nil) }
 
 func replay(t *testing.T, dir string) string {
 	t.Helper()
@@ -209,7 +182,7 @@ func TestRecordMatchesUftrace(t *testing.T) {
 
 // uftraceTree records prog (a -pg build) with the real uftrace, library
 // calls included, and returns the tree of its replay without what -pg
-// itself adds (withoutPgStartup).
+// itself adds (uftrace.WithoutPgStartup).
 func uftraceTree(t *testing.T, tmp, uft, prog string, args []string) ([]string, error) {
 	t.Helper()
 	dir := filepath.Join(tmp, "U")
@@ -219,17 +192,7 @@ func uftraceTree(t *testing.T, tmp, uft, prog string, args []string) ([]string, 
 	if r.code != 0 {
 		return nil, fmt.Errorf("uftrace replay: exit %d: %s", r.code, strings.TrimSpace(r.stderr))
 	}
-	return withoutPgStartup(tree(r.stdout)), nil
-}
-
-// withoutPgStartup drops from uftrace's trees of a -pg build what -pg
-// itself adds: gmon's __monstartup() and the __cxa_atexit() that registers
-// _mcleanup, before main.
-func withoutPgStartup(trees []string) []string {
-	for i, tr := range trees {
-		trees[i] = strings.Replace(tr, "__monstartup()\n__cxa_atexit()\n", "", 1)
-	}
-	return trees
+	return uftrace.WithoutPgStartup(tree(r.stdout)), nil
 }
 
 // ownFunctions drops from trees the lines of functions prog does not define.

@@ -6,79 +6,11 @@ import (
 	"io"
 	"os/exec"
 	"regexp"
-	"sort"
 	"strconv"
 	"strings"
 
 	"rtrace/internal/elfx"
 )
-
-// Tree turns `uftrace replay -f tid` output into one call tree per thread
-// (its calls, indented by depth, without times), sorted: threads are told
-// apart by what they ran, not by their ids, which differ run to run.
-func Tree(replay string) []string { return OwnTree(replay, nil) }
-
-// OwnTree is Tree with only the calls of the functions keep accepts (the
-// program's own: the library functions a tracer sees depend on how it
-// hooks them; uftrace -pg misses a call through a pointer read from the
-// GOT, rtrace records it).
-func OwnTree(replay string, keep func(name string) bool) []string {
-	// thread is one thread's tree so far, with the indents of the calls
-	// open above the next line.
-	type thread struct {
-		text strings.Builder
-		open []int
-	}
-	blocks := map[string]*thread{}
-	for _, line := range strings.Split(replay, "\n") {
-		head, body, ok := strings.Cut(line, "] | ")
-		if !ok || strings.HasPrefix(line, "#") {
-			continue
-		}
-		// The tid column ("[  1234"), after a duration column if any.
-		tid := strings.TrimSpace(head[strings.LastIndexByte(head, '[')+1:])
-		fn := strings.TrimSpace(body)
-		if fn == "" || strings.HasPrefix(fn, "}") || strings.HasPrefix(fn, "/*") {
-			continue
-		}
-		indent := len(body) - len(strings.TrimLeft(body, " "))
-		fn = strings.TrimSuffix(strings.TrimSuffix(fn, " {"), ";")
-		if keep != nil && !keep(strings.TrimSuffix(fn, "()")) {
-			continue
-		}
-		b := blocks[tid]
-		if b == nil {
-			b = &thread{}
-			blocks[tid] = b
-		}
-		// The depth among the kept calls: a call is under the last kept
-		// one that is less indented (a dropped library call between them
-		// does not count).
-		for len(b.open) > 0 && b.open[len(b.open)-1] >= indent {
-			b.open = b.open[:len(b.open)-1]
-		}
-		fmt.Fprintf(&b.text, "%s%s\n", strings.Repeat("  ", len(b.open)), fn)
-		b.open = append(b.open, indent)
-	}
-	out := make([]string, 0, len(blocks))
-	for _, b := range blocks {
-		out = append(out, b.text.String())
-	}
-	sort.Strings(out)
-	return out
-}
-
-// WithoutPgStartup drops from the trees of a -pg build what -pg itself
-// adds before main: gmon's __monstartup() and the __cxa_atexit() that
-// registers _mcleanup.
-func WithoutPgStartup(trees []string) []string {
-	out := make([]string, len(trees))
-	for i, tr := range trees {
-		out[i] = strings.Replace(tr, "__monstartup()\n__cxa_atexit()\n", "", 1)
-	}
-	sort.Strings(out)
-	return out
-}
 
 // CompareTrees says whether two sets of thread trees are the same and,
 // when not, where they first part: "" when equal.

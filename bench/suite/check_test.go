@@ -5,59 +5,29 @@ import (
 	"testing"
 )
 
-const replayA = `# DURATION     TID     FUNCTION
-            [  100] | main() {
-   1.000 us [  100] |   fib();
-            [  101] | worker() {
-   2.000 us [  101] |   leaf();
-   3.000 us [  101] | } /* worker */
-   4.000 us [  100] | } /* main */
-`
+// The trees of two runs, as uftrace.ReplayTrees gives them.
+var treesA = []string{"main()\n  fib()\n", "worker()\n  leaf()\n"}
 
-// The same calls with other thread ids, times and interleaving.
-const replayB = `# DURATION     TID     FUNCTION
-            [  7] | worker() {
-            [  6] | main() {
-   9.000 us [  7] |   leaf();
-   9.000 us [  6] |   fib();
-   9.000 us [  6] | } /* main */
-   9.000 us [  7] | } /* worker */
-`
-
-func TestTree(t *testing.T) {
-	a, b := Tree(replayA), Tree(replayB)
-	if d := CompareTrees(a, b); d != "" {
-		t.Errorf("same calls differ: %s\n%q\n%q", d, a, b)
+func TestCompareTrees(t *testing.T) {
+	if d := CompareTrees(treesA, []string{"main()\n  fib()\n", "worker()\n  leaf()\n"}); d != "" {
+		t.Errorf("same trees differ: %s", d)
 	}
-	if len(a) != 2 || a[0] != "main()\n  fib()\n" {
-		t.Errorf("trees %q", a)
-	}
-	c := Tree(strings.Replace(replayB, "leaf", "leaves", 1))
-	if d := CompareTrees(c, a); !strings.Contains(d, `"leaves()", want "leaf()"`) {
+	if d := CompareTrees([]string{"main()\n  fib()\n", "worker()\n  leaves()\n"}, treesA); !strings.Contains(d, `"leaves()", want "leaf()"`) {
 		t.Errorf("a different call: %q", d)
 	}
-	if d := CompareTrees(a[:1], a); d == "" {
+	if d := CompareTrees(treesA[:1], treesA); d == "" {
 		t.Error("a missing thread compares equal")
 	}
 	if d := CompareTrees(nil, nil); d == "" {
 		t.Error("two empty trees compare equal: a check that checks nothing")
 	}
-	// A library call one tracer records and the other does not leaves the
-	// program's calls under it at the same depth.
-	withLib := "[ 1] | main() {\n[ 1] |   qsort() {\n[ 1] |     cmp();\n[ 1] |   } /* qsort */\n[ 1] | } /* main */\n"
-	without := "[ 1] | main() {\n[ 1] |   cmp();\n[ 1] | } /* main */\n"
-	own := func(name string) bool { return name != "qsort" }
-	if d := CompareTrees(OwnTree(withLib, own), OwnTree(without, own)); d != "" {
-		t.Errorf("a dropped library call changes the depth: %s", d)
-	}
 }
 
-func FuzzTree(f *testing.F) {
-	f.Add(replayA)
-	f.Add(replayB)
-	f.Fuzz(func(t *testing.T, s string) {
-		tr := Tree(s)
-		if d := CompareTrees(tr, tr); len(tr) > 0 && d != "" {
+func FuzzCompareTrees(f *testing.F) {
+	f.Add("main()\n  fib()\n", "worker()\n")
+	f.Fuzz(func(t *testing.T, a, b string) {
+		tr := []string{a, b}
+		if d := CompareTrees(tr, tr); d != "" {
 			t.Fatalf("a tree differs from itself: %s", d)
 		}
 	})

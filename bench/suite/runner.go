@@ -100,7 +100,7 @@ func (r *Runner) Run(w *Workload) *Report {
 				if err != nil {
 					refErr = err
 				} else {
-					pgTrees = WithoutPgStartup(OwnTree(txt, own))
+					pgTrees = uftrace.WithoutPgStartup(uftrace.ReplayTrees(txt, own))
 				}
 			}
 		}
@@ -131,7 +131,7 @@ func (r *Runner) Run(w *Workload) *Report {
 				row.Check, row.Detail = "error", err.Error()
 				continue
 			}
-			if d := CompareTrees(OwnTree(txt, own), pgTrees); d != "" {
+			if d := CompareTrees(uftrace.ReplayTrees(txt, own), pgTrees); d != "" {
 				row.Check, row.Detail = "differs", "the program's call tree vs uftrace -pg's: "+d
 			} else {
 				row.Check = "tree = uftrace -pg"
