@@ -208,9 +208,16 @@ func TestRecordWarnings(t *testing.T) {
 	if strings.Contains(r.stderr, `"fib" matches no`) {
 		t.Errorf("a warning for a pattern that matched:\n%s", r.stderr)
 	}
-	for _, args := range [][]string{{"-e", "memory", "-o", "D"}, {"--disable", "-d", "W"}} {
+	for _, c := range []struct {
+		args []string
+		why  string
+	}{
+		{[]string{"-e", "memory", "-o", "D"}, "no --start, no toggle"},
+		{[]string{"--disable", "-d", "W"}, "started with --disable, no toggle"},
+	} {
+		args := c.args
 		r := runCmd(t, tmp, rtraceBin, append(append([]string{"record"}, args...), "--", prog, "3")...)
-		if r.code != 0 || !strings.Contains(r.stderr, "trace saved in nothing (tracing was never turned on") {
+		if r.code != 0 || !strings.Contains(r.stderr, "; nothing saved: tracing was never turned on ("+c.why+")\n") {
 			t.Errorf("record %v: %+v", args, r)
 		}
 		if ents, _ := os.ReadDir(filepath.Join(tmp, args[len(args)-1])); len(ents) > 0 {

@@ -116,32 +116,37 @@ func (s *session) finish(res *tracer.Result, runErr error) (int, error) {
 		s.reportSkipped(res)
 		s.unmatched()
 	}
-	saved := strings.Join(outs, ", ")
-	if saved == "" {
-		saved = "nothing (tracing was never turned on: no --start, no toggle)"
+	// saved ends the last line: where the trace is, or why there is none.
+	saved := "trace saved in " + strings.Join(outs, ", ")
+	if len(outs) == 0 {
+		why := "no --start, no toggle"
+		if c.Disable {
+			why = "started with --disable, no toggle"
+		}
+		saved = "nothing saved: tracing was never turned on (" + why + ")"
 	}
 	s.mu.Lock()
 	caught := s.caught
 	s.mu.Unlock()
 	if finishErr != nil {
-		return 1, fmt.Errorf("%w (written: %s)", finishErr, saved)
+		return 1, fmt.Errorf("%w (%s)", finishErr, saved)
 	}
 	switch {
 	case c.Pid != 0:
 		if !c.Quiet {
-			fmt.Fprintf(c.Stderr, "rtrace: detached from pid %d; %s; trace saved in %s\n", c.Pid, s.summary(res), saved)
+			fmt.Fprintf(c.Stderr, "rtrace: detached from pid %d; %s; %s\n", c.Pid, s.summary(res), saved)
 		}
 		return 0, nil
 	case caught != nil:
-		fmt.Fprintf(c.Stderr, "rtrace: %v: target killed; %s; trace saved in %s\n", caught, s.summary(res), saved)
+		fmt.Fprintf(c.Stderr, "rtrace: %v: target killed; %s; %s\n", caught, s.summary(res), saved)
 		return 128 + int(caught.(unix.Signal)), nil
 	}
 	if res.Status.Signaled() && !c.Quiet {
 		// The shell would have said so; under rtrace it sees an exit code.
 		sig := res.Status.Signal()
-		fmt.Fprintf(c.Stderr, "rtrace: %s terminated by signal %d (%v); %s; trace saved in %s\n", c.Args[0], int(sig), sig, s.summary(res), saved)
+		fmt.Fprintf(c.Stderr, "rtrace: %s terminated by signal %d (%v); %s; %s\n", c.Args[0], int(sig), sig, s.summary(res), saved)
 	} else if !c.Quiet {
-		fmt.Fprintf(c.Stderr, "rtrace: %s; trace saved in %s\n", s.summary(res), saved)
+		fmt.Fprintf(c.Stderr, "rtrace: %s; %s\n", s.summary(res), saved)
 	}
 	return res.ExitCode(), nil
 }
