@@ -35,6 +35,10 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
+// engines are rtrace's ways of recording calls: every function-tracing
+// test that names them passes with both.
+var engines = []string{"int3", "fast"}
+
 // variant is one way the fixtures are built.
 type variant struct {
 	name  string
@@ -153,27 +157,33 @@ func TestRecordMatchesUftrace(t *testing.T) {
 						t.Fatal(err)
 					}
 				}
-				got := runCmd(t, tmp, rtraceBin, append([]string{"record", "-q", "-d", "R", "--", plain}, plainArgs...)...)
-				bare := runCmd(t, tmp, plain, plainArgs...)
-				if got != bare {
-					t.Errorf("under rtrace the program printed/exited differently:\nwithout: %+v\nwith:    %+v", bare, got)
-				}
-				gotTree := tree(replay(t, filepath.Join(tmp, "R")))
 				if f.ownOnly {
-					wantTree, gotTree = ownFunctions(t, pg, wantTree), ownFunctions(t, pg, gotTree)
+					wantTree = ownFunctions(t, pg, wantTree)
 				}
-				// libmcount writes a library call's ENTRY when it returns or
-				// calls one of its flush functions (exit, fork, exec...):
-				// _exit() never shows under uftrace. rtrace writes it.
-				for i := range gotTree {
-					gotTree[i] = regexp.MustCompile(`(?m)^ *_exit\(\)\n`).ReplaceAllString(gotTree[i], "")
-				}
-				gotTree = slices.DeleteFunc(gotTree, func(tr string) bool { return tr == "" })
-				if strings.Join(gotTree, "\n") != strings.Join(wantTree, "\n") {
-					t.Errorf("call trees differ\nuftrace -pg:\n%s\nrtrace:\n%s", strings.Join(wantTree, "\n"), strings.Join(gotTree, "\n"))
-				}
-				for _, cmd := range [][]string{{"report"}, {"graph"}, {"info"}, {"dump", "--chrome"}} {
-					testutil.Run(t, tmp, uft, append(cmd, "--no-pager", "-d", "R")...)
+				bare := runCmd(t, tmp, plain, plainArgs...)
+				for _, engine := range engines {
+					dir := "R-" + engine
+					got := runCmd(t, tmp, rtraceBin, append([]string{"record", "-q", "--engine", engine, "-d", dir, "--", plain}, plainArgs...)...)
+					if got != bare {
+						t.Errorf("%s: under rtrace the program printed/exited differently:\nwithout: %+v\nwith:    %+v", engine, bare, got)
+					}
+					gotTree := tree(replay(t, filepath.Join(tmp, dir)))
+					if f.ownOnly {
+						gotTree = ownFunctions(t, pg, gotTree)
+					}
+					// libmcount writes a library call's ENTRY when it returns or
+					// calls one of its flush functions (exit, fork, exec...):
+					// _exit() never shows under uftrace. rtrace writes it.
+					for i := range gotTree {
+						gotTree[i] = regexp.MustCompile(`(?m)^ *_exit\(\)\n`).ReplaceAllString(gotTree[i], "")
+					}
+					gotTree = slices.DeleteFunc(gotTree, func(tr string) bool { return tr == "" })
+					if strings.Join(gotTree, "\n") != strings.Join(wantTree, "\n") {
+						t.Errorf("%s: call trees differ\nuftrace -pg:\n%s\nrtrace:\n%s", engine, strings.Join(wantTree, "\n"), strings.Join(gotTree, "\n"))
+					}
+					for _, cmd := range [][]string{{"report"}, {"graph"}, {"info"}, {"dump", "--chrome"}} {
+						testutil.Run(t, tmp, uft, append(cmd, "--no-pager", "-d", dir)...)
+					}
 				}
 			})
 		}

@@ -49,6 +49,9 @@ type Options struct {
 	Quiet   bool // -q
 	Verbose bool // -v
 	NoPin   bool // --no-pin
+	// Engine is how calls are recorded: "int3" (a ptrace stop per event)
+	// or "fast" (code in the process, docs/FAST-PATH.md); "": int3.
+	Engine string
 
 	// Resource tracing (sp-rtrace's options).
 	Modules      []string // -e
@@ -162,6 +165,24 @@ func check(o Options) (*config, error) {
 	}
 	if c.specLine, c.specs, err = argSpecs(specOpts); err != nil {
 		return nil, err
+	}
+	switch o.Engine {
+	case "", "int3":
+	case "fast":
+		var not []string
+		for _, u := range []struct {
+			set  bool
+			name string
+		}{{len(c.mods) > 0, "-e"}, {len(o.ArgSpecs) > 0, "-A"}, {len(o.RetSpecs) > 0, "-R"}, {o.AutoArgs, "-a"}, {o.Disable, "--disable"}, {attach, "attach"}} {
+			if u.set {
+				not = append(not, u.name)
+			}
+		}
+		if len(not) > 0 {
+			return nil, &UsageError{fmt.Sprintf("--engine=fast does not support %s yet: use --engine=int3", strings.Join(not, ", "))}
+		}
+	default:
+		return nil, &UsageError{fmt.Sprintf("--engine %q: want fast or int3", o.Engine)}
 	}
 	if attach {
 		return c, checkAttach(o.Pid)

@@ -99,6 +99,7 @@ func newSession(c *config) *session {
 		BacktraceAll: c.BacktraceAll,
 		Monitor:      c.Monitor,
 		Started:      s.started,
+		Fast:         c.Engine == "fast",
 	}, funcs, res)
 	return s
 }

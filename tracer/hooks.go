@@ -143,6 +143,10 @@ func armInt3(mem *os.File, b *bp.Breakpoint) error {
 
 // hook runs the hook of b for th, stopped at its entry.
 func (t *Tracer) hook(th *thread, b *bp.Breakpoint, regs *unix.PtraceRegs, ts uint64) {
+	if th.proc.image.fast != nil {
+		t.fastHook(th, hookKind(b.Hook), regs, ts)
+		return
+	}
 	switch hookKind(b.Hook) {
 	case hookUnwind:
 		// Frames below rsp are dead (skipped by an unhooked longjmp): their

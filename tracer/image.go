@@ -30,6 +30,8 @@ type fn struct {
 	personality bool
 	// res: a resource function of a module (-e); its calls are reported.
 	res *resFn
+	// stub: the fast engine's stub of the function (0: none).
+	stub uint64
 }
 
 // libcallSkip are library functions whose calls are not recorded, as
@@ -90,6 +92,9 @@ type image struct {
 	// unwinder computes backtraces (nil without -e): it knows the CFI of
 	// every module mapped.
 	unwinder *unwind.Unwinder
+	// fast is the fast engine's state of the address space (nil: the int3
+	// engine).
+	fast *fastImage
 }
 
 // execRange is the runtime range of f's executable segments, loaded at bias.
@@ -211,6 +216,11 @@ func (t *Tracer) setupImage(tid int) (*image, []byte, error) {
 		return nil, nil, fmt.Errorf("opening the memory of pid %d: %w", tid, err)
 	}
 	defer mem.Close()
+	if t.drain != nil {
+		if im.fast, err = newFastImage(tid); err != nil {
+			return nil, nil, err
+		}
+	}
 	cm := scanModule(mem, f, bias, t.cfg.Events)
 	if t.cfg.Libcalls && t.funcs != nil {
 		im.gotCalls = gotCalls(f, cm)

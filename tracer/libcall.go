@@ -6,6 +6,7 @@ import (
 	"os"
 
 	"rtrace/tracer/bp"
+	"rtrace/tracer/fast"
 )
 
 // patchGOT redirects the GOT slots the executable calls through directly
@@ -31,7 +32,16 @@ func (t *Tracer) patchGOT(mem *os.File, im *image) {
 		fake := cell + 8 // where the jmp would live; only its rip-relative operand matters
 		jmp := binary.LittleEndian.AppendUint32([]byte{0xff, 0x25}, uint32(int32(int64(cell)-int64(fake+6))))
 		tramp := cell + 16
-		plan, err := bp.PrepareDetour(jmp, fake, tramp, im.retAddr)
+		var plan bp.Plan
+		var err error
+		if im.fast != nil {
+			// The fast engine's stub records the call, then jumps on.
+			plan, err = bp.PrepareDetourWith(jmp, fake, tramp, func(at uint64) ([]byte, error) {
+				return fast.Head(at, slot, im.fast.sites[0].Entry)
+			})
+		} else {
+			plan, err = bp.PrepareDetour(jmp, fake, tramp, im.retAddr)
+		}
 		if err != nil {
 			fmt.Fprintf(t.cfg.Warn, "rtrace: warning: cannot trace calls of %s: %v\n", imp.Name, err)
 			continue
@@ -48,6 +58,10 @@ func (t *Tracer) patchGOT(mem *os.File, im *image) {
 		}
 		im.hookNext = (cell + uint64(len(code)) + 15) &^ 15
 		im.funcs = append(im.funcs, t.newFn(im.elf, imp.Name, slot))
-		im.bps.Add(&bp.Breakpoint{Addr: plan.Trap, Kind: bp.FuncEntry, Plan: plan, Func: len(im.funcs) - 1})
+		key := plan.Trap
+		if im.fast != nil {
+			key = tramp // no int3: the key of its bookkeeping
+		}
+		im.bps.Add(&bp.Breakpoint{Addr: key, Kind: bp.FuncEntry, Plan: plan, Func: len(im.funcs) - 1})
 	}
 }

@@ -81,10 +81,18 @@ func (t *Tracer) stopped(th *thread, ws unix.WaitStatus, regs *unix.PtraceRegs, 
 	sig := ws.StopSignal()
 	event := ptraceEvent(ws)
 	if debug && !(sig == unix.SIGTRAP && event == 0) {
-		fmt.Fprintf(os.Stderr, "rtrace: debug: tid %d stop sig %v event %d\n", th.tid, sig, event)
+		var r unix.PtraceRegs
+		ptrace.GetRegs(th.tid, &r)
+		fmt.Fprintf(os.Stderr, "rtrace: debug: tid %d stop sig %v event %d rip %#x rsp %#x\n", th.tid, sig, event, r.Rip, r.Rsp)
 	}
 	if sig == unix.SIGTRAP && event == 0 {
 		return t.trap(th, regs, ts)
+	}
+	if th.forkNeeded && event == unix.PTRACE_EVENT_STOP {
+		// A forked child's first stop, after its parent's fork event.
+		th.forkNeeded = false
+		t.fastFork(th, th.forkFrames)
+		th.forkFrames = nil
 	}
 	switch event {
 	case unix.PTRACE_EVENT_CLONE, unix.PTRACE_EVENT_FORK, unix.PTRACE_EVENT_VFORK:
@@ -104,6 +112,12 @@ func (t *Tracer) stopped(th *thread, ws unix.WaitStatus, regs *unix.PtraceRegs, 
 			}
 		}
 		return nil
+	}
+	if event == unix.PTRACE_EVENT_EXIT {
+		// The fast engine's threads: close their frames before their TLS,
+		// the key of their state, can be reused by a new thread.
+		t.closeAll(th, ts)
+		t.flush(th)
 	}
 	if event > 0 {
 		resume(th.tid, 0)
@@ -139,6 +153,11 @@ func (t *Tracer) trap(th *thread, regs *unix.PtraceRegs, ts uint64) error {
 	}
 	im := th.proc.image
 	pc := regs.Rip - 1
+	if im.fast != nil {
+		if handled, err := t.fastTrap(th, regs, pc, ts); handled {
+			return err
+		}
+	}
 	if im.isRet(pc) {
 		return t.ret(th, regs, ts)
 	}
@@ -160,8 +179,13 @@ func (t *Tracer) trap(th *thread, regs *unix.PtraceRegs, ts uint64) error {
 			return nil
 		}
 	}
+	var stub uint64
 	if b.Kind&bp.FuncEntry != 0 {
-		t.entry(th, b, regs, ts)
+		if im.fast != nil {
+			stub = t.fastEntry(th, &im.funcs[b.Func], regs, ts)
+		} else {
+			t.entry(th, b, regs, ts)
+		}
 	}
 	if b.Kind&bp.Hook != 0 {
 		t.hook(th, b, regs, ts)
@@ -169,7 +193,11 @@ func (t *Tracer) trap(th *thread, regs *unix.PtraceRegs, ts uint64) error {
 	if b.Kind&bp.Probe != 0 {
 		t.probe(th, b, regs, ts)
 	}
-	if b.Plan.Action != bp.Detoured {
+	if stub != 0 {
+		if err := ptrace.SetPC(th.tid, stub); err != nil {
+			return nil
+		}
+	} else if b.Plan.Action != bp.Detoured {
 		if err := ptrace.SetPC(th.tid, b.Plan.Resume); err != nil {
 			return nil
 		}
@@ -277,9 +305,38 @@ func (t *Tracer) spawned(th *thread, event int, ts uint64) error {
 	default: // fork, vfork: the child is a copy, hijacked return addresses included
 		p := &process{pid: child, sid: th.proc.sid, image: th.proc.image.fork(), entered: th.proc.entered}
 		t.procs[child] = p
-		t.threads[child] = th.clone(child, p)
+		nc := th.clone(child, p)
+		t.threads[child] = nc
 		ppid := th.proc.pid
 		t.sinks(func(s Sink) error { return s.Fork(ts, child, ppid) })
+		if fi := th.proc.image.fast; fi != nil {
+			var regs unix.PtraceRegs
+			st := th.fs
+			if st == nil && ptrace.GetRegs(th.tid, &regs) == nil {
+				st = t.fastState(th, &regs)
+			}
+			if event == unix.PTRACE_EVENT_VFORK {
+				// The child runs in its parent's memory, with its TLS: its
+				// calls write to its parent's state, as its own.
+				if st != nil {
+					nc.vfork, nc.vforkParent = st, th
+					t.drain.setOwner(st, child)
+				}
+			} else {
+				if st != nil {
+					for i := range st.Depth() {
+						nc.forkFrames = append(nc.forkFrames, st.Frame(i))
+					}
+				}
+				p.image.fast = &fastImage{tableAddr: fi.tableAddr, rdfsbase: fi.rdfsbase, sites: fi.sites}
+				if earlyStop {
+					t.fastFork(nc, nc.forkFrames)
+					nc.forkFrames = nil
+				} else {
+					nc.forkNeeded = true
+				}
+			}
+		}
 	}
 	if earlyStop {
 		resume(child, 0)
@@ -299,6 +356,9 @@ func (t *Tracer) execed(th *thread, ts uint64) error {
 			t.flush(ft)
 			delete(t.threads, int(former))
 		}
+	}
+	if old != nil && old.image.fast != nil && !(th.vfork != nil) {
+		old.image.fast.dead = true // its memory is gone: nothing to write there
 	}
 	t.closeAll(th, ts)
 	t.flush(th)

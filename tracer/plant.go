@@ -12,6 +12,7 @@ import (
 
 	"rtrace/internal/elfx"
 	"rtrace/tracer/bp"
+	"rtrace/tracer/fast"
 )
 
 // codeMap is what planting needs to know of one loaded module: its code as
@@ -81,7 +82,11 @@ func (t *Tracer) plantFuncs(tid int, mem *os.File, im *image, cm *codeMap, cands
 	if err != nil {
 		return 0, 0, fmt.Errorf("mapping scratch memory for %s: %w", f.Path, err)
 	}
-	p := planFuncs(cm, cands, scratch, size, im.entry, f == im.elf)
+	var fc *fastCode
+	if im.fast != nil {
+		fc = &fastCode{table: im.fast.tableAddr, rdfsbase: im.fast.rdfsbase}
+	}
+	p := planFuncs(cm, cands, scratch, size, im.entry, f == im.elf, fc)
 	t.skipped = append(t.skipped, p.skipped...)
 	t.int3s = append(t.int3s, p.int3s...)
 	if err := t.commitPlan(mem, im, p); err != nil {
@@ -92,9 +97,10 @@ func (t *Tracer) plantFuncs(tid int, mem *os.File, im *image, cm *codeMap, cands
 }
 
 // scratchSize is the size of a scratch mapping for slots slots: the
-// return breakpoint's 16 bytes and MaxSlot per slot, in whole pages.
+// return breakpoint's 16 bytes, the fast engine's shared code, and MaxSlot
+// per slot, in whole pages.
 func scratchSize(slots int) uint64 {
-	return uint64(16+slots*bp.MaxSlot+4095) &^ 4095
+	return (16 + fast.CodeSize + uint64(slots*bp.MaxSlot) + 4095) &^ 4095
 }
 
 // scratchHint is where to ask for size bytes of scratch for a module
@@ -121,6 +127,9 @@ type plantPlan struct {
 	// padded to 16 bytes.
 	code    []byte
 	entries []entryPlan
+	// sites: the fast engine's shared code is at the start of the scratch,
+	// after the return breakpoint (nil: the int3 engine).
+	sites *fast.Sites
 	// skipped are the candidates left untraced, int3s those instrumented
 	// with an int3 instead of a detour, with why.
 	skipped, int3s []Skip
@@ -137,6 +146,23 @@ type entryPlan struct {
 	jmp, orig   []byte
 	jump        bool // setjmp (fn.jump)
 	personality bool // a personality routine (fn.personality)
+	// stub is the fast engine's stub of the function: where a thread
+	// stopped at its int3 entry goes on (a detour jumps there itself).
+	stub uint64
+}
+
+// syscallGadget is `syscall; int3`, at gadgetOff in every scratch mapping:
+// where the fast engine runs system calls in a thread while others run
+// (remoteSyscallAt).
+var syscallGadget = []byte{0x0f, 0x05, bp.Int3}
+
+const gadgetOff = 8
+
+// fastCode says how the fast engine's code is generated (planFuncs): the
+// thread table's address and how the code reads a thread's key.
+type fastCode struct {
+	table    uint64
+	rdfsbase bool
 }
 
 // end is the end of the scratch the plan uses, 16-byte aligned: where
@@ -148,10 +174,19 @@ func (p *plantPlan) end() uint64 { return (p.scratch + uint64(len(p.code)) + 15)
 // breakpoint: a detour where the entry allows one, an int3 otherwise, and
 // nothing (a Skip) where neither can be planted or the scratch is full.
 // entry is the program's entry point; exe says cm is the executable's.
-func planFuncs(cm *codeMap, cands []cand, scratch, size, entry uint64, exe bool) *plantPlan {
+// With fc (the fast engine), each function gets a stub that records its
+// calls in the process (fast.Head): a detour jumps to it, an int3 entry
+// sends the thread there.
+func planFuncs(cm *codeMap, cands []cand, scratch, size, entry uint64, exe bool, fc *fastCode) *plantPlan {
 	p := &plantPlan{f: cm.f, scratch: scratch, size: size, code: make([]byte, 16, size)}
 	p.code[0] = bp.Int3
+	copy(p.code[gadgetOff:], syscallGadget)
 	ret := scratch
+	if fc != nil {
+		s := fast.SitesAt(scratch + 16)
+		p.sites = &s
+		p.code = append(p.code, fast.Code(fc.table, fc.rdfsbase)...)
+	}
 	for _, c := range cands {
 		addr := c.value + cm.bias
 		body := cm.text.code(addr, max(c.size, 16))
@@ -168,26 +203,44 @@ func planFuncs(cm *codeMap, cands []cand, scratch, size, entry uint64, exe bool)
 		jump := c.libcall && hookNames[c.name] == hookSetjmp
 		var plan bp.Plan
 		err := errJump
-		if !jump {
-			plan, err = cm.detour(c, body, slot, ret, entry)
+		personality := c.libcall && exe && strings.HasSuffix(c.name, "_personality_v0")
+		if !jump && (p.sites == nil || !personality) {
+			plan, err = cm.detour(c, body, slot, ret, entry, p.sites)
 		}
+		var stub uint64
 		if err != nil {
 			why := err.Error()
 			if plan, err = bp.Prepare(body, addr, slot); err != nil {
 				p.skipped = append(p.skipped, Skip{c.name, err.Error()})
 				continue
 			}
-			if !jump {
+			if !jump && !(p.sites != nil && personality) {
 				p.int3s = append(p.int3s, Skip{c.name, why})
 			}
+			if p.sites != nil {
+				// The stub a thread stopped at the int3 is sent to: the head,
+				// then on to where the function goes on.
+				stub = (slot + uint64(len(plan.Slot)) + 15) &^ 15
+				head, herr := fast.Head(stub, addr, p.sites.Entry)
+				if herr != nil {
+					p.skipped = append(p.skipped, Skip{c.name, herr.Error()})
+					continue
+				}
+				plan.Slot = append(plan.Slot, make([]byte, stub-slot-uint64(len(plan.Slot)))...)
+				plan.Slot = bp.JumpBack(append(plan.Slot, head...), slot, plan.Resume)
+			}
+		} else if p.sites != nil {
+			stub = slot
 		}
 		p.code = append(p.code, plan.Slot...)
 		p.code = append(p.code, make([]byte, -len(p.code)&15)...)
-		e := entryPlan{c: c, addr: addr, jump: jump,
-			personality: c.libcall && exe && strings.HasSuffix(c.name, "_personality_v0"),
-			bp:          bp.Breakpoint{Addr: addr, Orig: body[0], Kind: bp.FuncEntry, Plan: plan}}
+		e := entryPlan{c: c, addr: addr, jump: jump, personality: personality, stub: stub,
+			bp: bp.Breakpoint{Addr: addr, Orig: body[0], Kind: bp.FuncEntry, Plan: plan}}
 		if plan.Action == bp.Detoured {
 			e.bp.Addr = plan.Trap
+			if p.sites != nil {
+				e.bp.Addr = stub // no int3: the key of its bookkeeping
+			}
 			e.patch, e.jmp, e.orig = plan.Patch, plan.Jmp, plan.Orig
 		} else {
 			e.patch, e.jmp, e.orig = addr, []byte{bp.Int3}, body[:1]
@@ -221,12 +274,16 @@ func (t *Tracer) commitPlan(mem io.WriterAt, im *image, p *plantPlan) error {
 		fi.jump = e.jump
 		fi.res = e.c.res
 		fi.personality = e.personality
+		fi.stub = e.stub
 		im.funcs = append(im.funcs, fi)
 		b := e.bp
 		b.Func = len(im.funcs) - 1
 		im.bps.Add(&b)
 	}
 	im.scratch = append(im.scratch, [2]uint64{p.scratch, p.scratch + p.size})
+	if p.sites != nil {
+		im.fast.sites = append(im.fast.sites, *p.sites)
+	}
 	return nil
 }
 
@@ -252,7 +309,7 @@ func (im *image) fork() *image {
 // function holding the entry point (whose breakpoint must not land inside
 // a jump), one too short, or something another piece of code reaches
 // inside the jump (a symbol, a branch target, a USDT probe).
-func (cm *codeMap) detour(c cand, body []byte, slot, ret, entry uint64) (bp.Plan, error) {
+func (cm *codeMap) detour(c cand, body []byte, slot, ret, entry uint64, sites *fast.Sites) (bp.Plan, error) {
 	addr := c.value + cm.bias
 	if err := cm.undecoded[c.value]; err != nil {
 		return bp.Plan{}, err
@@ -260,7 +317,15 @@ func (cm *codeMap) detour(c cand, body []byte, slot, ret, entry uint64) (bp.Plan
 	if c.size == 0 || c.size > uint64(len(body)) || entry >= addr && entry < addr+c.size {
 		return bp.Plan{}, errEntryPoint
 	}
-	plan, err := bp.PrepareDetour(body[:c.size], addr, slot, ret)
+	var plan bp.Plan
+	var err error
+	if sites != nil {
+		plan, err = bp.PrepareDetourWith(body[:c.size], addr, slot, func(slot uint64) ([]byte, error) {
+			return fast.Head(slot, addr, sites.Entry)
+		})
+	} else {
+		plan, err = bp.PrepareDetour(body[:c.size], addr, slot, ret)
+	}
 	if err != nil {
 		return plan, err
 	}

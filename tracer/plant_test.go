@@ -67,7 +67,7 @@ func TestPlanFuncs(t *testing.T) {
 		{name: "tail", value: 0x11f8, size: 8},
 	}
 	const entry = testBias + 0x10a4
-	p := planFuncs(cm, cands, testScratch, 0x10000, entry, true)
+	p := planFuncs(cm, cands, testScratch, 0x10000, entry, true, nil)
 
 	type want struct {
 		action     bp.Action
@@ -167,7 +167,7 @@ func TestPlanFuncs(t *testing.T) {
 		t.Errorf("skipped %q", p.skipped)
 	}
 	// The personality flag is the executable's own stubs'.
-	if p := planFuncs(cm, cands[9:10], testScratch, 0x10000, entry, false); len(p.entries) != 1 || p.entries[0].personality {
+	if p := planFuncs(cm, cands[9:10], testScratch, 0x10000, entry, false, nil); len(p.entries) != 1 || p.entries[0].personality {
 		t.Errorf("a library's personality stub: %+v", p.entries)
 	}
 }
@@ -176,11 +176,11 @@ func TestPlanFuncsFull(t *testing.T) {
 	cm := testCodeMap(map[uint64][]byte{0x1000: o0, 0x1020: o0, 0x1040: {0xc3}})
 	cands := []cand{{name: "a", value: 0x1000, size: 9}, {name: "b", value: 0x1020, size: 9}}
 	// Room for the return breakpoint and one slot only.
-	p := planFuncs(cm, cands, testScratch, 16+bp.MaxSlot, 0, true)
+	p := planFuncs(cm, cands, testScratch, 16+bp.MaxSlot, 0, true, nil)
 	if len(p.entries) != 1 || p.entries[0].c.name != "a" || fmt.Sprint(p.skipped) != fmt.Sprint([]Skip{{"b", "no scratch room left"}}) {
 		t.Errorf("entries %d, skipped %v", len(p.entries), p.skipped)
 	}
-	if p := planFuncs(cm, nil, testScratch, 0x1000, 0, true); len(p.code) != 16 || p.end() != testScratch+16 {
+	if p := planFuncs(cm, nil, testScratch, 0x1000, 0, true, nil); len(p.code) != 16 || p.end() != testScratch+16 {
 		t.Errorf("empty plan: %d bytes of code", len(p.code))
 	}
 }
@@ -214,7 +214,7 @@ func TestCommitPlan(t *testing.T) {
 	cm := testCodeMap(map[uint64][]byte{0x1000: o0, 0x1020: o0})
 	cm.targets = []uint64{testBias + 0x1022} // "b" gets an int3
 	cands := []cand{{name: "a", value: 0x1000, size: 9}, {name: "b", value: 0x1020, size: 9}}
-	plan := func() *plantPlan { return planFuncs(cm, cands, testScratch, 0x1000, 0, true) }
+	plan := func() *plantPlan { return planFuncs(cm, cands, testScratch, 0x1000, 0, true, nil) }
 	// The process's text as it was.
 	text := func() *fakeMem {
 		m := &fakeMem{b: map[uint64]byte{}}
@@ -281,9 +281,9 @@ func TestScratchSize(t *testing.T) {
 	}{
 		{0, 4096},
 		{1, 4096},
-		{23, 4096}, // 16 + 23*176 = 4064
-		{24, 8192}, // 4240
-		{hookSlots, 8192},
+		{19, 4096},        // 16 + 0x290 (the fast engine's code) + 19*176 = 4016
+		{20, 8192},        // 4192
+		{hookSlots, 8192}, // 6304
 	}
 	for _, c := range cases {
 		if got := scratchSize(c.slots); got != c.want {
@@ -304,7 +304,7 @@ func TestScratchSize(t *testing.T) {
 	cm := testCodeMap(bodies)
 	cm.starts, cm.probes = nil, nil
 	for _, entry := range []uint64{0, testBias + 0x1000} {
-		p := planFuncs(cm, cands, testScratch, scratchSize(len(cands)), entry, true)
+		p := planFuncs(cm, cands, testScratch, scratchSize(len(cands)), entry, true, nil)
 		if len(p.entries) != len(cands) || len(p.skipped) != 0 || uint64(len(p.code)) > scratchSize(len(cands)) {
 			t.Errorf("entry %#x: %d planted, skipped %v, %d bytes", entry, len(p.entries), p.skipped, len(p.code))
 		}

@@ -7,6 +7,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"rtrace/internal/uftrace"
+	"rtrace/tracer/fast"
 )
 
 // process is one traced process (thread group).
@@ -43,6 +44,15 @@ type thread struct {
 	parked   bool           // stopped by rtrace for an attach or detach
 	// groupStop: it was in a group-stop (SIGSTOP) when attached.
 	groupStop bool
+	// The fast engine: the thread's state and its key in the table; in a
+	// vfork child, the parent's state its calls write to, and the parent.
+	fs          *fast.State
+	fsKey       uint64
+	vfork       *fast.State
+	vforkParent *thread
+	// forkFrames: a forked child not set up yet, with its parent's frames.
+	forkFrames []fast.Frame
+	forkNeeded bool
 }
 
 // enter pushes a frame for a call of f and returns whether it is recorded:
@@ -92,6 +102,7 @@ func (t *Tracer) closeAll(th *thread, ts uint64) {
 	for len(th.stack) > 0 {
 		t.exit(th, ts, nil)
 	}
+	t.fastClose(th, ts)
 }
 
 // clone copies the shadow stack for a forked child: its memory holds the
@@ -104,6 +115,7 @@ func (th *thread) clone(tid int, p *process) *thread {
 	c.jmpbufs = maps.Clone(th.jmpbufs) // a longjmp in the child may use them
 	c.unwinds = slices.Clone(th.unwinds)
 	c.inRes = 0
+	c.fs, c.fsKey, c.vfork, c.vforkParent, c.forkFrames, c.forkNeeded = nil, 0, nil, nil, nil, false
 	for i := range c.stack {
 		c.stack[i].call = nil // the parent reports it
 	}

@@ -13,21 +13,34 @@ import (
 // executes `syscall; int3` written over its current instruction
 // (docs/ptrace-costs.md, "Remote system call"). Called on the tracer thread.
 func remoteSyscall(tid int, nr uint64, args ...uint64) (uint64, error) {
+	return remoteSyscallAt(tid, 0, nr, args...)
+}
+
+// remoteSyscallAt is remoteSyscall run at gadget, `syscall; int3` rtrace
+// wrote once (0: written over the current instruction, and restored).
+// Other threads of the process may run meanwhile: code they may execute
+// must not change under them.
+func remoteSyscallAt(tid int, gadget uint64, nr uint64, args ...uint64) (uint64, error) {
 	var saved, regs unix.PtraceRegs
 	if err := ptrace.GetRegs(tid, &saved); err != nil {
 		return 0, fmt.Errorf("reading registers of tid %d: %w", tid, err)
 	}
 	pc := saved.Rip
-	orig, err := ptrace.PeekWord(tid, pc)
-	if err != nil {
-		return 0, fmt.Errorf("reading code of tid %d at %#x: %w", tid, pc, err)
+	if gadget != 0 {
+		pc = gadget
+	} else {
+		orig, err := ptrace.PeekWord(tid, pc)
+		if err != nil {
+			return 0, fmt.Errorf("reading code of tid %d at %#x: %w", tid, pc, err)
+		}
+		code := orig&^0xffffff | 0xcc050f // syscall (0f 05); int3 (cc)
+		if err := ptrace.PokeWord(tid, pc, code); err != nil {
+			return 0, fmt.Errorf("writing code of tid %d at %#x: %w", tid, pc, err)
+		}
+		defer ptrace.PokeWord(tid, pc, orig)
 	}
-	code := orig&^0xffffff | 0xcc050f // syscall (0f 05); int3 (cc)
-	if err := ptrace.PokeWord(tid, pc, code); err != nil {
-		return 0, fmt.Errorf("writing code of tid %d at %#x: %w", tid, pc, err)
-	}
-	defer ptrace.PokeWord(tid, pc, orig)
 	regs = saved
+	regs.Rip = pc
 	regs.Rax = nr
 	// orig_rax = -1: the kernel must not treat this stop as inside a syscall
 	// and "restart" it with the old number (arch/x86/kernel/signal.c).

@@ -14,6 +14,7 @@ import (
 	"rtrace/internal/elfx"
 	"rtrace/internal/trace"
 	"rtrace/internal/uftrace"
+	"rtrace/tracer/fast"
 	"rtrace/tracer/ptrace"
 )
 
@@ -57,6 +58,9 @@ type Config struct {
 	Backtrace    int
 	BacktraceAll bool
 	Monitor      []uint64
+	// Fast: the fast engine (docs/FAST-PATH.md), not a ptrace stop per
+	// event. Function tracing only: no -e, -A/-R/-a, toggling or attach.
+	Fast bool
 }
 
 // Result is how a trace ended.
@@ -102,6 +106,9 @@ type Tracer struct {
 	on     bool
 	resIDs map[*ResType]int
 	attachState
+	// drain moves the fast engine's records to the sink (nil: int3 engine).
+	drain       *drainer
+	warnedState bool
 }
 
 // Events returns how many records the tracer produced so far (safe from any goroutine).
@@ -121,12 +128,40 @@ func New(cfg Config, funcs FuncSink, res ResSink) *Tracer {
 	return t
 }
 
+// startFast sets up the fast engine's drainer.
+func (t *Tracer) startFast() error {
+	if t.funcs == nil || len(t.cfg.Modules) > 0 || t.cfg.Specs != nil || !t.cfg.Start || t.cfg.Toggle || t.attached {
+		return fmt.Errorf("the fast engine traces functions only (no -e, -A/-R/-a, --disable or attach yet): use --engine=int3")
+	}
+	clock, err := fast.NewClock()
+	if err != nil {
+		return fmt.Errorf("the fast engine: %w: use --engine=int3", err)
+	}
+	t.drain = newDrainer(t.funcs, clock, func(n uint64) { t.events.Add(n) })
+	t.funcs = &lockedSink{t.drain}
+	return nil
+}
+
+// ptraceOptions are the options of every tracee: the fast engine also
+// stops threads at their exit, before their TLS can be reused.
+func (t *Tracer) ptraceOptions() int {
+	if t.drain != nil {
+		return ptrace.Options | unix.PTRACE_O_TRACEEXIT
+	}
+	return ptrace.Options
+}
+
 // Run launches the program and traces it until every traced process has
 // exited. It returns the launched process's status.
 func (t *Tracer) Run() (*Result, error) {
 	path, err := exec.LookPath(t.cfg.Path)
 	if err != nil {
 		return nil, fmt.Errorf("program %s: %w", t.cfg.Path, err)
+	}
+	if t.cfg.Fast {
+		if err := t.startFast(); err != nil {
+			return nil, err
+		}
 	}
 	return t.onThread(func() error { return t.run(path) })
 }
@@ -148,7 +183,7 @@ func (t *Tracer) onThread(trace func() error) (*Result, error) {
 
 // run is the whole trace, on the tracer thread.
 func (t *Tracer) run(path string) error {
-	if t.cfg.Pin {
+	if t.cfg.Pin && t.drain == nil {
 		ptrace.PinToCurrentCPU()
 	}
 	env := t.cfg.Env
@@ -177,6 +212,10 @@ func (t *Tracer) run(path string) error {
 		t.cfg.Started(pid)
 	}
 	defer t.flushAll()
+	if t.drain != nil {
+		go t.drain.run()
+		defer func() { t.emit(t.drain.close()) }()
+	}
 	return t.loop()
 }
 
@@ -214,7 +253,7 @@ func (t *Tracer) start(pid int) error {
 	if _, err := unix.Wait4(pid, &ws, unix.WUNTRACED, nil); err != nil || !ws.Stopped() {
 		return fmt.Errorf("waiting for pid %d to stop (%v): %v", pid, ws, err)
 	}
-	if err := ptrace.Seize(pid, ptrace.Options); err != nil {
+	if err := ptrace.Seize(pid, t.ptraceOptions()); err != nil {
 		return fmt.Errorf("seizing pid %d: %w", pid, err)
 	}
 	p.swallowCont = true

@@ -114,6 +114,28 @@ const DetourHeadLen = 10
 // Prepare. The caller also checks, with the Branches of every function of
 // the image, that no branch lands inside the jmp's five bytes.
 func PrepareDetour(body []byte, addr, slot, ret uint64) (Plan, error) {
+	plan, err := PrepareDetourWith(body, addr, slot, func(slot uint64) ([]byte, error) {
+		t := append([]byte(nil), detourHead...)
+		// lea ret(%rip),%r11; mov %r11,(%rsp); mov -0x10(%rsp),%r11
+		t = append(t, 0x4c, 0x8d, 0x1d)
+		rel := int64(ret) - int64(slot+uint64(len(t))+4)
+		if rel < math.MinInt32 || rel > math.MaxInt32 {
+			return nil, fmt.Errorf("%w: return breakpoint out of rel32 range", ErrUnsupported)
+		}
+		t = binary.LittleEndian.AppendUint32(t, uint32(int32(rel)))
+		return append(t, 0x4c, 0x89, 0x1c, 0x24, 0x4c, 0x8b, 0x5c, 0x24, 0xf0), nil
+	})
+	if err == nil {
+		plan.Trap = slot + uint64(len(detourHead)) - 1
+	}
+	return plan, err
+}
+
+// PrepareDetourWith plans a detour whose trampoline at slot starts with
+// the code head returns for it (the fast engine's stub head), then runs
+// the displaced instructions and jumps back. It fails as PrepareDetour
+// does; Trap is not set.
+func PrepareDetourWith(body []byte, addr, slot uint64, head func(slot uint64) ([]byte, error)) (Plan, error) {
 	patch := addr
 	if bytes.HasPrefix(body, endbr64) {
 		patch += 4
@@ -134,15 +156,10 @@ func PrepareDetour(body []byte, addr, slot, ret uint64) (Plan, error) {
 		n += inst.Len
 	}
 	end := patch + uint64(n-start)
-	t := append([]byte(nil), detourHead...)
-	// lea ret(%rip),%r11; mov %r11,(%rsp); mov -0x10(%rsp),%r11
-	t = append(t, 0x4c, 0x8d, 0x1d)
-	rel := int64(ret) - int64(slot+uint64(len(t))+4)
-	if rel < math.MinInt32 || rel > math.MaxInt32 {
-		return Plan{}, fmt.Errorf("%w: return breakpoint out of rel32 range", ErrUnsupported)
+	t, err := head(slot)
+	if err != nil {
+		return Plan{}, err
 	}
-	t = binary.LittleEndian.AppendUint32(t, uint32(int32(rel)))
-	t = append(t, 0x4c, 0x89, 0x1c, 0x24, 0x4c, 0x8b, 0x5c, 0x24, 0xf0)
 	off := start
 	for _, inst := range insts {
 		var err error
@@ -153,7 +170,7 @@ func PrepareDetour(body []byte, addr, slot, ret uint64) (Plan, error) {
 	}
 	t = jumpBack(t, slot, end)
 	jmp := []byte{0xe9, 0, 0, 0, 0}
-	rel = int64(slot) - int64(patch+5)
+	rel := int64(slot) - int64(patch+5)
 	if rel < math.MinInt32 || rel > math.MaxInt32 {
 		return Plan{}, fmt.Errorf("%w: trampoline out of rel32 range of the function", ErrUnsupported)
 	}
@@ -161,9 +178,12 @@ func PrepareDetour(body []byte, addr, slot, ret uint64) (Plan, error) {
 	return Plan{
 		Action: Detoured, Slot: t, Patch: patch, Jmp: jmp,
 		Orig: append([]byte(nil), body[start:start+5]...),
-		Trap: slot + uint64(len(detourHead)) - 1,
 	}, nil
 }
+
+// JumpBack appends to t, placed at base, a jump to target (rel32 when in
+// range, else an absolute indirect jmp); it clobbers no register.
+func JumpBack(t []byte, base, target uint64) []byte { return jumpBack(t, base, target) }
 
 func decode(code []byte, addr uint64) (x86asm.Inst, error) {
 	inst, err := x86asm.Decode(code, 64)

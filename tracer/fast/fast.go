@@ -1,0 +1,204 @@
+package fast
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+)
+
+// Layout of a thread's state, as stub.S uses it.
+const (
+	offGuard  = 0x00
+	offDepth  = 0x08
+	offUnhook = 0x10
+	offHead   = 0x40
+	offTail   = 0x80
+	offLost   = 0xc0
+	offFrames = 0x1000
+	frameSize = 32
+	offRing   = 0x21000
+	recSize   = 16
+
+	// MaxStack is the depth of a thread's shadow stack: deeper calls run
+	// untraced (their entry is not recorded, their return not hijacked).
+	MaxStack = 4096
+	// RingCap is the number of records a thread's ring holds.
+	RingCap = 0x100000
+	// StateSize is the size of a thread's state mapping.
+	StateSize = offRing + RingCap*recSize
+
+	// TableEntries is the number of threads a process's table can hold at
+	// once (its load stays under one half: see Table.Insert).
+	TableEntries = 4096
+	// TableSize is the size of the thread table mapping.
+	TableSize = TableEntries * 16
+	hashK     = 0x9E3779B97F4A7C15
+	tombstone = 1 // a freed table entry: lookups go on past it
+)
+
+// CodeSize is the size of the shared code (Code) at the start of a fast
+// scratch mapping.
+var CodeSize = uint64(len(blob)+15) &^ 15
+
+// Code returns the shared code for a scratch mapping at base (its bytes
+// are position-independent; base only names the symbols), reading the
+// thread table at table. rdfsbase: the kernel lets user code read the %fs
+// base (HWCAP2_FSGSBASE); otherwise the key is the word at %fs:0, which
+// glibc sets to the same value (the TCB points to itself).
+func Code(table uint64, rdfsbase bool) []byte {
+	c := make([]byte, CodeSize)
+	copy(c, blob)
+	binary.LittleEndian.PutUint64(c, table)
+	if rdfsbase {
+		// rdfsbase %rcx (f3 48 0f ae c1), then a 4-byte nop.
+		copy(c[offLookup:], []byte{0xf3, 0x48, 0x0f, 0xae, 0xc1, 0x0f, 0x1f, 0x40, 0x00})
+	}
+	return c
+}
+
+// Sites are the addresses in a fast scratch mapping whose int3 the tracer
+// handles, and where it sends a thread.
+type Sites struct {
+	Base        uint64 // the code's first byte
+	Entry, Exit uint64 // the shared entry routine and the exit stub
+	// EntryMiss: a thread the table does not hold (its key in rcx) stops
+	// here (rip is one past the int3); registered, it goes on.
+	EntryMiss uint64
+	// EntryOut: where an unregistrable thread goes on, untraced.
+	EntryOut uint64
+	// EntryUnhooked: a call while an exception unwinds the thread's stack.
+	EntryUnhooked uint64
+	// ExitMiss, ExitEmpty: a hijacked return that finds no thread state,
+	// or no frame: rtrace has lost track; the process cannot go on.
+	ExitMiss, ExitEmpty uint64
+}
+
+// SitesAt returns the Sites of the shared code at base.
+func SitesAt(base uint64) Sites {
+	return Sites{
+		Base: base, Entry: base + offEntry, Exit: base + offExit,
+		EntryMiss: base + offEntryMiss, EntryOut: base + offEntryOut,
+		EntryUnhooked: base + offEntryUnhooked,
+		ExitMiss:      base + offExitMiss, ExitEmpty: base + offExitEmpty,
+	}
+}
+
+// HeadLen is the length of a function's stub head (Head).
+const HeadLen = 22
+
+// ErrRange: the stub is out of rel32 range of what it calls.
+var ErrRange = errors.New("out of rel32 range")
+
+// Head returns the head of the stub at slot for the function at fn, whose
+// shared entry routine is at entry:
+//
+//	mov %rax,-0x10(%rsp)   save rax below the return address
+//	lea fn(%rip),%rax      the function, for the record
+//	call entry             record, push the frame, hijack the return
+//	mov -0x10(%rsp),%rax
+//
+// What follows the head is the function's relocated first instructions
+// and a jump back, or a jump to where the function goes on.
+func Head(slot, fn, entry uint64) ([]byte, error) {
+	h := []byte{0x48, 0x89, 0x44, 0x24, 0xf0, 0x48, 0x8d, 0x05}
+	h, err := rel32(h, slot+uint64(len(h))+4, fn)
+	if err != nil {
+		return nil, fmt.Errorf("function %#x from stub %#x: %w", fn, slot, err)
+	}
+	h = append(h, 0xe8)
+	if h, err = rel32(h, slot+uint64(len(h))+4, entry); err != nil {
+		return nil, fmt.Errorf("entry %#x from stub %#x: %w", entry, slot, err)
+	}
+	return append(h, 0x48, 0x8b, 0x44, 0x24, 0xf0), nil
+}
+
+func rel32(b []byte, end, target uint64) ([]byte, error) {
+	rel := int64(target) - int64(end)
+	if rel < math.MinInt32 || rel > math.MaxInt32 {
+		return nil, ErrRange
+	}
+	return binary.LittleEndian.AppendUint32(b, uint32(int32(rel))), nil
+}
+
+// Table is rtrace's copy of a process's thread table: it is the only
+// writer, and writes each change into the process (Entry).
+type Table struct {
+	keys, states [TableEntries]uint64
+	used         int // live entries and tombstones
+}
+
+// Entry is one 16-byte table entry to write at byte offset Off.
+type Entry struct {
+	Off        uint64
+	Key, State uint64
+}
+
+func index(key uint64) int { return int((key * hashK) >> 52) }
+
+// Insert adds key → state and returns the entry to write into the
+// process; ok is false when key cannot be registered (0, the key of a
+// thread before its TLS is set up, or a full table).
+func (t *Table) Insert(key, state uint64) (Entry, bool) {
+	if key == 0 || key == tombstone || t.used >= TableEntries/2 {
+		return Entry{}, false
+	}
+	free := -1
+	for i := index(key); ; i = (i + 1) % TableEntries {
+		switch t.keys[i] {
+		case key:
+			t.states[i] = state
+			return Entry{uint64(i) * 16, key, state}, true
+		case tombstone:
+			if free < 0 {
+				free = i
+			}
+			continue
+		case 0:
+			if free < 0 {
+				free = i
+				t.used++
+			}
+			t.keys[free], t.states[free] = key, state
+			return Entry{uint64(free) * 16, key, state}, true
+		}
+	}
+}
+
+// Remove frees key's entry and returns the tombstone to write, ok false
+// when key is not there.
+func (t *Table) Remove(key uint64) (Entry, bool) {
+	for i := index(key); t.keys[i] != 0; i = (i + 1) % TableEntries {
+		if t.keys[i] == key {
+			t.keys[i], t.states[i] = tombstone, 0
+			return Entry{uint64(i) * 16, tombstone, 0}, true
+		}
+	}
+	return Entry{}, false
+}
+
+// Lookup returns key's state as the code's lookup finds it.
+func (t *Table) Lookup(key uint64) (uint64, bool) {
+	for i := index(key); t.keys[i] != 0; i = (i + 1) % TableEntries {
+		if t.keys[i] == key {
+			return t.states[i], true
+		}
+	}
+	return 0, false
+}
+
+// Record types in a ring word's low two bits (uftrace's ENTRY and EXIT).
+const (
+	TypeEntry = 0
+	TypeExit  = 1
+)
+
+// Word packs a record's type, depth and function address as stub.S does.
+func Word(typ int, depth int, addr uint64) uint64 {
+	return addr<<16 | uint64(depth)<<2 | uint64(typ)
+}
+
+// Unword unpacks a ring word.
+func Unword(w uint64) (typ, depth int, addr uint64) {
+	return int(w & 3), int(w>>2) & 0x3fff, w >> 16
+}

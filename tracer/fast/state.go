@@ -1,0 +1,124 @@
+package fast
+
+import (
+	"sync/atomic"
+	"unsafe"
+)
+
+// State is rtrace's view of one thread's state: the StateSize bytes of the
+// memfd mapping the thread's stubs write, mapped in rtrace too. The ring
+// is single-producer (the thread's stubs, or rtrace while the thread is
+// stopped), single-consumer (rtrace's drain); the rest is written only
+// while the thread is stopped or by the thread itself.
+type State struct {
+	mem  []byte
+	Addr uint64 // where the process maps it
+	// seenLost is how many lost records Drain reported: the counter is the
+	// thread's alone (a plain increment), rtrace only reads it.
+	seenLost uint64
+}
+
+// NewState views mem, mapped at addr in the process.
+func NewState(mem []byte, addr uint64) *State {
+	if len(mem) < StateSize {
+		panic("fast: state mapping too small")
+	}
+	return &State{mem: mem, Addr: addr}
+}
+
+// Mem is the mapping (for munmap).
+func (s *State) Mem() []byte { return s.mem }
+
+func (s *State) word(off int) *uint64 { return (*uint64)(unsafe.Pointer(&s.mem[off])) }
+
+func (s *State) load(off int) uint64     { return atomic.LoadUint64(s.word(off)) }
+func (s *State) store(off int, v uint64) { atomic.StoreUint64(s.word(off), v) }
+
+// Depth is the number of frames on the shadow stack.
+func (s *State) Depth() int { return int(s.load(offDepth)) }
+
+// Guarded: the thread is inside a stub's critical section (or left one by
+// a siglongjmp out of a signal handler): its state must not be changed.
+func (s *State) Guarded() bool { return s.load(offGuard) != 0 }
+
+// Frame is one shadow stack entry.
+type Frame struct {
+	Ret, Slot uint64 // the real return address, and where it lives
+	Depth     int
+	Addr      uint64 // the function
+}
+
+// Frame returns the frame at depth i.
+func (s *State) Frame(i int) Frame {
+	off := offFrames + i*frameSize
+	_, depth, addr := Unword(s.load(off + 16))
+	return Frame{Ret: s.load(off), Slot: s.load(off + 8), Depth: depth, Addr: addr}
+}
+
+// Pop removes the top frame and returns it. The thread must be stopped.
+func (s *State) Pop() Frame {
+	d := s.Depth() - 1
+	f := s.Frame(d)
+	s.store(offDepth, uint64(d))
+	return f
+}
+
+// Push adds a frame (the copy of a forked parent's). The thread must be
+// stopped.
+func (s *State) Push(f Frame) bool {
+	d := s.Depth()
+	if d >= MaxStack {
+		return false
+	}
+	off := offFrames + d*frameSize
+	s.store(off, f.Ret)
+	s.store(off+8, f.Slot)
+	s.store(off+16, Word(TypeEntry, d, f.Addr))
+	s.store(offDepth, uint64(d+1))
+	return true
+}
+
+// SetUnhooked sets or clears the flag that sends the thread's calls to the
+// tracer while an exception unwinds its stack.
+func (s *State) SetUnhooked(on bool) {
+	v := uint64(0)
+	if on {
+		v = 1
+	}
+	s.store(offUnhook, v)
+}
+
+// Reset empties the state for a new thread: no frames, an empty ring.
+func (s *State) Reset() {
+	for _, off := range []int{offGuard, offDepth, offUnhook, offHead, offTail, offLost} {
+		s.store(off, 0)
+	}
+	s.seenLost = 0
+}
+
+// Rec is one ring record: a TSC reading and a packed word (Unword).
+type Rec struct{ TSC, Word uint64 }
+
+// Drain appends the records written since the last drain to recs (at most
+// max) and frees their room; lost is the number of records the ring had no
+// room for since the last drain.
+func (s *State) Drain(recs []Rec, max int) (_ []Rec, lost uint64) {
+	tail := s.load(offTail)
+	head := s.load(offHead) // acquire: the records below it are written
+	if n := head - tail; n > uint64(max) {
+		head = tail + uint64(max)
+	}
+	for i := tail; i < head; i++ {
+		off := offRing + int(i%RingCap)*recSize
+		recs = append(recs, Rec{s.load(off), s.load(off + 8)})
+	}
+	s.store(offTail, head) // release: the producer may reuse the room
+	l := s.load(offLost)
+	lost, s.seenLost = l-s.seenLost, l
+	return recs, lost
+}
+
+// Pending reports whether the ring holds records not drained yet.
+func (s *State) Pending() bool {
+	return s.load(offHead) != s.load(offTail) || s.load(offLost) != s.seenLost
+}

@@ -1,0 +1,182 @@
+# The fast engine's shared code, written once at the start of every scratch
+# mapping rtrace makes in a traced process (tracer/fast/blob.go holds its
+# bytes; TestBlobMatchesSource reassembles this file and compares). Layout
+# and protocol: docs/FAST-PATH.md in this repository.
+#
+# Per-thread state (one memfd mapping per thread, shared with rtrace):
+	.set GUARD,   0x00    # nonzero while a stub of this thread writes state
+	.set DEPTH,   0x08    # frames on the shadow stack
+	.set UNHOOK,  0x10    # nonzero while an exception unwinds the stack
+	.set HEAD,    0x40    # ring records written (producer: the thread)
+	.set TAIL,    0x80    # ring records read (consumer: rtrace)
+	.set LOST,    0xc0    # records dropped on a full ring
+	.set FRAMES,  0x1000  # shadow stack: {ret, slot, word, 0} per frame
+	.set MAXSTACK, 4096
+	.set RING,    0x21000 # ring: {tsc, word} per record
+	.set RINGCAP, 0x100000
+	.set TMASK,   0xfff0  # thread table: 4096 {key, state} entries
+
+	.text
+consts:
+table:	.quad 0                     # the thread table's address (rtrace writes it)
+hashk:	.quad 0x9E3779B97F4A7C15
+	.quad 0, 0, 0, 0, 0, 0
+
+# LOOKUP leaves the calling thread's state in %rdi (clobbers rax, rcx, rdx),
+# or jumps to \miss with its key in %rcx. The key is the %fs base: the first
+# instruction becomes rdfsbase %rcx where the kernel allows it.
+.macro LOOKUP miss
+	mov %fs:0, %rcx
+\miss\()_retry:
+	mov %rcx, %rax
+	imul hashk(%rip), %rax
+	shr $52, %rax
+	shl $4, %rax
+	mov table(%rip), %rdx
+1:	mov (%rdx,%rax), %rdi
+	test %rdi, %rdi
+	jz \miss
+	cmp %rdi, %rcx
+	je 2f
+	add $16, %rax
+	and $TMASK, %rax
+	jmp 1b
+2:	mov 8(%rdx,%rax), %rdi
+.endm
+
+# entry: called by a function's stub with the function's address in %rax,
+# %rax itself saved at -0x10 from the stub's %rsp. (%rsp+8) is the traced
+# call's return address. Pushes a frame, hijacks the return to exit, writes
+# the ENTRY record. Preserves every register but %rax (the stub restores
+# it); the status flags are not preserved (undefined at a call's entry and
+# return in the psABI).
+entry:
+	lea -0x38(%rsp), %rsp
+	mov %rcx, 0x28(%rsp)
+	mov %rdx, 0x20(%rsp)
+	mov %rsi, 0x18(%rsp)
+	mov %rdi, 0x10(%rsp)
+	mov %r8, 0x08(%rsp)
+	mov %rax, %rsi
+entry_lookup:
+	LOOKUP entry_miss
+	cmpq $0, GUARD(%rdi)
+	jne entry_out
+	cmpq $0, UNHOOK(%rdi)
+	jne entry_unhooked
+entry_hooked:
+	movq $1, GUARD(%rdi)
+	mov DEPTH(%rdi), %rcx
+	cmp $MAXSTACK, %rcx
+	jae entry_unguard
+	shl $16, %rsi
+	mov %rcx, %rax
+	shl $2, %rax
+	or %rax, %rsi
+	mov %rcx, %rdx
+	shl $5, %rdx
+	lea FRAMES(%rdi,%rdx), %rdx
+	mov 0x40(%rsp), %rax
+	mov %rax, 0(%rdx)
+	lea 0x40(%rsp), %rax
+	mov %rax, 8(%rdx)
+	mov %rsi, 16(%rdx)
+	lea exit(%rip), %rax
+	mov %rax, 0x40(%rsp)
+	inc %rcx
+	mov %rcx, DEPTH(%rdi)
+	rdtsc
+	shl $32, %rdx
+	or %rdx, %rax
+	mov %rax, %r8
+	call emit
+entry_unguard:
+	movq $0, GUARD(%rdi)
+entry_out:
+	mov 0x28(%rsp), %rcx
+	mov 0x20(%rsp), %rdx
+	mov 0x18(%rsp), %rsi
+	mov 0x10(%rsp), %rdi
+	mov 0x08(%rsp), %r8
+	lea 0x38(%rsp), %rsp
+	ret
+entry_miss:
+	int3                    # rtrace registers the thread (key in %rcx)
+	jmp entry_miss_retry
+entry_unhooked:
+	int3                    # rtrace drops the frames an exception unwound
+	jmp entry_hooked
+
+# emit appends the record {%r8, %rsi} to the ring of state %rdi, or counts
+# it lost. Clobbers rax, rcx, rdx.
+emit:
+	mov HEAD(%rdi), %rcx
+	mov %rcx, %rax
+	sub TAIL(%rdi), %rax
+	cmp $RINGCAP, %rax
+	jae 1f
+	mov %rcx, %rax
+	and $(RINGCAP-1), %rax
+	shl $4, %rax
+	mov %r8, RING(%rdi,%rax)
+	mov %rsi, RING+8(%rdi,%rax)
+	inc %rcx
+	mov %rcx, HEAD(%rdi)
+	ret
+1:	incq LOST(%rdi)
+	ret
+
+# exit: where a hijacked return lands. Pops the frame whose return address
+# slot the ret consumed (closing first the frames below it that longjmp or
+# unwinding skipped), writes their EXIT records and jumps to the real
+# return address through %r11 (scratch at a return).
+exit:
+	lea -0x40(%rsp), %rsp
+	mov %rax, 0x38(%rsp)
+	mov %rdx, 0x30(%rsp)
+	mov %rcx, 0x28(%rsp)
+	mov %rsi, 0x20(%rsp)
+	mov %rdi, 0x18(%rsp)
+	mov %r8, 0x10(%rsp)
+	LOOKUP exit_miss
+	movq $1, GUARD(%rdi)
+	rdtsc
+	shl $32, %rdx
+	or %rdx, %rax
+	mov %rax, %r8
+exit_pop:
+	mov DEPTH(%rdi), %rcx
+	test %rcx, %rcx
+	jz exit_empty
+	dec %rcx
+	mov %rcx, DEPTH(%rdi)
+	shl $5, %rcx
+	lea FRAMES(%rdi,%rcx), %rcx
+	mov 16(%rcx), %rsi
+	or $1, %rsi
+	mov 0(%rcx), %rdx
+	mov %rdx, 0x08(%rsp)
+	mov 8(%rcx), %rax
+	lea 0x38(%rsp), %rdx
+	cmp %rdx, %rax
+	jb exit_skipped
+	call emit
+	mov 0x08(%rsp), %r11
+	movq $0, GUARD(%rdi)
+	mov 0x38(%rsp), %rax
+	mov 0x30(%rsp), %rdx
+	mov 0x28(%rsp), %rcx
+	mov 0x20(%rsp), %rsi
+	mov 0x18(%rsp), %rdi
+	mov 0x10(%rsp), %r8
+	lea 0x40(%rsp), %rsp
+	jmp *%r11
+exit_skipped:
+	call emit
+	jmp exit_pop
+exit_miss:
+	int3                    # a hijacked return in a thread rtrace does not know
+	ud2
+exit_empty:
+	int3                    # a hijacked return with an empty shadow stack
+	ud2

@@ -1,0 +1,602 @@
+package tracer
+
+import (
+	"encoding/binary"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"rtrace/internal/trace"
+	"rtrace/internal/uftrace"
+	"rtrace/tracer/fast"
+	"rtrace/tracer/ptrace"
+)
+
+// The fast engine (docs/FAST-PATH.md): every traced function's entry leads
+// to a stub in the process that records the call in the thread's ring and
+// hijacks its return to an exit stub that records the return; no ptrace
+// stop per call. rtrace drains the rings, which it maps too, while the
+// program runs. Rare events (a thread's first call, setjmp, longjmp,
+// exceptions, fork, exec, thread exit) still stop: the tracer then reads
+// and changes the stopped thread's state through the same mapping.
+
+// fastImage is the fast engine's state of one address space.
+type fastImage struct {
+	tableAddr uint64 // the thread table in the process
+	rdfsbase  bool   // the code reads the %fs base itself
+	table     fast.Table
+	sites     []fast.Sites // one shared code copy per scratch mapping
+	free      []*fast.State
+	dead      bool // the address space was replaced by an exec
+}
+
+// name of the thread state memfds, written after the table.
+const memfdName = "rtrace-thread\x00"
+
+// newFastImage maps the thread table in tid's process, stopped.
+func newFastImage(tid int) (*fastImage, error) {
+	addr, err := remoteSyscall(tid, unix.SYS_MMAP, 0, fast.TableSize+4096,
+		unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS, ^uint64(0), 0)
+	if err != nil {
+		return nil, fmt.Errorf("mapping the thread table: %w", err)
+	}
+	if err := ptrace.WriteText(tid, addr+fast.TableSize, []byte(memfdName)); err != nil {
+		return nil, fmt.Errorf("writing the thread table: %w", err)
+	}
+	return &fastImage{tableAddr: addr, rdfsbase: hasFSGSBase()}, nil
+}
+
+// hasFSGSBase reports whether the kernel lets user code run rdfsbase
+// (AT_HWCAP2 bit HWCAP2_FSGSBASE, arch/x86/include/uapi/asm/hwcap2.h).
+func hasFSGSBase() bool {
+	auxv, err := os.ReadFile("/proc/self/auxv")
+	if err != nil {
+		return false
+	}
+	for i := 0; i+16 <= len(auxv); i += 16 {
+		if binary.LittleEndian.Uint64(auxv[i:]) == 26 { // AT_HWCAP2
+			return binary.LittleEndian.Uint64(auxv[i+8:])&2 != 0
+		}
+	}
+	return false
+}
+
+// isExit reports whether addr is one of the image's exit stubs.
+func (fi *fastImage) isExit(addr uint64) bool {
+	for _, s := range fi.sites {
+		if s.Exit == addr {
+			return true
+		}
+	}
+	return false
+}
+
+// site returns the shared code copy holding the int3 at pc, if any.
+func (fi *fastImage) site(pc uint64) (fast.Sites, bool) {
+	for _, s := range fi.sites {
+		if pc >= s.Base && pc < s.Base+fast.CodeSize {
+			return s, true
+		}
+	}
+	return fast.Sites{}, false
+}
+
+// writeEntry writes a table entry into the process: the state first, so
+// that a thread finding the key finds its state.
+func (fi *fastImage) writeEntry(tid int, e fast.Entry) error {
+	var b [8]byte
+	binary.LittleEndian.PutUint64(b[:], e.State)
+	if err := ptrace.WriteText(tid, fi.tableAddr+e.Off+8, b[:]); err != nil {
+		return err
+	}
+	binary.LittleEndian.PutUint64(b[:], e.Key)
+	return ptrace.WriteText(tid, fi.tableAddr+e.Off, b[:])
+}
+
+// gadget is where a thread runs rtrace's system calls: in the
+// executable's scratch mapping, which holds the first shared code copy.
+func (fi *fastImage) gadget() uint64 { return fi.sites[0].Base - 16 + gadgetOff }
+
+// newState makes a thread state in tid's process, stopped: a memfd the
+// process maps shared (not inherited by a fork) and rtrace maps too.
+func (fi *fastImage) newState(tid, pid int) (*fast.State, error) {
+	remoteSyscall := func(tid int, nr uint64, args ...uint64) (uint64, error) {
+		return remoteSyscallAt(tid, fi.gadget(), nr, args...)
+	}
+	fd, err := remoteSyscall(tid, unix.SYS_MEMFD_CREATE, fi.tableAddr+fast.TableSize, unix.MFD_CLOEXEC)
+	if err != nil {
+		return nil, fmt.Errorf("memfd_create: %w", err)
+	}
+	defer remoteSyscall(tid, unix.SYS_CLOSE, fd)
+	if _, err := remoteSyscall(tid, unix.SYS_FTRUNCATE, fd, fast.StateSize); err != nil {
+		return nil, fmt.Errorf("ftruncate: %w", err)
+	}
+	f, err := os.OpenFile(fmt.Sprintf("/proc/%d/fd/%d", pid, fd), os.O_RDWR, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	mem, err := unix.Mmap(int(f.Fd()), 0, fast.StateSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		return nil, fmt.Errorf("mapping the thread state: %w", err)
+	}
+	addr, err := remoteSyscall(tid, unix.SYS_MMAP, 0, fast.StateSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED, fd, 0)
+	if err != nil {
+		unix.Munmap(mem)
+		return nil, fmt.Errorf("mapping the thread state: %w", err)
+	}
+	remoteSyscall(tid, unix.SYS_MADVISE, addr, fast.StateSize, unix.MADV_DONTFORK)
+	return fast.NewState(mem, addr), nil
+}
+
+// fastRegister gives th, stopped, a state under key: a freed one or a new
+// one. It returns false when th cannot be registered (its calls then run
+// untraced).
+func (t *Tracer) fastRegister(th *thread, key uint64) bool {
+	fi := th.proc.image.fast
+	if th.fs != nil {
+		if e, ok := fi.table.Remove(th.fsKey); ok {
+			fi.writeEntry(th.tid, e)
+		}
+		th.fs.Reset()
+		fi.free = append(fi.free, th.fs)
+		t.drain.remove(th.fs)
+		th.fs = nil
+	}
+	var st *fast.State
+	if n := len(fi.free); n > 0 {
+		st, fi.free = fi.free[n-1], fi.free[:n-1]
+	} else {
+		var err error
+		if st, err = fi.newState(th.tid, th.proc.pid); err != nil {
+			if !t.warnedState {
+				t.warnedState = true
+				fmt.Fprintf(t.cfg.Warn, "rtrace: warning: tid %d: cannot make its trace buffer, its calls are not traced: %v\n", th.tid, err)
+			}
+			return false
+		}
+	}
+	e, ok := fi.table.Insert(key, st.Addr)
+	if !ok {
+		fi.free = append(fi.free, st)
+		return false
+	}
+	if err := fi.writeEntry(th.tid, e); err != nil {
+		fi.table.Remove(key)
+		fi.free = append(fi.free, st)
+		return false
+	}
+	th.fs, th.fsKey = st, key
+	t.drain.add(st, th.tid)
+	return true
+}
+
+// fastState returns th's state, registering th under its %fs base when it
+// has none yet (a thread stopped before its first fast call).
+func (t *Tracer) fastState(th *thread, regs *unix.PtraceRegs) *fast.State {
+	if th.fs == nil && th.vfork == nil {
+		t.fastRegister(th, regs.Fs_base)
+	}
+	if th.vfork != nil {
+		return th.vfork
+	}
+	return th.fs
+}
+
+// fastTrap handles an int3 in the shared code at pc; handled is false for
+// an int3 elsewhere.
+func (t *Tracer) fastTrap(th *thread, regs *unix.PtraceRegs, pc uint64, ts uint64) (handled bool, err error) {
+	fi := th.proc.image.fast
+	s, ok := fi.site(pc)
+	if !ok {
+		return false, nil
+	}
+	switch pc {
+	case s.EntryMiss:
+		if !t.fastRegister(th, regs.Rcx) {
+			ptrace.SetPC(th.tid, s.EntryOut)
+		}
+	case s.EntryUnhooked:
+		// A call from a landing pad while an exception unwinds (entry):
+		// frames at or below its return address slot are gone, as the int3
+		// engine's entry pops them.
+		slot := regs.Rsp + 0x40
+		ret, err := ptrace.PeekWord(th.tid, slot)
+		if err != nil {
+			return true, nil
+		}
+		below := slot + 1
+		if fi.isExit(ret) {
+			below = slot
+		}
+		t.fastPopBelow(th, below, ts)
+	default:
+		unix.Kill(th.tid, unix.SIGKILL)
+		return true, fmt.Errorf("tid %d: %w (pc %#x)", th.tid, errNoStack, pc)
+	}
+	resume(th.tid, 0)
+	return true, nil
+}
+
+// fastEntry handles a stop at the int3 entry of f (a function the fast
+// engine could not detour, setjmp, a personality routine): record it as the
+// int3 engine would, or send the thread to f's stub.
+func (t *Tracer) fastEntry(th *thread, f *fn, regs *unix.PtraceRegs, ts uint64) uint64 {
+	im := th.proc.image
+	if f.personality || f.jump {
+		ret, err := ptrace.PeekWord(th.tid, regs.Rsp)
+		if err != nil || f.personality && (ret < im.textLo || ret >= im.textHi) {
+			return 0 // the unwinder's calls are not recorded
+		}
+		if f.jump {
+			st := t.fastState(th, regs)
+			if st == nil {
+				return 0
+			}
+			d := st.Depth()
+			t.fastRecord(th, uftrace.Record{Time: ts, Type: uftrace.Entry, Depth: d, Addr: f.addr})
+			t.fastRecord(th, uftrace.Record{Time: ts, Type: uftrace.Exit, Depth: d, Addr: f.addr})
+			return 0
+		}
+	}
+	return f.stub
+}
+
+// fastRecord hands one record of th, written by the tracer, to the sink at
+// once: after the records th's ring holds (the sink drains first).
+func (t *Tracer) fastRecord(th *thread, r uftrace.Record) {
+	t.record(th, r, nil)
+	t.flush(th)
+}
+
+// fastPop pops th's top frame, recording its exit at ts.
+func (t *Tracer) fastPop(th *thread, st *fast.State, ts uint64) fast.Frame {
+	fr := st.Pop()
+	t.fastRecord(th, uftrace.Record{Time: ts, Type: uftrace.Exit, Depth: fr.Depth, Addr: fr.Addr})
+	return fr
+}
+
+// fastPopBelow records the exits of th's frames whose slot is below sp.
+func (t *Tracer) fastPopBelow(th *thread, sp, ts uint64) {
+	st := th.fs
+	if st == nil {
+		return
+	}
+	for st.Depth() > 0 && st.Frame(st.Depth()-1).Slot < sp {
+		t.fastPop(th, st, ts)
+	}
+}
+
+// fastClose records the exits of every frame th has open (at its exit, an
+// exec, or the end of the trace) and releases its state.
+func (t *Tracer) fastClose(th *thread, ts uint64) {
+	if th.vfork != nil {
+		// A vfork child: its calls went to its parent's state, and the
+		// frames there are the parent's. Close the child's view of them.
+		t.drain.sync()
+		st := th.vfork
+		for d := st.Depth() - 1; d >= 0; d-- {
+			fr := st.Frame(d)
+			t.fastRecord(th, uftrace.Record{Time: ts, Type: uftrace.Exit, Depth: fr.Depth, Addr: fr.Addr})
+		}
+		if th.vforkParent != nil {
+			t.drain.setOwner(st, th.vforkParent.tid)
+		}
+		th.vfork, th.vforkParent = nil, nil
+		return
+	}
+	st := th.fs
+	if st == nil {
+		return
+	}
+	for st.Depth() > 0 {
+		t.fastPop(th, st, ts)
+	}
+	t.drain.sync()
+	t.drain.remove(st)
+	th.fs = nil
+	if th.proc != nil && th.proc.image.fast != nil && !th.proc.image.fast.dead {
+		fi := th.proc.image.fast
+		if e, ok := fi.table.Remove(th.fsKey); ok {
+			fi.writeEntry(th.tid, e) // fails once the thread is gone: nothing to keep right
+		}
+		fi.free = append(fi.free, st)
+	} else {
+		unix.Munmap(st.Mem())
+	}
+}
+
+// fastHook is hook for the fast engine: the same bookkeeping on the
+// in-process shadow stack.
+func (t *Tracer) fastHook(th *thread, kind hookKind, regs *unix.PtraceRegs, ts uint64) {
+	im := th.proc.image
+	st := th.fs
+	if th.vfork != nil {
+		st = th.vfork
+	}
+	switch kind {
+	case hookUnwind:
+		if st == nil {
+			return
+		}
+		t.fastPopBelow(th, regs.Rsp, ts)
+		for i := st.Depth() - 1; i >= 0; i-- {
+			if fr := st.Frame(i); !im.fast.isExit(fr.Ret) {
+				ptrace.PokeWord(th.tid, fr.Slot, fr.Ret)
+			}
+		}
+		th.unwinds = append(th.unwinds, st.Depth())
+		th.unhooked = true
+		st.SetUnhooked(true)
+	case hookCatch:
+		if st == nil {
+			return
+		}
+		t.fastPopBelow(th, regs.Rsp+8, ts)
+		if !th.unhooked {
+			break
+		}
+		from := 0
+		if n := len(th.unwinds); n > 0 {
+			th.unwinds = th.unwinds[:n-1]
+			if n > 1 {
+				from = min(th.unwinds[n-2], st.Depth())
+			}
+		}
+		exit := im.fast.sites[0].Exit
+		for i := from; i < st.Depth(); i++ {
+			ptrace.PokeWord(th.tid, st.Frame(i).Slot, exit)
+		}
+		th.unhooked = len(th.unwinds) > 0
+		st.SetUnhooked(th.unhooked)
+	case hookSetjmp:
+		if th.jmpbufs == nil {
+			th.jmpbufs = map[uint64]int{}
+		}
+		d := 0
+		if st != nil {
+			d = st.Depth()
+		}
+		th.jmpbufs[regs.Rdi] = d
+	case hookLongjmp:
+		if n, ok := th.jmpbufs[regs.Rdi]; ok && st != nil {
+			for st.Depth() > n {
+				t.fastPop(th, st, ts)
+			}
+		}
+	case hookLoader:
+		t.syncModules(th, ts)
+	}
+}
+
+// fastFork sets up the fast engine in a forked child, stopped: its memory
+// is a copy of its parent's but for the thread states (MADV_DONTFORK), so
+// it gets a fresh table holding one thread, whose state starts with the
+// frames its parent had at the fork.
+func (t *Tracer) fastFork(th *thread, frames []fast.Frame) {
+	parent := th.proc.image.fast
+	fi := &fastImage{tableAddr: parent.tableAddr, rdfsbase: parent.rdfsbase, sites: parent.sites}
+	th.proc.image.fast = fi
+	th.fs = nil
+	zero := make([]byte, fast.TableSize)
+	if err := ptrace.WriteText(th.tid, fi.tableAddr, zero); err != nil {
+		return
+	}
+	var regs unix.PtraceRegs
+	if err := ptrace.GetRegs(th.tid, &regs); err != nil {
+		return
+	}
+	key := regs.Fs_base
+	if len(frames) == 0 || !t.fastRegister(th, key) {
+		return
+	}
+	for _, fr := range frames {
+		th.fs.Push(fr)
+	}
+}
+
+// drainer moves the records of every thread's ring to the function sink
+// while the program runs, and orders them before what the tracer hands
+// the sink (lockedSink). One goroutine polls; the tracer thread syncs.
+type drainer struct {
+	mu     sync.Mutex
+	sink   FuncSink
+	clock  *fast.Clock
+	owner  map[*fast.State]int // the tid each state's records belong to
+	last   map[int]uint64      // per task: the last time handed on
+	raw    []fast.Rec
+	recs   []Rec
+	events func(uint64)
+	err    error // the first sink error
+	stop   chan struct{}
+	done   chan struct{}
+}
+
+func newDrainer(sink FuncSink, clock *fast.Clock, events func(uint64)) *drainer {
+	return &drainer{sink: sink, clock: clock, owner: map[*fast.State]int{}, last: map[int]uint64{},
+		events: events, stop: make(chan struct{}), done: make(chan struct{})}
+}
+
+func (d *drainer) add(st *fast.State, tid int) {
+	if d == nil {
+		return
+	}
+	d.mu.Lock()
+	d.owner[st] = tid
+	d.mu.Unlock()
+}
+
+// remove drains st and forgets it.
+func (d *drainer) remove(st *fast.State) {
+	if d == nil {
+		return
+	}
+	d.mu.Lock()
+	d.drainLocked(st, d.owner[st])
+	delete(d.owner, st)
+	d.mu.Unlock()
+}
+
+// setOwner drains st and sends its later records to tid's task.
+func (d *drainer) setOwner(st *fast.State, tid int) {
+	if d == nil {
+		return
+	}
+	d.mu.Lock()
+	if old, ok := d.owner[st]; ok {
+		d.drainLocked(st, old)
+		d.owner[st] = tid
+	}
+	d.mu.Unlock()
+}
+
+// sync drains every ring.
+func (d *drainer) sync() {
+	if d == nil {
+		return
+	}
+	d.mu.Lock()
+	d.drainAllLocked()
+	d.mu.Unlock()
+}
+
+func (d *drainer) drainAllLocked() bool {
+	any := false
+	for st, tid := range d.owner {
+		if d.drainLocked(st, tid) {
+			any = true
+		}
+	}
+	return any
+}
+
+// drainLocked hands st's pending records to the sink as tid's.
+func (d *drainer) drainLocked(st *fast.State, tid int) bool {
+	any := false
+	for st.Pending() {
+		var lost uint64
+		d.raw, lost = st.Drain(d.raw[:0], 1<<14)
+		d.recs = d.recs[:0]
+		for _, r := range d.raw {
+			typ, depth, addr := fast.Unword(r.Word)
+			d.recs = append(d.recs, Rec{Record: uftrace.Record{Time: d.clock.Nanos(r.TSC), Type: uftrace.RecordType(typ), Depth: depth, Addr: addr}})
+		}
+		if lost > 0 {
+			var ts uint64
+			if len(d.recs) > 0 {
+				ts = d.recs[0].Time
+			}
+			d.recs = append([]Rec{{Record: uftrace.Record{Time: ts, Type: uftrace.Lost, Addr: lost}}}, d.recs...)
+		}
+		if len(d.recs) == 0 {
+			break
+		}
+		any = true
+		d.events(uint64(len(d.raw)))
+		if err := d.recordsLocked(tid, d.recs); err != nil && d.err == nil {
+			d.err = err
+		}
+	}
+	return any
+}
+
+// recordsLocked hands recs to the sink, their times kept monotonic per
+// task (the TSC conversion and the tracer's clock differ by the
+// calibration's error).
+func (d *drainer) recordsLocked(tid int, recs []Rec) error {
+	last := d.last[tid]
+	for i := range recs {
+		if recs[i].Time < last {
+			recs[i].Time = last
+		}
+		last = recs[i].Time
+	}
+	d.last[tid] = last
+	return d.sink.Records(tid, recs)
+}
+
+// run polls the rings until stopped: at once while they fill, backing off
+// to 1 ms when they stay empty.
+func (d *drainer) run() {
+	defer close(d.done)
+	idle := 50 * time.Microsecond
+	for {
+		select {
+		case <-d.stop:
+			return
+		default:
+		}
+		d.mu.Lock()
+		any := d.drainAllLocked()
+		d.mu.Unlock()
+		if any {
+			idle = 50 * time.Microsecond
+			continue
+		}
+		time.Sleep(idle)
+		idle = min(2*idle, time.Millisecond)
+	}
+}
+
+// close stops the goroutine, drains what is left and returns the first
+// sink error.
+func (d *drainer) close() error {
+	if d == nil {
+		return nil
+	}
+	close(d.stop)
+	<-d.done
+	d.sync()
+	return d.err
+}
+
+// lockedSink is the function sink the tracer uses with the fast engine:
+// each call first drains the rings, so what the tracer hands on follows
+// the records written before it, and runs under the drainer's lock.
+type lockedSink struct {
+	d *drainer
+}
+
+func (l *lockedSink) do(f func(FuncSink) error) error {
+	l.d.mu.Lock()
+	defer l.d.mu.Unlock()
+	l.d.drainAllLocked()
+	return f(l.d.sink)
+}
+
+func (l *lockedSink) Session(s Session) error {
+	return l.do(func(f FuncSink) error { return f.Session(s) })
+}
+func (l *lockedSink) Maps(sid string, maps []byte) error {
+	return l.do(func(f FuncSink) error { return f.Maps(sid, maps) })
+}
+func (l *lockedSink) Dlopen(time uint64, tid int, sid string, base uint64, path string) error {
+	return l.do(func(f FuncSink) error { return f.Dlopen(time, tid, sid, base, path) })
+}
+func (l *lockedSink) Task(time uint64, tid, pid int) error {
+	return l.do(func(f FuncSink) error { return f.Task(time, tid, pid) })
+}
+func (l *lockedSink) Fork(time uint64, pid, ppid int) error {
+	return l.do(func(f FuncSink) error { return f.Fork(time, pid, ppid) })
+}
+func (l *lockedSink) Exit(time uint64, tid int) error {
+	return l.do(func(f FuncSink) error { return f.Exit(time, tid) })
+}
+func (l *lockedSink) Toggle(on bool, pid int) error {
+	return l.do(func(f FuncSink) error { return f.Toggle(on, pid) })
+}
+func (l *lockedSink) Symbols(sid string, funcs []trace.Func) error {
+	return l.do(func(f FuncSink) error { return f.Symbols(sid, funcs) })
+}
+func (l *lockedSink) Event(id uint64, name string) error {
+	return l.do(func(f FuncSink) error { return f.Event(id, name) })
+}
+func (l *lockedSink) Probe(time uint64, tid int, name string, args []string) error {
+	return l.do(func(f FuncSink) error { return f.Probe(time, tid, name, args) })
+}
+func (l *lockedSink) Records(tid int, recs []Rec) error {
+	return l.do(func(FuncSink) error { return l.d.recordsLocked(tid, recs) })
+}
