@@ -10,6 +10,7 @@ import (
 	"rtrace/internal/elfx"
 	"rtrace/internal/testutil"
 	"rtrace/tracer/bp"
+	"rtrace/tracer/fast"
 )
 
 // The module of the plan tests: code at link-time [0x1000, 0x1200), loaded
@@ -325,5 +326,70 @@ func TestScratchHint(t *testing.T) {
 		if got := scratchHint(c.lo, c.size); got != c.want {
 			t.Errorf("scratchHint(%#x, %#x) = %#x, want %#x", c.lo, c.size, got, c.want)
 		}
+	}
+}
+
+// With the fast engine, the scratch starts with the return breakpoint, the
+// syscall gadget and the shared code; a detoured function's trampoline is
+// its stub (fast.Head, then the displaced instructions and the jump back);
+// a function left with an int3 gets a stub that goes on where the int3's
+// plan resumes; the personality routine and setjmp keep an int3 (the
+// tracer decides at each call).
+func TestPlanFuncsFast(t *testing.T) {
+	cm := testCodeMap(map[uint64][]byte{
+		0x1000: o0,
+		0x1040: o0,
+		0x10e0: {0xff, 0x25, 0x1a, 0x2f, 0, 0},
+		0x1120: o0,
+	})
+	cands := []cand{
+		{name: "plain", value: 0x1000, size: 9},
+		{name: "symbol_inside", value: 0x1040, size: 9},
+		{name: "_setjmp", value: 0x10e0, size: 16, libcall: true},
+		{name: "__gxx_personality_v0", value: 0x1120, size: 9, libcall: true},
+	}
+	p := planFuncs(cm, cands, testScratch, 0x10000, 0, true, &fastCode{table: 0x7f0000000000})
+	if p.sites == nil || p.sites.Base != testScratch+16 {
+		t.Fatalf("sites %+v", p.sites)
+	}
+	if got := testutil.Disasm(t, p.code[gadgetOff:gadgetOff+3], 0); got != "syscall; int3" {
+		t.Errorf("gadget %q", got)
+	}
+	if !bytes.Equal(p.code[16:16+fast.CodeSize], fast.Code(0x7f0000000000, false)) {
+		t.Error("the shared code is not at the scratch's start")
+	}
+	entry := fmt.Sprintf("callq T%#x", p.sites.Entry)
+	for _, e := range p.entries {
+		off := int(e.stub - testScratch)
+		switch e.c.name {
+		case "plain":
+			if e.bp.Plan.Action != bp.Detoured || e.stub == 0 || e.bp.Addr != e.stub {
+				t.Errorf("plain: %+v stub %#x", e.bp.Plan, e.stub)
+				continue
+			}
+			want := "mov %rax,-0x10(%rsp); lea T0x1001000,%rax; " + entry + "; mov -0x10(%rsp),%rax; push %rbp; mov %rsp,%rbp; mov %edi,-0x4(%rbp); jmpq T0x1001007"
+			if got := testutil.Disasm(t, p.code[off:off+len(e.bp.Plan.Slot)], e.stub); got != want {
+				t.Errorf("plain's stub:\n%s\nwant\n%s", got, want)
+			}
+			if got := testutil.Disasm(t, e.jmp, e.patch); got != fmt.Sprintf("jmpq T%#x", e.stub) {
+				t.Errorf("plain's entry: %s", got)
+			}
+		case "symbol_inside":
+			if e.bp.Plan.Action != bp.OutOfLine || e.stub == 0 || e.stub == e.bp.Plan.Resume {
+				t.Errorf("symbol_inside: %+v stub %#x", e.bp.Plan, e.stub)
+				continue
+			}
+			want := "mov %rax,-0x10(%rsp); lea T0x1001040,%rax; " + entry + fmt.Sprintf("; mov -0x10(%%rsp),%%rax; jmpq T%#x", e.bp.Plan.Resume)
+			if got := testutil.Disasm(t, p.code[off:off+fast.HeadLen+5], e.stub); got != want {
+				t.Errorf("symbol_inside's stub:\n%s\nwant\n%s", got, want)
+			}
+		case "_setjmp", "__gxx_personality_v0":
+			if e.bp.Plan.Action == bp.Detoured {
+				t.Errorf("%s detoured", e.c.name)
+			}
+		}
+	}
+	if len(p.entries) != 4 || len(p.int3s) != 1 || p.int3s[0].Func != "symbol_inside" {
+		t.Errorf("%d entries, int3 entries %v", len(p.entries), p.int3s)
 	}
 }

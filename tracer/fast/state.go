@@ -34,8 +34,9 @@ func (s *State) word(off int) *uint64 { return (*uint64)(unsafe.Pointer(&s.mem[o
 func (s *State) load(off int) uint64     { return atomic.LoadUint64(s.word(off)) }
 func (s *State) store(off int, v uint64) { atomic.StoreUint64(s.word(off), v) }
 
-// Depth is the number of frames on the shadow stack.
-func (s *State) Depth() int { return int(s.load(offDepth)) }
+// Depth is the number of frames on the shadow stack (at most MaxStack,
+// whatever the process wrote there).
+func (s *State) Depth() int { return int(min(s.load(offDepth), MaxStack)) }
 
 // Guarded: the thread is inside a stub's critical section (or left one by
 // a siglongjmp out of a signal handler): its state must not be changed.

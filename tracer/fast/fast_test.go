@@ -1,0 +1,256 @@
+package fast
+
+import (
+	"bytes"
+	"debug/elf"
+	"encoding/binary"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"rtrace/internal/testutil"
+)
+
+// The committed bytes are stub.S assembled, with no relocation left (a
+// rip-relative reference to a global symbol assembles as 0 plus a
+// relocation, which once sent every hijacked return into the entry code),
+// and the offsets are its symbols'.
+func TestBlobMatchesSource(t *testing.T) {
+	as := testutil.RequireTool(t, "as")
+	obj := filepath.Join(t.TempDir(), "stub.o")
+	if out, err := exec.Command(as, "-o", obj, "stub.S").CombinedOutput(); err != nil {
+		t.Fatalf("as: %v\n%s", err, out)
+	}
+	f, err := elf.Open(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for _, s := range f.Sections {
+		if s.Type == elf.SHT_RELA || s.Type == elf.SHT_REL {
+			t.Errorf("stub.S assembles with relocations (%s): make the symbols it references local", s.Name)
+		}
+	}
+	text, err := f.Section(".text").Data()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(text, blob) {
+		t.Errorf("blob.go is not stub.S assembled: regenerate it (as stub.S; objcopy -O binary -j .text)")
+	}
+	syms, err := f.Symbols()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]uint64{"entry": offEntry, "entry_lookup": offLookup, "entry_out": offEntryOut,
+		"entry_miss": offEntryMiss, "entry_unhooked": offEntryUnhooked, "exit": offExit,
+		"exit_miss": offExitMiss, "exit_empty": offExitEmpty}
+	for _, s := range syms {
+		if w, ok := want[s.Name]; ok {
+			if s.Value != w {
+				t.Errorf("%s at %#x, blob.go says %#x", s.Name, s.Value, w)
+			}
+			delete(want, s.Name)
+		}
+	}
+	for n := range want {
+		t.Errorf("stub.S has no symbol %s", n)
+	}
+	for _, c := range []struct {
+		name string
+		off  int
+	}{{"GUARD", offGuard}, {"DEPTH", offDepth}, {"UNHOOK", offUnhook}, {"HEAD", offHead}, {"TAIL", offTail},
+		{"LOST", offLost}, {"FRAMES", offFrames}, {"MAXSTACK", MaxStack}, {"RING", offRing}, {"RINGCAP", RingCap},
+		{"TMASK", (TableEntries - 1) * 16}} {
+		found := false
+		for _, s := range syms {
+			if s.Name == c.name {
+				found = true
+				if s.Value != uint64(c.off) {
+					t.Errorf("stub.S sets %s = %#x, fast.go %#x", c.name, s.Value, c.off)
+				}
+			}
+		}
+		if !found {
+			t.Errorf("stub.S does not set %s", c.name)
+		}
+	}
+}
+
+// Code writes the table's address in its first word and reads the key
+// with rdfsbase or from %fs:0.
+func TestCode(t *testing.T) {
+	for _, c := range []struct {
+		rdfsbase bool
+		want     string
+	}{
+		{false, "mov %fs:,%rcx"}, // x86asm prints %fs:0x0 so
+		{true, "rdfsbase %rcx; nopl (%rax)"},
+	} {
+		code := Code(0x7f0012345000, c.rdfsbase)
+		if got := binary.LittleEndian.Uint64(code); got != 0x7f0012345000 {
+			t.Errorf("table word %#x", got)
+		}
+		if got := testutil.Disasm(t, code[offLookup:offLookup+9], 0); got != c.want {
+			t.Errorf("rdfsbase %v: key read as %q, want %q", c.rdfsbase, got, c.want)
+		}
+		if uint64(len(code)) != CodeSize || CodeSize%16 != 0 {
+			t.Errorf("code of %d bytes, CodeSize %d", len(code), CodeSize)
+		}
+	}
+}
+
+func TestHead(t *testing.T) {
+	const slot, fn, entry = 0x10000, 0x11234, 0x8040
+	h, err := Head(slot, fn, entry)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "mov %rax,-0x10(%rsp); lea T0x11234,%rax; callq T0x8040; mov -0x10(%rsp),%rax"
+	if got := testutil.Disasm(t, h, slot); got != want || len(h) != HeadLen {
+		t.Errorf("head (%d bytes):\n%s\nwant\n%s", len(h), got, want)
+	}
+	if _, err := Head(slot, fn+1<<33, entry); err == nil {
+		t.Error("a function out of rel32 range: no error")
+	}
+	if _, err := Head(slot, fn, entry+1<<33); err == nil {
+		t.Error("an entry out of rel32 range: no error")
+	}
+}
+
+// The table finds what it holds as the code's probe does, reuses freed
+// entries, and refuses key 0 and a table past half full.
+func TestTable(t *testing.T) {
+	var tb Table
+	keys := []uint64{0x7f00000a0740, 0x7f00000a1740, 0x7f0000123000}
+	seen := map[uint64]bool{}
+	for i, k := range keys {
+		e, ok := tb.Insert(k, uint64(0x1000*(i+1)))
+		if !ok || e.Key != k || e.Off%16 != 0 || seen[e.Off] {
+			t.Fatalf("insert %#x: %+v %v", k, e, ok)
+		}
+		seen[e.Off] = true
+	}
+	for i, k := range keys {
+		if st, ok := tb.Lookup(k); !ok || st != uint64(0x1000*(i+1)) {
+			t.Errorf("lookup %#x: %#x %v", k, st, ok)
+		}
+	}
+	e, ok := tb.Remove(keys[1])
+	if !ok || e.Key != tombstone || e.State != 0 {
+		t.Errorf("remove: %+v %v", e, ok)
+	}
+	if _, ok := tb.Lookup(keys[1]); ok {
+		t.Error("a removed key is found")
+	}
+	if _, ok := tb.Insert(0, 1); ok {
+		t.Error("key 0 (no TLS yet) registered")
+	}
+	// Keys hashing to one index: the probe goes past a tombstone.
+	var same []uint64
+	for k := uint64(8); len(same) < 3; k += 8 {
+		if index(k) == index(0x10) {
+			same = append(same, k)
+		}
+	}
+	var tc Table
+	for i, k := range same {
+		tc.Insert(k, uint64(i+1))
+	}
+	tc.Remove(same[0])
+	if st, ok := tc.Lookup(same[2]); !ok || st != 3 {
+		t.Errorf("a key past a tombstone: %#x %v", st, ok)
+	}
+	var full Table
+	for k := uint64(1); ; k++ {
+		if _, ok := full.Insert(k*64, k); !ok {
+			if full.used != TableEntries/2 {
+				t.Errorf("refused at %d entries, want %d", full.used, TableEntries/2)
+			}
+			break
+		}
+	}
+}
+
+func TestWord(t *testing.T) {
+	for _, c := range []struct {
+		typ, depth int
+		addr       uint64
+	}{{TypeEntry, 0, 0x401136}, {TypeExit, 4095, 0x7fffffffe000}, {TypeExit, 17, 0x55555555a1b2}} {
+		typ, depth, addr := Unword(Word(c.typ, c.depth, c.addr))
+		if typ != c.typ || depth != c.depth || addr != c.addr {
+			t.Errorf("%+v: unpacked %d %d %#x", c, typ, depth, addr)
+		}
+	}
+}
+
+// Drain hands on what the producer published, frees the room, and counts
+// the records the ring had no room for once.
+func TestStateDrain(t *testing.T) {
+	st := NewState(make([]byte, StateSize), 0x7f0000000000)
+	put := func(i uint64, r Rec) {
+		off := offRing + int(i%RingCap)*recSize
+		binary.LittleEndian.PutUint64(st.mem[off:], r.TSC)
+		binary.LittleEndian.PutUint64(st.mem[off+8:], r.Word)
+	}
+	// Wrap around the end of the ring.
+	st.store(offHead, RingCap-2)
+	st.store(offTail, RingCap-2)
+	for i := range uint64(4) {
+		put(RingCap-2+i, Rec{100 + i, Word(TypeEntry, int(i), 0x1000)})
+	}
+	st.store(offHead, RingCap+2)
+	st.store(offLost, 5)
+	recs, lost := st.Drain(nil, 3)
+	if len(recs) != 3 || recs[0].TSC != 100 || recs[2].TSC != 102 || lost != 5 {
+		t.Fatalf("first drain: %v lost %d", recs, lost)
+	}
+	recs, lost = st.Drain(nil, 100)
+	if len(recs) != 1 || recs[0].TSC != 103 || lost != 0 || st.Pending() {
+		t.Fatalf("second drain: %v lost %d pending %v", recs, lost, st.Pending())
+	}
+}
+
+// The shadow stack as the tracer changes it: push (a forked child's copy),
+// pop, and a depth the process corrupted.
+func TestStateFrames(t *testing.T) {
+	st := NewState(make([]byte, StateSize), 0)
+	for i := range 3 {
+		st.Push(Frame{Ret: 0x401000 + uint64(i), Slot: 0x7ffd000 - 16*uint64(i), Addr: 0x401100 + uint64(i)})
+	}
+	if fr := st.Frame(2); fr.Depth != 2 || fr.Addr != 0x401102 || fr.Slot != 0x7ffd000-32 {
+		t.Errorf("frame 2: %+v", fr)
+	}
+	if fr := st.Pop(); fr.Ret != 0x401002 || st.Depth() != 2 {
+		t.Errorf("pop: %+v depth %d", fr, st.Depth())
+	}
+	st.store(offDepth, 1<<40)
+	if d := st.Depth(); d != MaxStack {
+		t.Errorf("corrupt depth read as %d", d)
+	}
+	st.Reset()
+	if st.Depth() != 0 || st.Pending() {
+		t.Error("reset state not empty")
+	}
+}
+
+// FuzzState: whatever the process wrote in its state, rtrace's reads do
+// not fail.
+func FuzzState(f *testing.F) {
+	f.Add(uint64(0), uint64(0), uint64(0), uint64(0))
+	f.Add(uint64(1<<63), uint64(3), uint64(RingCap*5), uint64(1<<62))
+	st := NewState(make([]byte, StateSize), 0)
+	f.Fuzz(func(t *testing.T, head, tail, depth, lost uint64) {
+		st.Reset()
+		st.store(offHead, head)
+		st.store(offTail, tail)
+		st.store(offDepth, depth)
+		st.store(offLost, lost)
+		if recs, _ := st.Drain(nil, 1<<10); len(recs) > 1<<10 {
+			t.Fatalf("%d records past the limit", len(recs))
+		}
+		for st.Depth() > 0 {
+			st.Pop()
+		}
+	})
+}
