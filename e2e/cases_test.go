@@ -31,15 +31,17 @@ func TestRecordVfork(t *testing.T) {
 				{nil, "leaf()\n"},
 				{[]string{chain}, "main()\n  a()\n    b()\n      c()\n        d()\n      c()\n        d()\n  a()\n    b()\n      c()\n        d()\n      c()\n        d()\n"},
 			} {
-				tmp := t.TempDir()
-				got := runCmd(t, tmp, rtraceBin, append([]string{"record", "--no-libcall", "-q", "-d", "R", "--", prog}, c.args...)...)
-				if bare := runCmd(t, tmp, prog, c.args...); got != bare {
-					t.Errorf("under rtrace the program printed/exited differently:\nwithout: %+v\nwith:    %+v", bare, got)
-				}
-				trees := tree(replay(t, filepath.Join(tmp, "R")))
-				want := []string{c.child, "main()\n  spawn()\n  leaf()\n"}
-				if strings.Join(trees, "|") != strings.Join(want, "|") {
-					t.Errorf("args %v: trees\n%q\nwant\n%q", c.args, trees, want)
+				for _, engine := range engines {
+					tmp := t.TempDir()
+					got := runCmd(t, tmp, rtraceBin, append([]string{"record", "--no-libcall", "-q", "--engine", engine, "-d", "R", "--", prog}, c.args...)...)
+					if bare := runCmd(t, tmp, prog, c.args...); got != bare {
+						t.Errorf("%s: under rtrace the program printed/exited differently:\nwithout: %+v\nwith:    %+v", engine, bare, got)
+					}
+					trees := tree(replay(t, filepath.Join(tmp, "R")))
+					want := []string{c.child, "main()\n  spawn()\n  leaf()\n"}
+					if strings.Join(trees, "|") != strings.Join(want, "|") {
+						t.Errorf("%s: args %v: trees\n%q\nwant\n%q", engine, c.args, trees, want)
+					}
 				}
 			}
 		})
@@ -53,26 +55,34 @@ func TestRecordCrash(t *testing.T) {
 	for _, v := range variants {
 		t.Run(v.name, func(t *testing.T) {
 			prog := build(t, "crash.c", v, false, nil)
-			tmp := t.TempDir()
-			r := runCmd(t, tmp, rtraceBin, "record", "-d", "R", "--", prog)
-			if r.code != 128+int(syscall.SIGSEGV) || r.stdout != "crash\n" {
-				t.Errorf("exit %d stdout %q: want %d and the program's output", r.code, r.stdout, 128+int(syscall.SIGSEGV))
-			}
-			if !strings.Contains(r.stderr, "signal 11") {
-				t.Errorf("stderr %q does not report the crash", r.stderr)
-			}
-			if got, want := strings.Join(tree(replay(t, filepath.Join(tmp, "R"))), ""), "main()\n  puts()\n  fflush()\n  middle()\n    crash()\n      leaf()\n"; got != want {
-				t.Errorf("tree %q, want %q", got, want)
-			}
-			entries, exits := testutil.CountRecords(t, filepath.Join(tmp, "R"))
-			if entries != 6 || exits != 6 {
-				t.Errorf("%d entries, %d exits: want 6 closed frames", entries, exits)
-			}
-			info := testutil.Run(t, tmp, uft, "info", "-d", "R")
-			if !strings.Contains(info, "terminated by signal: 11") {
-				t.Errorf("info does not show the signal:\n%s", info)
+			for _, engine := range engines {
+				crashCase(t, uft, prog, engine)
 			}
 		})
+	}
+}
+
+// crashCase records prog, which crashes, with engine.
+func crashCase(t *testing.T, uft, prog, engine string) {
+	t.Helper()
+	tmp := t.TempDir()
+	r := runCmd(t, tmp, rtraceBin, "record", "--engine", engine, "-d", "R", "--", prog)
+	if r.code != 128+int(syscall.SIGSEGV) || r.stdout != "crash\n" {
+		t.Errorf("%s: exit %d stdout %q: want %d and the program's output", engine, r.code, r.stdout, 128+int(syscall.SIGSEGV))
+	}
+	if !strings.Contains(r.stderr, "signal 11") {
+		t.Errorf("%s: stderr %q does not report the crash", engine, r.stderr)
+	}
+	if got, want := strings.Join(tree(replay(t, filepath.Join(tmp, "R"))), ""), "main()\n  puts()\n  fflush()\n  middle()\n    crash()\n      leaf()\n"; got != want {
+		t.Errorf("%s: tree %q, want %q", engine, got, want)
+	}
+	entries, exits := testutil.CountRecords(t, filepath.Join(tmp, "R"))
+	if entries != 6 || exits != 6 {
+		t.Errorf("%s: %d entries, %d exits: want 6 closed frames", engine, entries, exits)
+	}
+	info := testutil.Run(t, tmp, uft, "info", "-d", "R")
+	if !strings.Contains(info, "terminated by signal: 11") {
+		t.Errorf("%s: info does not show the signal:\n%s", engine, info)
 	}
 }
 

@@ -246,14 +246,17 @@ func TestRecordStatic(t *testing.T) {
 	pg := testutil.BuildC(t, "chain.c", "-g", "-O0", "-pg")
 	tmp := t.TempDir()
 	runCmd(t, tmp, uft, "record", "--no-libcall", "--no-event", "-d", "U", pg)
-	got := runCmd(t, tmp, rtraceBin, "record", "-q", "-d", "R", "--", static)
-	if bare := runCmd(t, tmp, static); got != bare {
-		t.Errorf("output differs under rtrace: %+v vs %+v", got, bare)
-	}
-	if w, g := tree(replay(t, filepath.Join(tmp, "U"))), tree(replay(t, filepath.Join(tmp, "R"))); strings.Join(w, "") != strings.Join(g, "") {
-		t.Errorf("call trees differ\nuftrace -pg (dynamic):\n%s\nrtrace (static):\n%s", strings.Join(w, "\n"), strings.Join(g, "\n"))
-	}
-	for _, cmd := range [][]string{{"report"}, {"graph"}, {"info"}, {"dump", "--chrome"}} {
-		testutil.Run(t, tmp, uft, append(cmd, "--no-pager", "-d", "R")...)
+	for _, engine := range engines {
+		dir := "R-" + engine
+		got := runCmd(t, tmp, rtraceBin, "record", "-q", "--engine", engine, "-d", dir, "--", static)
+		if bare := runCmd(t, tmp, static); got != bare {
+			t.Errorf("%s: output differs under rtrace: %+v vs %+v", engine, got, bare)
+		}
+		if w, g := tree(replay(t, filepath.Join(tmp, "U"))), tree(replay(t, filepath.Join(tmp, dir))); strings.Join(w, "") != strings.Join(g, "") {
+			t.Errorf("%s: call trees differ\nuftrace -pg (dynamic):\n%s\nrtrace (static):\n%s", engine, strings.Join(w, "\n"), strings.Join(g, "\n"))
+		}
+		for _, cmd := range [][]string{{"report"}, {"graph"}, {"info"}, {"dump", "--chrome"}} {
+			testutil.Run(t, tmp, uft, append(cmd, "--no-pager", "-d", dir)...)
+		}
 	}
 }

@@ -158,11 +158,12 @@ func (r *Runner) Run(w *Workload) *Report {
 	}
 	// Timing fidelity of one function: its average call in rtrace's trace
 	// against uftrace -pg's, the closest to the truth a trace gives.
-	if w.Hot != "" && rt != nil && rt.HotAvg > 0 {
-		for _, row := range rep.Rows {
-			if row.Tool == "uftrace -pg" && row.HotAvg > 0 {
-				rep.Notes = append(rep.Notes, fmt.Sprintf("an average %s() call lasts %s in rtrace's trace, %s in uftrace -pg's (%s)",
-					w.Hot, rt.HotAvg, row.HotAvg, ratio(float64(rt.HotAvg)/float64(row.HotAvg))))
+	pg := rowNamed(rep, "uftrace -pg")
+	if w.Hot != "" && pg != nil && pg.HotAvg > 0 {
+		for _, name := range []string{"rtrace", "rtrace fast"} {
+			if row := rowNamed(rep, name); row != nil && row.HotAvg > 0 {
+				rep.Notes = append(rep.Notes, fmt.Sprintf("an average %s() call lasts %s in %s's trace, %s in uftrace -pg's (%s)",
+					w.Hot, row.HotAvg, name, pg.HotAvg, ratio(float64(row.HotAvg)/float64(pg.HotAvg))))
 			}
 		}
 	}
@@ -183,12 +184,27 @@ func (r *Runner) Run(w *Workload) *Report {
 			row.PerEvent = float64(row.Wall-base.Wall) / float64(n)
 		}
 	}
+	// The fast engine's goal: at most half of uftrace -pg's cost per event.
+	if fr := rowNamed(rep, "rtrace fast"); fr != nil && pg != nil && fr.PerEvent > 0 && pg.PerEvent > 0 {
+		rep.Notes = append(rep.Notes, fmt.Sprintf("rtrace fast costs %.0f ns per event, uftrace -pg %.0f: %s of uftrace -pg's cost (goal: 0.5×)",
+			fr.PerEvent, pg.PerEvent, ratio(fr.PerEvent/pg.PerEvent)))
+	}
 	if r.FloorBin != "" && w.Kind == Functions && events > 0 {
 		if d, err := bench.Floor(r.FloorBin, int(min(events, 200000)), true); err == nil {
 			rep.Floor = float64(d)
 		}
 	}
 	return rep
+}
+
+// rowNamed finds the row of a tool that ran.
+func rowNamed(rep *Report, name string) *Row {
+	for i := range rep.Rows {
+		if r := &rep.Rows[i]; r.Tool == name && r.Runs > 0 && r.Err == nil && r.Skipped == "" {
+			return r
+		}
+	}
+	return nil
 }
 
 // toolNamed finds the tool of a row.

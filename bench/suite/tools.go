@@ -44,6 +44,9 @@ func Tools(rtrace string) []Tool {
 		{Name: "rtrace", Kind: Functions, Bin: rtrace, Dir: true, Argv: func(bin, prog string, args []string, out string) []string {
 			return with(prog, args, bin, "record", "-q", "-d", filepath.Join(out, "data"), "--")
 		}},
+		{Name: "rtrace fast", Kind: Functions, Bin: rtrace, Dir: true, Argv: func(bin, prog string, args []string, out string) []string {
+			return with(prog, args, bin, "record", "-q", "--engine=fast", "-d", filepath.Join(out, "data"), "--")
+		}},
 		{Name: "uftrace -pg", Kind: Functions, Bin: "uftrace", Pkg: "uftrace", PG: true, Dir: true, Argv: func(bin, prog string, args []string, out string) []string {
 			return with(prog, args, bin, "record", "-d", filepath.Join(out, "data"))
 		}},
