@@ -146,8 +146,8 @@ func TestPlanFuncs(t *testing.T) {
 	if want := "plain endbr symbol_inside branch_inside probe_inside holds_entry undecoded _setjmp __gxx_personality_v0 tail"; strings.Join(got, " ") != want {
 		t.Errorf("planted %s\nwant    %s", strings.Join(got, " "), want)
 	}
-	// The return breakpoint, then the slots.
-	if !bytes.Equal(p.code[:16], append([]byte{bp.Int3}, make([]byte, 15)...)) || len(p.code)%16 != 0 {
+	// The return breakpoint and the syscall gadget, then the slots.
+	if !bytes.Equal(p.code[:16], []byte{bp.Int3, 0, 0, 0, 0, 0, 0, 0, 0x0f, 0x05, bp.Int3, 0, 0, 0, 0, 0}) || len(p.code)%16 != 0 {
 		t.Errorf("scratch starts % x, %d bytes", p.code[:16], len(p.code))
 	}
 	if p.end() != testScratch+uint64(len(p.code)) {

@@ -128,16 +128,18 @@ emit:
 
 # exit: where a hijacked return lands. Pops the frame whose return address
 # slot the ret consumed (closing first the frames below it that longjmp or
-# unwinding skipped), writes their EXIT records and jumps to the real
-# return address through %r11 (scratch at a return).
+# unwinding skipped), writes their EXIT records and returns to the real
+# return address, written back into that slot: every register is kept
+# (gcc -fipa-ra keeps values in call-clobbered registers a local callee
+# does not touch, r11 included).
 exit:
 	lea -0x40(%rsp), %rsp
-	mov %rax, 0x38(%rsp)
-	mov %rdx, 0x30(%rsp)
-	mov %rcx, 0x28(%rsp)
-	mov %rsi, 0x20(%rsp)
-	mov %rdi, 0x18(%rsp)
-	mov %r8, 0x10(%rsp)
+	mov %rax, 0x30(%rsp)
+	mov %rdx, 0x28(%rsp)
+	mov %rcx, 0x20(%rsp)
+	mov %rsi, 0x18(%rsp)
+	mov %rdi, 0x10(%rsp)
+	mov %r8, 0x08(%rsp)
 	LOOKUP exit_miss
 	movq $1, GUARD(%rdi)
 	rdtsc
@@ -155,22 +157,21 @@ exit_pop:
 	mov 16(%rcx), %rsi
 	or $1, %rsi
 	mov 0(%rcx), %rdx
-	mov %rdx, 0x08(%rsp)
+	mov %rdx, 0x38(%rsp)
 	mov 8(%rcx), %rax
 	lea 0x38(%rsp), %rdx
 	cmp %rdx, %rax
 	jb exit_skipped
 	call emit
-	mov 0x08(%rsp), %r11
 	movq $0, GUARD(%rdi)
-	mov 0x38(%rsp), %rax
-	mov 0x30(%rsp), %rdx
-	mov 0x28(%rsp), %rcx
-	mov 0x20(%rsp), %rsi
-	mov 0x18(%rsp), %rdi
-	mov 0x10(%rsp), %r8
-	lea 0x40(%rsp), %rsp
-	jmp *%r11
+	mov 0x30(%rsp), %rax
+	mov 0x28(%rsp), %rdx
+	mov 0x20(%rsp), %rcx
+	mov 0x18(%rsp), %rsi
+	mov 0x10(%rsp), %rdi
+	mov 0x08(%rsp), %r8
+	lea 0x38(%rsp), %rsp
+	ret
 exit_skipped:
 	call emit
 	jmp exit_pop
