@@ -260,3 +260,37 @@ func TestRecordStatic(t *testing.T) {
 		}
 	}
 }
+
+// Functions whose entry a jump cannot replace: the fast engine aims the
+// direct calls of a 4-byte function at its stub, and runs a function whose
+// loop jumps into its first bytes from a copy of its whole body. Both
+// engines record the same calls, and -v says which function keeps an
+// int3 entry and which of its calls avoid it.
+func TestRecordShortFunctions(t *testing.T) {
+	prog := testutil.BuildC(t, "detour.c", "-O0", "-g")
+	tmp := t.TempDir()
+	bare := runCmd(t, tmp, prog)
+	var trees [][]string
+	for _, engine := range engines {
+		dir := "R-" + engine
+		r := runCmd(t, tmp, rtraceBin, "record", "-v", "--engine", engine, "-d", dir, "--", prog)
+		if r.code != 0 || r.stdout != bare.stdout {
+			t.Fatalf("%s: %+v, want the program's %+v", engine, r, bare)
+		}
+		trees = append(trees, tree(replay(t, filepath.Join(tmp, dir))))
+		if engine == "fast" {
+			if !strings.Contains(r.stderr, "tiny: cannot displace instruction: function of 4 bytes is too short for a jump (its 1 direct call site(s) call its stub without a stop)") {
+				t.Errorf("fast: -v does not say tiny's call goes to its stub:\n%s", r.stderr)
+			}
+			if strings.Contains(r.stderr, "countdown") {
+				t.Errorf("fast: countdown is not traced through a copy of its body:\n%s", r.stderr)
+			}
+		}
+	}
+	want := "main()\n" + strings.Repeat("  tiny()\n", 5) + "  countdown()\n  printf()\n"
+	for i, tr := range trees {
+		if strings.Join(tr, "") != want {
+			t.Errorf("%s: tree\n%s\nwant\n%s", engines[i], strings.Join(tr, ""), want)
+		}
+	}
+}

@@ -160,7 +160,11 @@ func (s *session) summary(res *tracer.Result) string {
 	if s.rs != nil {
 		parts = append(parts, fmt.Sprintf("%d resource calls", s.rs.calls))
 	}
-	return fmt.Sprintf("%s, 0 lost, in %s", strings.Join(parts, ", "), time.Since(s.start).Round(time.Millisecond))
+	var lost uint64
+	if res != nil {
+		lost = res.Lost
+	}
+	return fmt.Sprintf("%s, %d lost, in %s", strings.Join(parts, ", "), lost, time.Since(s.start).Round(time.Millisecond))
 }
 
 // reportSkipped lists the functions not traced (-v), or counts them.

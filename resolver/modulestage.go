@@ -2,9 +2,11 @@ package resolver
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"path/filepath"
+	"sync"
 
 	"rtrace/internal/elfx"
 	"rtrace/internal/trace"
@@ -19,6 +21,10 @@ import (
 // names them: a module's basename, and for a second module of the same
 // basename <basename>-<uftrace.AltSymSuffix>. Lines come from the module's
 // own DWARF only: `rtrace resolve -i DIR` adds separate debug files later.
+//
+// A .dbg file is written in the background: reading a module's DWARF takes
+// tens of milliseconds, and the tracer hands a session on while the
+// program waits to start. Close waits for them.
 type ModuleStage struct {
 	dir      string
 	next     trace.Writer
@@ -26,6 +32,10 @@ type ModuleStage struct {
 	autoArgs bool              // the trace records every function's arguments (-a)
 	owners   map[string]string // file name -> the module path owning it
 	done     map[string]bool   // module paths handled
+	dbg      sync.WaitGroup
+	mu       sync.Mutex
+	dbgErr   error    // the first error writing a .dbg file
+	warnings []string // from the .dbg writers, printed at Close
 }
 
 // NewModuleStage returns the stage writing into dir, passing items on to
@@ -72,8 +82,20 @@ func (s *ModuleStage) maps(sid string, maps []byte) error {
 	return nil
 }
 
-// Close closes the next stage.
-func (s *ModuleStage) Close() error { return s.next.Close() }
+// Close waits for the .dbg files and closes the next stage.
+func (s *ModuleStage) Close() error {
+	s.dbg.Wait()
+	if s.warn != nil {
+		for _, w := range s.warnings {
+			fmt.Fprint(s.warn, w)
+		}
+	}
+	err := s.next.Close()
+	if s.dbgErr != nil {
+		return s.dbgErr
+	}
+	return err
+}
 
 // module writes the files of the module at path once. A library that is
 // not an ELF object (a data file mapped executable) is left out; the
@@ -103,12 +125,33 @@ func (s *ModuleStage) module(path string, exe bool) error {
 	if err := writeAtomic(filepath.Join(s.dir, name+".sym"), sym.Bytes()); err != nil {
 		return err
 	}
-	dbg, err := DebugFuncs(path, f, s.autoArgs)
-	if err != nil {
-		if s.warn != nil {
-			fmt.Fprintf(s.warn, "rtrace: warning: no source lines for %s: %v\n", path, err)
+	s.dbg.Add(1)
+	go func(auto bool) {
+		defer s.dbg.Done()
+		err := s.debugFile(path, name, f, auto)
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		var w *warning
+		switch {
+		case errors.As(err, &w):
+			s.warnings = append(s.warnings, w.msg)
+		case err != nil && s.dbgErr == nil:
+			s.dbgErr = err
 		}
-		return nil
+	}(s.autoArgs)
+	return nil
+}
+
+// warning is what debugFile has to say that is not an error.
+type warning struct{ msg string }
+
+func (w *warning) Error() string { return w.msg }
+
+// debugFile writes the .dbg file of the module f at path, named name.
+func (s *ModuleStage) debugFile(path, name string, f *elfx.File, auto bool) error {
+	dbg, err := DebugFuncs(path, f, auto)
+	if err != nil {
+		return &warning{fmt.Sprintf("rtrace: warning: no source lines for %s: %v\n", path, err)}
 	}
 	if len(dbg) == 0 {
 		return nil

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"os"
+	"slices"
 	"sync"
 	"time"
 
@@ -31,6 +32,18 @@ type fastImage struct {
 	sites     []fast.Sites // one shared code copy per scratch mapping
 	free      []*fast.State
 	dead      bool // the address space was replaced by an exec
+	ended     bool // the process ended: states are unmapped as they close
+	warned    bool // a thread could not be registered (the table is full)
+}
+
+// release unmaps rtrace's view of the states no thread uses: at the end
+// of the process or of its image.
+func (fi *fastImage) release() {
+	for _, st := range fi.free {
+		unix.Munmap(st.Mem())
+	}
+	fi.free = nil
+	fi.ended = true
 }
 
 // name of the thread state memfds, written after the table.
@@ -138,13 +151,15 @@ func (fi *fastImage) newState(tid, pid int) (*fast.State, error) {
 func (t *Tracer) fastRegister(th *thread, key uint64) bool {
 	fi := th.proc.image.fast
 	if th.fs != nil {
-		if e, ok := fi.table.Remove(th.fsKey); ok {
-			fi.writeEntry(th.tid, e)
+		// Its %fs base changed (arch_prctl): the same state, frames
+		// included, under the new key too. The old one stays: the thread
+		// may set it back and return through frames pushed under either.
+		e, ok := fi.table.Insert(key, th.fs.Addr)
+		if !ok || fi.writeEntry(th.tid, e) != nil {
+			return false
 		}
-		th.fs.Reset()
-		fi.free = append(fi.free, th.fs)
-		t.drain.remove(th.fs)
-		th.fs = nil
+		th.fsKeys = append(th.fsKeys, key)
+		return true
 	}
 	var st *fast.State
 	if n := len(fi.free); n > 0 {
@@ -162,6 +177,10 @@ func (t *Tracer) fastRegister(th *thread, key uint64) bool {
 	e, ok := fi.table.Insert(key, st.Addr)
 	if !ok {
 		fi.free = append(fi.free, st)
+		if key != 0 && !fi.warned {
+			fi.warned = true
+			fmt.Fprintf(t.cfg.Warn, "rtrace: warning: pid %d: the fast engine's thread table is full: new threads run untraced\n", th.proc.pid)
+		}
 		return false
 	}
 	if err := fi.writeEntry(th.tid, e); err != nil {
@@ -196,8 +215,15 @@ func (t *Tracer) fastTrap(th *thread, regs *unix.PtraceRegs, pc uint64, ts uint6
 	}
 	switch pc {
 	case s.EntryMiss:
-		if !t.fastRegister(th, regs.Rcx) {
+		// A vfork child whose parent had no state: its calls are not
+		// traced (a state made now would be its parent's too).
+		if th.vforked || !t.fastRegister(th, regs.Rcx) {
 			ptrace.SetPC(th.tid, s.EntryOut)
+		}
+	case s.ExitMiss:
+		if th.fs == nil || !t.fastRegister(th, regs.Rcx) {
+			unix.Kill(th.tid, unix.SIGKILL)
+			return true, fmt.Errorf("tid %d: a return through rtrace's exit stub, but rtrace holds no state for the thread (pc %#x)", th.tid, pc)
 		}
 	case s.EntryUnhooked:
 		// A call from a landing pad while an exception unwinds (entry):
@@ -274,13 +300,20 @@ func (t *Tracer) fastPopBelow(th *thread, sp, ts uint64) {
 // exec, or the end of the trace) and releases its state.
 func (t *Tracer) fastClose(th *thread, ts uint64) {
 	if th.vfork != nil {
-		// A vfork child: its calls went to its parent's state, and the
-		// frames there are the parent's. Close the child's view of them.
+		// A vfork child: its calls went to its parent's state. Close its
+		// view of the frames there (its own and those it inherited), drop
+		// its own, and give the state back to its parent.
 		t.drain.sync()
 		st := th.vfork
 		for d := st.Depth() - 1; d >= 0; d-- {
 			fr := st.Frame(d)
 			t.fastRecord(th, uftrace.Record{Time: ts, Type: uftrace.Exit, Depth: fr.Depth, Addr: fr.Addr})
+		}
+		// The child popped and pushed frames of the state: the parent's
+		// are those it had at the vfork.
+		st.Truncate(0)
+		for _, fr := range th.vforkFrames {
+			st.Push(fr)
 		}
 		if th.vforkParent != nil {
 			t.drain.setOwner(st, th.vforkParent.tid)
@@ -298,11 +331,18 @@ func (t *Tracer) fastClose(th *thread, ts uint64) {
 	t.drain.sync()
 	t.drain.remove(st)
 	th.fs = nil
-	if th.proc != nil && th.proc.image.fast != nil && !th.proc.image.fast.dead {
-		fi := th.proc.image.fast
-		if e, ok := fi.table.Remove(th.fsKey); ok {
-			fi.writeEntry(th.tid, e) // fails once the thread is gone: nothing to keep right
+	var fi *fastImage
+	if th.proc != nil {
+		fi = th.proc.image.fast
+	}
+	if fi != nil && !fi.dead && !fi.ended {
+		for _, k := range append(th.fsKeys, th.fsKey) {
+			if e, ok := fi.table.Remove(k); ok {
+				fi.writeEntry(th.tid, e) // fails once the thread is gone: nothing to keep right
+			}
 		}
+		th.fsKeys = nil
+		st.Reset() // the drainer no longer reads it
 		fi.free = append(fi.free, st)
 	} else {
 		unix.Munmap(st.Mem())
@@ -378,7 +418,7 @@ func (t *Tracer) fastHook(th *thread, kind hookKind, regs *unix.PtraceRegs, ts u
 // frames its parent had at the fork.
 func (t *Tracer) fastFork(th *thread, frames []fast.Frame) {
 	parent := th.proc.image.fast
-	fi := &fastImage{tableAddr: parent.tableAddr, rdfsbase: parent.rdfsbase, sites: parent.sites}
+	fi := &fastImage{tableAddr: parent.tableAddr, rdfsbase: parent.rdfsbase, sites: slices.Clip(parent.sites)}
 	th.proc.image.fast = fi
 	th.fs = nil
 	zero := make([]byte, fast.TableSize)
@@ -411,6 +451,7 @@ type drainer struct {
 	recs   []Rec
 	events func(uint64)
 	err    error // the first sink error
+	lost   uint64
 	stop   chan struct{}
 	done   chan struct{}
 }
@@ -476,7 +517,9 @@ func (d *drainer) drainAllLocked() bool {
 // drainLocked hands st's pending records to the sink as tid's.
 func (d *drainer) drainLocked(st *fast.State, tid int) bool {
 	any := false
-	for st.Pending() {
+	// At most one ring's worth: a thread writing as fast as rtrace reads
+	// must not hold the lock (and the tracer) forever.
+	for i := 0; i <= fast.RingCap>>14 && st.Pending(); i++ {
 		var lost uint64
 		d.raw, lost = st.Drain(d.raw[:0], 1<<14)
 		d.recs = d.recs[:0]
@@ -485,6 +528,7 @@ func (d *drainer) drainLocked(st *fast.State, tid int) bool {
 			d.recs = append(d.recs, Rec{Record: uftrace.Record{Time: d.clock.Nanos(r.TSC), Type: uftrace.RecordType(typ), Depth: depth, Addr: addr}})
 		}
 		if lost > 0 {
+			d.lost += lost
 			var ts uint64
 			if len(d.recs) > 0 {
 				ts = d.recs[0].Time

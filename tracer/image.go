@@ -211,6 +211,9 @@ func (t *Tracer) setupImage(tid int) (*image, []byte, error) {
 	// Scratch: the return breakpoint, then one slot per function, then the
 	// room for hooks and GOT trampolines planted later.
 	size := scratchSize(len(cands) + len(f.Imports) + hookSlots)
+	if t.drain != nil {
+		size += cloneRoom
+	}
 	mem, err := os.OpenFile(fmt.Sprintf("/proc/%d/mem", tid), os.O_RDWR, 0)
 	if err != nil {
 		return nil, nil, fmt.Errorf("opening the memory of pid %d: %w", tid, err)

@@ -3,6 +3,7 @@ package tracer
 import (
 	"fmt"
 	"os"
+	"slices"
 
 	"golang.org/x/sys/unix"
 
@@ -60,6 +61,9 @@ func (t *Tracer) gone(th *thread, ws unix.WaitStatus, ru *unix.Rusage, ts uint64
 		t.sinks(func(s Sink) error { return s.Exit(ts, th.tid) })
 	}
 	if p := t.procs[th.tid]; p != nil {
+		if fi := p.image.fast; fi != nil && !th.vforked {
+			fi.release()
+		}
 		delete(t.procs, th.tid)
 		if th.tid == t.root {
 			t.result.Status, t.result.Rusage = ws, *ru
@@ -112,6 +116,16 @@ func (t *Tracer) stopped(th *thread, ws unix.WaitStatus, regs *unix.PtraceRegs, 
 			}
 		}
 		return nil
+	}
+	if event == unix.PTRACE_EVENT_VFORK_DONE {
+		// The vfork child exec'd or exited: its parent's state is its
+		// parent's again, before the parent runs.
+		for _, c := range t.threads {
+			if c.vforkParent == th {
+				t.fastClose(c, ts)
+				t.flush(c)
+			}
+		}
 	}
 	if event == unix.PTRACE_EVENT_EXIT {
 		// The fast engine's threads: close their frames before their TLS,
@@ -310,16 +324,20 @@ func (t *Tracer) spawned(th *thread, event int, ts uint64) error {
 		ppid := th.proc.pid
 		t.sinks(func(s Sink) error { return s.Fork(ts, child, ppid) })
 		if fi := th.proc.image.fast; fi != nil {
-			var regs unix.PtraceRegs
+			// No registration here: a system call run at this stop would be
+			// fork's own (the kernel sets rax after it). A parent with no
+			// state has no frames.
 			st := th.fs
-			if st == nil && ptrace.GetRegs(th.tid, &regs) == nil {
-				st = t.fastState(th, &regs)
-			}
 			if event == unix.PTRACE_EVENT_VFORK {
 				// The child runs in its parent's memory, with its TLS: its
-				// calls write to its parent's state, as its own.
+				// calls write to its parent's state, as its own, until its
+				// parent's PTRACE_EVENT_VFORK_DONE.
+				nc.vforked = true
 				if st != nil {
 					nc.vfork, nc.vforkParent = st, th
+					for i := range st.Depth() {
+						nc.vforkFrames = append(nc.vforkFrames, st.Frame(i))
+					}
 					t.drain.setOwner(st, child)
 				}
 			} else {
@@ -328,7 +346,7 @@ func (t *Tracer) spawned(th *thread, event int, ts uint64) error {
 						nc.forkFrames = append(nc.forkFrames, st.Frame(i))
 					}
 				}
-				p.image.fast = &fastImage{tableAddr: fi.tableAddr, rdfsbase: fi.rdfsbase, sites: fi.sites}
+				p.image.fast = &fastImage{tableAddr: fi.tableAddr, rdfsbase: fi.rdfsbase, sites: slices.Clip(fi.sites)}
 				if earlyStop {
 					t.fastFork(nc, nc.forkFrames)
 					nc.forkFrames = nil
@@ -357,8 +375,9 @@ func (t *Tracer) execed(th *thread, ts uint64) error {
 			delete(t.threads, int(former))
 		}
 	}
-	if old != nil && old.image.fast != nil && !(th.vfork != nil) {
+	if old != nil && old.image.fast != nil && !th.vforked {
 		old.image.fast.dead = true // its memory is gone: nothing to write there
+		defer old.image.fast.release()
 	}
 	t.closeAll(th, ts)
 	t.flush(th)
@@ -371,6 +390,7 @@ func (t *Tracer) execed(th *thread, ts uint64) error {
 	}
 	th.stack, th.depth = nil, 0
 	th.unhooked, th.unwinds, th.jmpbufs = false, nil, nil
+	th.vforked = false // its own memory now
 	err := leaveExec(th.tid)
 	if err == nil {
 		_, err = t.newImage(th.tid, ts+1)

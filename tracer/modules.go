@@ -139,6 +139,9 @@ func (t *Tracer) traceLibrary(tid int, mem *os.File, im *image, f *elfx.File, bi
 		return
 	}
 	size := scratchSize(len(cands))
+	if t.drain != nil {
+		size += cloneRoom
+	}
 	scratch, _, err := t.plantFuncs(tid, mem, im, scanModule(mem, f, bias, t.cfg.Events), cands, size)
 	if err != nil {
 		fmt.Fprintf(t.cfg.Warn, "rtrace: warning: cannot trace functions of %s: %v\n", f.Path, err)

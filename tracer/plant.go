@@ -1,9 +1,13 @@
 package tracer
 
 import (
+	"cmp"
+	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
+	"math"
 	"os"
 	"slices"
 	"strings"
@@ -36,12 +40,15 @@ type codeMap struct {
 	// undecoded: functions whose code does not all decode. They are not
 	// detoured: their own branches are not all known.
 	undecoded map[uint64]error
+	// callers are the 5-byte direct calls and jumps, by target (runtime
+	// addresses).
+	callers map[uint64][]uint64
 }
 
 // scanModule reads the code of f, loaded at bias, and decodes every
 // function. events are the -E patterns.
 func scanModule(mem *os.File, f *elfx.File, bias uint64, events []string) *codeMap {
-	cm := &codeMap{f: f, bias: bias, text: readText(mem, f, bias), slots: map[uint64]bool{}, loads: map[uint64]bool{}, undecoded: map[uint64]error{}}
+	cm := &codeMap{f: f, bias: bias, text: readText(mem, f, bias), slots: map[uint64]bool{}, loads: map[uint64]bool{}, undecoded: map[uint64]error{}, callers: map[uint64][]uint64{}}
 	for _, p := range f.Probes {
 		if matchEvent(events, p) {
 			cm.probes = append(cm.probes, p.PC+bias)
@@ -59,6 +66,9 @@ func scanModule(mem *os.File, f *elfx.File, bias uint64, events []string) *codeM
 			}
 			for _, s := range refs.Loads {
 				cm.loads[s] = true
+			}
+			for _, s := range refs.Sites {
+				cm.callers[s.Target] = append(cm.callers[s.Target], s.At)
 			}
 			if err != nil {
 				cm.undecoded[fn.Value] = err
@@ -103,6 +113,11 @@ func scratchSize(slots int) uint64 {
 	return (16 + fast.CodeSize + uint64(slots*bp.MaxSlot) + 4095) &^ 4095
 }
 
+// cloneRoom is the scratch room the fast engine adds for copies of whole
+// functions (bp.PrepareClone); a copy that does not fit leaves its
+// function with an int3.
+const cloneRoom = 64 << 10
+
 // scratchHint is where to ask for size bytes of scratch for a module
 // loaded from lo on: a page-aligned address 1 MiB below it, so that its
 // code reaches the scratch with rel32 displacements; 0 (anywhere) when
@@ -130,6 +145,8 @@ type plantPlan struct {
 	// sites: the fast engine's shared code is at the start of the scratch,
 	// after the return breakpoint (nil: the int3 engine).
 	sites *fast.Sites
+	// clones are the functions detoured to a copy of their whole body.
+	clones []string
 	// skipped are the candidates left untraced, int3s those instrumented
 	// with an int3 instead of a detour, with why.
 	skipped, int3s []Skip
@@ -149,6 +166,15 @@ type entryPlan struct {
 	// stub is the fast engine's stub of the function: where a thread
 	// stopped at its int3 entry goes on (a detour jumps there itself).
 	stub uint64
+	// redirects: with an int3 entry, the direct calls and jumps of the
+	// module aimed at the stub instead (no stop for them).
+	redirects []redirect
+}
+
+// redirect is a call site's rel32 rewritten: at at, new over orig.
+type redirect struct {
+	at        uint64
+	orig, new [4]byte
 }
 
 // syscallGadget is `syscall; int3`, at gadgetOff in every scratch mapping:
@@ -208,6 +234,13 @@ func planFuncs(cm *codeMap, cands []cand, scratch, size, entry uint64, exe bool,
 			plan, err = cm.detour(c, body, slot, ret, entry, p.sites)
 		}
 		var stub uint64
+		var redirects []redirect
+		if errors.Is(err, errBranchInside) && p.sites != nil {
+			if cp, cerr := cm.clone(c, body, slot, p.sites); cerr == nil && uint64(len(p.code)+len(cp.Slot)) <= size {
+				plan, err = cp, nil
+				p.clones = append(p.clones, c.name)
+			}
+		}
 		if err != nil {
 			why := err.Error()
 			if plan, err = bp.Prepare(body, addr, slot); err != nil {
@@ -228,13 +261,16 @@ func planFuncs(cm *codeMap, cands []cand, scratch, size, entry uint64, exe bool,
 				}
 				plan.Slot = append(plan.Slot, make([]byte, stub-slot-uint64(len(plan.Slot)))...)
 				plan.Slot = bp.JumpBack(append(plan.Slot, head...), slot, plan.Resume)
+				if !jump && !personality {
+					redirects = cm.redirects(addr, stub)
+				}
 			}
 		} else if p.sites != nil {
 			stub = slot
 		}
 		p.code = append(p.code, plan.Slot...)
 		p.code = append(p.code, make([]byte, -len(p.code)&15)...)
-		e := entryPlan{c: c, addr: addr, jump: jump, personality: personality, stub: stub,
+		e := entryPlan{c: c, addr: addr, jump: jump, personality: personality, stub: stub, redirects: redirects,
 			bp: bp.Breakpoint{Addr: addr, Orig: body[0], Kind: bp.FuncEntry, Plan: plan}}
 		if plan.Action == bp.Detoured {
 			e.bp.Addr = plan.Trap
@@ -247,6 +283,7 @@ func planFuncs(cm *codeMap, cands []cand, scratch, size, entry uint64, exe bool,
 		}
 		p.entries = append(p.entries, e)
 	}
+	p.keepRedirects()
 	return p
 }
 
@@ -259,14 +296,26 @@ func (t *Tracer) commitPlan(mem io.WriterAt, im *image, p *plantPlan) error {
 	if _, err := mem.WriteAt(p.code, int64(p.scratch)); err != nil {
 		return fmt.Errorf("writing scratch memory for %s: %w", p.f.Path, err)
 	}
+	undo := func(n int) {
+		for _, q := range p.entries[:n] {
+			mem.WriteAt(q.orig, int64(q.patch))
+			for _, r := range q.redirects {
+				mem.WriteAt(r.orig[:], int64(r.at))
+			}
+		}
+	}
 	for i, e := range p.entries {
 		if _, err := mem.WriteAt(e.jmp, int64(e.patch)); err != nil {
 			// Undo: the caller may leave this process untraced, and a jmp to
 			// a trampoline's int3 would kill it.
-			for _, q := range p.entries[:i] {
-				mem.WriteAt(q.orig, int64(q.patch))
-			}
+			undo(i)
 			return fmt.Errorf("instrumenting the function at %#x: %w", e.patch, err)
+		}
+		for _, r := range e.redirects {
+			if _, err := mem.WriteAt(r.new[:], int64(r.at)); err != nil {
+				undo(i + 1)
+				return fmt.Errorf("aiming the call at %#x at a stub: %w", r.at-1, err)
+			}
 		}
 	}
 	for _, e := range p.entries {
@@ -339,6 +388,105 @@ func (cm *codeMap) detour(c cand, body []byte, slot, ret, entry uint64, sites *f
 		return plan, errProbeInside
 	}
 	return plan, nil
+}
+
+// clone plans, for the fast engine, a detour of c to a copy of its whole
+// body (bp.PrepareClone): for a function whose own loop jumps inside the
+// bytes the jmp overwrites, when no other function's branch lands there.
+// Its copy makes real calls only in a module without C++ exceptions.
+func (cm *codeMap) clone(c cand, body []byte, slot uint64, sites *fast.Sites) (bp.Plan, error) {
+	addr := c.value + cm.bias
+	if c.size == 0 || c.size > uint64(len(body)) || c.size > 8192 {
+		return bp.Plan{}, errBranchInside
+	}
+	body = body[:c.size]
+	own, err := bp.Branches(body, addr)
+	if err != nil {
+		return bp.Plan{}, err
+	}
+	lo, hi := addr, addr+9 // the jmp, after an endbr64 at most
+	count := func(ts []uint64, t uint64) int {
+		n := 0
+		for _, x := range ts {
+			if x == t {
+				n++
+			}
+		}
+		return n
+	}
+	for _, t := range cm.targets {
+		if t > lo && t < hi && count(cm.targets, t) != count(own.Targets, t) {
+			return bp.Plan{}, errBranchInside // another function jumps there too
+		}
+	}
+	return bp.PrepareClone(body, addr, slot, !cm.exceptions(), func(slot uint64) ([]byte, error) {
+		return fast.Head(slot, addr, sites.Entry)
+	})
+}
+
+// exceptions reports whether the module may unwind C++ exceptions through
+// its frames: it calls the C++ runtime's throw or the unwinder.
+func (cm *codeMap) exceptions() bool {
+	for _, imp := range cm.f.Imports {
+		switch imp.Name {
+		case "__cxa_throw", "__cxa_rethrow", "_Unwind_RaiseException", "_Unwind_Resume", "__gxx_personality_v0":
+			return true
+		}
+	}
+	for _, fn := range cm.f.Funcs {
+		if fn.Name == "_Unwind_RaiseException" || fn.Name == "__gxx_personality_v0" {
+			return true
+		}
+	}
+	return false
+}
+
+// redirects returns the rewrites that aim the module's direct calls and
+// jumps of the function at addr at its stub. Sites that other patches
+// overlap are dropped by keepRedirects.
+func (cm *codeMap) redirects(addr, stub uint64) []redirect {
+	var out []redirect
+	for _, at := range cm.callers[addr] {
+		rel := int64(stub) - int64(at+5)
+		if rel < math.MinInt32 || rel > math.MaxInt32 {
+			continue
+		}
+		code := cm.text.code(at+1, 4)
+		if len(code) != 4 {
+			continue
+		}
+		r := redirect{at: at + 1}
+		copy(r.orig[:], code)
+		binary.LittleEndian.PutUint32(r.new[:], uint32(int32(rel)))
+		out = append(out, r)
+	}
+	return out
+}
+
+// keepRedirects drops the call-site rewrites that overlap the bytes
+// another entry patches (a call among a detoured function's first
+// instructions is displaced, not rewritten).
+func (p *plantPlan) keepRedirects() {
+	var patched [][2]uint64
+	for _, e := range p.entries {
+		patched = append(patched, [2]uint64{e.patch, e.patch + uint64(len(e.jmp))})
+	}
+	slices.SortFunc(patched, func(a, b [2]uint64) int { return cmp.Compare(a[0], b[0]) })
+	overlaps := func(lo, hi uint64) bool {
+		i, _ := slices.BinarySearchFunc(patched, lo, func(r [2]uint64, t uint64) int { return cmp.Compare(r[0], t) })
+		return i < len(patched) && patched[i][0] < hi || i > 0 && patched[i-1][1] > lo
+	}
+	calls := map[string]int{}
+	for i := range p.entries {
+		e := &p.entries[i]
+		e.redirects = slices.DeleteFunc(e.redirects, func(r redirect) bool { return overlaps(r.at-1, r.at+4) })
+		calls[e.c.name] += len(e.redirects)
+	}
+	for i, s := range p.int3s {
+		if n := calls[s.Func]; n > 0 {
+			p.int3s[i].Reason += fmt.Sprintf(" (its %d direct call site(s) call its stub without a stop)", n)
+		}
+	}
 }
 
 // symbolWithin reports whether a symbol of sorted starts lies in (lo, hi).

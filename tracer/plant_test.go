@@ -348,6 +348,10 @@ func TestPlanFuncsFast(t *testing.T) {
 		{name: "_setjmp", value: 0x10e0, size: 16, libcall: true},
 		{name: "__gxx_personality_v0", value: 0x1120, size: 9, libcall: true},
 	}
+	// Two direct calls of symbol_inside: one in free code, one where the
+	// detour of plain goes (displaced with plain's first bytes instead).
+	copy(cm.text[0].data[0x180:], []byte{0xe8, 0xbb, 0xfe, 0xff, 0xff})
+	cm.callers = map[uint64][]uint64{testBias + 0x1040: {testBias + 0x1180, testBias + 0x1001}}
 	p := planFuncs(cm, cands, testScratch, 0x10000, 0, true, &fastCode{table: 0x7f0000000000})
 	if p.sites == nil || p.sites.Base != testScratch+16 {
 		t.Fatalf("sites %+v", p.sites)
@@ -383,13 +387,20 @@ func TestPlanFuncsFast(t *testing.T) {
 			if got := testutil.Disasm(t, p.code[off:off+fast.HeadLen+5], e.stub); got != want {
 				t.Errorf("symbol_inside's stub:\n%s\nwant\n%s", got, want)
 			}
+			if len(e.redirects) != 1 || e.redirects[0].at != testBias+0x1181 {
+				t.Fatalf("symbol_inside's call sites rewritten: %+v, want the one at +0x1180 only", e.redirects)
+			}
+			call := append([]byte{0xe8}, e.redirects[0].new[:]...)
+			if got := testutil.Disasm(t, call, testBias+0x1180); got != fmt.Sprintf("callq T%#x", e.stub) {
+				t.Errorf("the call site becomes %s, want a call of the stub %#x", got, e.stub)
+			}
 		case "_setjmp", "__gxx_personality_v0":
 			if e.bp.Plan.Action == bp.Detoured {
 				t.Errorf("%s detoured", e.c.name)
 			}
 		}
 	}
-	if len(p.entries) != 4 || len(p.int3s) != 1 || p.int3s[0].Func != "symbol_inside" {
+	if len(p.entries) != 4 || len(p.int3s) != 1 || p.int3s[0].Func != "symbol_inside" || !strings.HasSuffix(p.int3s[0].Reason, "(its 1 direct call site(s) call its stub without a stop)") {
 		t.Errorf("%d entries, int3 entries %v", len(p.entries), p.int3s)
 	}
 }

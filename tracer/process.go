@@ -48,8 +48,11 @@ type thread struct {
 	// vfork child, the parent's state its calls write to, and the parent.
 	fs          *fast.State
 	fsKey       uint64
+	fsKeys      []uint64 // more keys, after arch_prctl(ARCH_SET_FS)
 	vfork       *fast.State
 	vforkParent *thread
+	vforkFrames []fast.Frame // the parent's frames at the vfork
+	vforked     bool         // a vfork child, in its parent's memory until it execs
 	// forkFrames: a forked child not set up yet, with its parent's frames.
 	forkFrames []fast.Frame
 	forkNeeded bool
@@ -115,7 +118,8 @@ func (th *thread) clone(tid int, p *process) *thread {
 	c.jmpbufs = maps.Clone(th.jmpbufs) // a longjmp in the child may use them
 	c.unwinds = slices.Clone(th.unwinds)
 	c.inRes = 0
-	c.fs, c.fsKey, c.vfork, c.vforkParent, c.forkFrames, c.forkNeeded = nil, 0, nil, nil, nil, false
+	c.fsKeys, c.vforkFrames = nil, nil
+	c.fs, c.fsKey, c.vfork, c.vforkParent, c.forkFrames, c.forkNeeded, c.vforked = nil, 0, nil, nil, nil, false, false
 	for i := range c.stack {
 		c.stack[i].call = nil // the parent reports it
 	}

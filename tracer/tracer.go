@@ -68,6 +68,7 @@ type Result struct {
 	Status  unix.WaitStatus // of the launched process
 	Rusage  unix.Rusage
 	Events  uint64
+	Lost    uint64 // records a full ring had no room for (the fast engine)
 	Skipped []Skip
 	// Int3Entries are functions instrumented with an int3 at the entry
 	// instead of a detour jump (3 system calls more per call), with why.
@@ -143,10 +144,11 @@ func (t *Tracer) startFast() error {
 }
 
 // ptraceOptions are the options of every tracee: the fast engine also
-// stops threads at their exit, before their TLS can be reused.
+// stops threads at their exit, before their TLS can be reused, and a vfork
+// parent when its child has left its memory.
 func (t *Tracer) ptraceOptions() int {
 	if t.drain != nil {
-		return ptrace.Options | unix.PTRACE_O_TRACEEXIT
+		return ptrace.Options | unix.PTRACE_O_TRACEEXIT | unix.PTRACE_O_TRACEVFORKDONE
 	}
 	return ptrace.Options
 }
@@ -214,7 +216,10 @@ func (t *Tracer) run(path string) error {
 	defer t.flushAll()
 	if t.drain != nil {
 		go t.drain.run()
-		defer func() { t.emit(t.drain.close()) }()
+		defer func() {
+			t.emit(t.drain.close())
+			t.result.Lost = t.drain.lost
+		}()
 	}
 	return t.loop()
 }

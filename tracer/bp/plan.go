@@ -320,7 +320,14 @@ type Refs struct {
 	// Loads are the other rip-relative memory operands: a GOT slot read as
 	// data is a function's address taken, which must stay the real one.
 	Loads []uint64
+	// Sites are its 5-byte direct calls and jumps (e8/e9 rel32): call
+	// sites the fast engine may aim at a function's stub.
+	Sites []Site
 }
+
+// Site is a direct call or jump: the address of its instruction and its
+// target.
+type Site struct{ At, Target uint64 }
 
 // Branches returns the Refs of body, the code of the function at addr.
 // Bytes that
@@ -344,6 +351,9 @@ func Branches(body []byte, addr uint64) (refs Refs, err error) {
 		next := int64(addr) + int64(off+inst.Len)
 		if rel, ok := inst.Args[0].(x86asm.Rel); ok && inst.PCRel > 0 {
 			refs.Targets = append(refs.Targets, uint64(next+int64(rel)))
+			if inst.Len == 5 && (body[off] == 0xe8 || body[off] == 0xe9) {
+				refs.Sites = append(refs.Sites, Site{At: addr + uint64(off), Target: uint64(next + int64(rel))})
+			}
 		}
 		for i, a := range inst.Args {
 			m, ok := a.(x86asm.Mem)
@@ -359,4 +369,157 @@ func Branches(body []byte, addr uint64) (refs Refs, err error) {
 		off += inst.Len
 	}
 	return refs, err
+}
+
+// PrepareClone plans a detour to a copy of the whole function at addr
+// (body, its whole symbol size), for a function whose own branches land
+// inside the 5 bytes the jmp overwrites (a loop back to its first
+// instructions): the trampoline at slot is head's code, then every
+// instruction of the function relocated, its branches to itself aimed at
+// the copy, so that once entered the original body never runs. A call of
+// the function itself stays a call of its entry (traced). It fails with
+// ErrUnsupported for what the copy cannot hold: an instruction that does
+// not decode, an indirect jump (a jump table could lead back into the
+// original), an internal branch to the middle of an instruction, or a
+// rel8-only branch (loop, jrcxz). The caller checks that no other
+// function's branch lands inside the jmp.
+//
+// Calls in the copy are real calls: their return addresses are in the
+// scratch mapping, where an unwinder finds no CFI. With calls false (the
+// module uses C++ exceptions), a function that makes calls is refused.
+func PrepareClone(body []byte, addr, slot uint64, calls bool, head func(slot uint64) ([]byte, error)) (Plan, error) {
+	patch := addr
+	if bytes.HasPrefix(body, endbr64) {
+		patch += 4
+	}
+	if int(patch-addr)+5 > len(body) {
+		return Plan{}, fmt.Errorf("%w: function of %d bytes is too short for a jump", ErrUnsupported, len(body))
+	}
+	type insn struct {
+		off  int
+		inst x86asm.Inst
+	}
+	var insts []insn
+	starts := map[uint64]bool{}
+	for off := 0; off < len(body); {
+		if bytes.HasPrefix(body[off:], endbr64) {
+			insts = append(insts, insn{off, x86asm.Inst{Op: x86asm.NOP, Len: 4}})
+			starts[addr+uint64(off)] = true
+			off += 4
+			continue
+		}
+		inst, err := decode(body[off:], addr+uint64(off))
+		if err != nil {
+			return Plan{}, err
+		}
+		if inst.Op == x86asm.JMP {
+			if _, ok := inst.Args[0].(x86asm.Rel); !ok {
+				if m, ok := inst.Args[0].(x86asm.Mem); !ok || m.Base != x86asm.RIP {
+					return Plan{}, fmt.Errorf("%w: indirect jump (%v) in a function to copy", ErrUnsupported, inst)
+				}
+			}
+		}
+		if inst.Op == x86asm.CALL && !calls {
+			return Plan{}, fmt.Errorf("%w: a copy's calls would hide it from the C++ unwinder", ErrUnsupported)
+		}
+		starts[addr+uint64(off)] = true
+		insts = append(insts, insn{off, inst})
+		off += inst.Len
+	}
+	end := addr + uint64(len(body))
+	// internal returns the target of a branch inside the function, other
+	// than a call of its entry.
+	internal := func(in insn) (uint64, bool, error) {
+		rel, ok := in.inst.Args[0].(x86asm.Rel)
+		if !ok || in.inst.PCRel == 0 {
+			return 0, false, nil
+		}
+		target := uint64(int64(addr) + int64(in.off+in.inst.Len) + int64(rel))
+		if target < addr || target >= end || in.inst.Op == x86asm.CALL && target == addr {
+			return 0, false, nil
+		}
+		if in.inst.Op == x86asm.CALL {
+			return 0, false, fmt.Errorf("%w: call inside the function (%v)", ErrUnsupported, in.inst)
+		}
+		if !starts[target] {
+			return 0, false, fmt.Errorf("%w: branch into the middle of an instruction at %#x", ErrUnsupported, target)
+		}
+		return target, true, nil
+	}
+	// emit lays the copy out at slot; where maps each instruction's
+	// original address to its copy (nil on the first pass).
+	emit := func(where map[uint64]uint64) ([]byte, map[uint64]uint64, error) {
+		t, err := head(slot)
+		if err != nil {
+			return nil, nil, err
+		}
+		at := map[uint64]uint64{}
+		for _, in := range insts {
+			pos := slot + uint64(len(t))
+			at[addr+uint64(in.off)] = pos
+			code := body[in.off:]
+			target, ok, err := internal(in)
+			to := where[target]
+			if where == nil {
+				to = pos // the first pass only measures
+			}
+			switch {
+			case err != nil:
+				return nil, nil, err
+			case ok && in.inst.Op == x86asm.JMP:
+				t = append(t, 0xe9)
+				t, err = appendRel32(t, pos+5, to)
+			case ok && code[0] >= 0x70 && code[0] <= 0x7f && in.inst.Len == 2:
+				t = append(t, 0x0f, 0x80|code[0]&0xf)
+				t, err = appendRel32(t, pos+6, to)
+			case ok && code[0] == 0x0f && in.inst.Len == 6 && code[1]&0xf0 == 0x80:
+				t = append(t, 0x0f, code[1])
+				t, err = appendRel32(t, pos+6, to)
+			case ok:
+				err = fmt.Errorf("%w: %v has only a rel8 form", ErrUnsupported, in.inst.Op)
+			case in.inst.Op == x86asm.NOP && in.inst.Len == 4 && bytes.HasPrefix(code, endbr64):
+				t = append(t, endbr64...)
+			case in.inst.Op == x86asm.CALL && in.inst.PCRel == 4:
+				// A real call from the copy, its rel32 (a direct target or a
+				// rip-relative slot) adjusted: it returns into the copy.
+				insn := code[:in.inst.Len]
+				next := addr + uint64(in.off+in.inst.Len)
+				old := int64(int32(binary.LittleEndian.Uint32(insn[in.inst.PCRelOff:])))
+				t = append(t, insn[:in.inst.PCRelOff]...)
+				t, err = appendRel32(t, pos+uint64(in.inst.Len), uint64(int64(next)+old))
+				t = append(t, insn[in.inst.PCRelOff+4:]...)
+			case in.inst.Op == x86asm.CALL && in.inst.PCRel == 0:
+				t = append(t, code[:in.inst.Len]...)
+			default:
+				t, err = relocate(t, in.inst, code, addr+uint64(in.off), slot)
+			}
+			if err != nil {
+				return nil, nil, err
+			}
+		}
+		return t, at, nil
+	}
+	first, where, err := emit(nil)
+	if err != nil {
+		return Plan{}, err
+	}
+	t, again, err := emit(where)
+	if err != nil {
+		return Plan{}, err
+	}
+	if len(t) != len(first) || again[patch] != where[patch] {
+		return Plan{}, fmt.Errorf("%w: the copy's layout is not stable", ErrUnsupported)
+	}
+	// The jmp leads to the head, which falls into the copy of the first
+	// instruction: a function with endbr64 starts its copy with one too.
+	jmp := []byte{0xe9, 0, 0, 0, 0}
+	rel := int64(slot) - int64(patch+5)
+	if rel < math.MinInt32 || rel > math.MaxInt32 {
+		return Plan{}, fmt.Errorf("%w: trampoline out of rel32 range of the function", ErrUnsupported)
+	}
+	binary.LittleEndian.PutUint32(jmp[1:], uint32(int32(rel)))
+	return Plan{
+		Action: Detoured, Slot: t, Patch: patch, Jmp: jmp,
+		Orig: append([]byte(nil), body[patch-addr:patch-addr+5]...),
+	}, nil
 }

@@ -1,6 +1,7 @@
 package bp
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"rtrace/internal/testutil"
@@ -174,4 +175,38 @@ func FuzzPrepare(f *testing.F) {
 			}
 		}
 	})
+}
+
+// PrepareClone copies a whole function: its branches to itself go to the
+// copy, a call of its own entry stays a call of the entry, and what the
+// copy cannot hold is refused.
+func TestPrepareClone(t *testing.T) {
+	const addr, slot = 0x401000, 0x300000
+	head := func(uint64) ([]byte, error) { return []byte{0x90}, nil } // a nop stands for the stub head
+	// push %rbx; 1: mov %edi,%ebx; dec %edi; jne 1b; call addr; pop %rbx; ret
+	body := []byte{0x53, 0x89, 0xfb, 0xff, 0xcf, 0x75, 0xfa, 0xe8, 0xf4, 0xff, 0xff, 0xff, 0x5b, 0xc3}
+	p, err := PrepareClone(body, addr, slot, true, head)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "nop; push %rbx; mov %edi,%ebx; dec %edi; jne T0x300002; callq T0x401000; pop %rbx; retq"
+	if got := testutil.Disasm(t, p.Slot, slot); got != want {
+		t.Errorf("copy:\n%s\nwant\n%s", got, want)
+	}
+	if p.Action != Detoured || p.Patch != addr || !bytes.Equal(p.Orig, body[:5]) || testutil.Disasm(t, p.Jmp, addr) != "jmpq T0x300000" {
+		t.Errorf("plan %+v", p)
+	}
+	if _, err := PrepareClone(body, addr, slot, false, head); !errors.Is(err, ErrUnsupported) {
+		t.Errorf("a call in a module with C++ exceptions: %v", err)
+	}
+	for name, b := range map[string][]byte{
+		"jump table":            {0x53, 0xff, 0xe0, 0x5b, 0xc3, 0x90}, // jmp *%rax
+		"into an instruction":   {0x53, 0x89, 0xfb, 0x75, 0xfd, 0xc3}, // jne into the mov
+		"loop has a rel8 only":  {0x53, 0x89, 0xfb, 0xe2, 0xfc, 0xc3}, // loop 1b
+		"too short for the jmp": {0x53, 0xc3},
+	} {
+		if _, err := PrepareClone(b, addr, slot, true, head); !errors.Is(err, ErrUnsupported) {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
 }

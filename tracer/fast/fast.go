@@ -30,7 +30,7 @@ const (
 
 	// TableEntries is the number of threads a process's table can hold at
 	// once (its load stays under one half: see Table.Insert).
-	TableEntries = 4096
+	TableEntries = 65536
 	// TableSize is the size of the thread table mapping.
 	TableSize = TableEntries * 16
 	hashK     = 0x9E3779B97F4A7C15
@@ -69,9 +69,13 @@ type Sites struct {
 	EntryOut uint64
 	// EntryUnhooked: a call while an exception unwinds the thread's stack.
 	EntryUnhooked uint64
-	// ExitMiss, ExitEmpty: a hijacked return that finds no thread state,
-	// or no frame: rtrace has lost track; the process cannot go on.
-	ExitMiss, ExitEmpty uint64
+	// ExitMiss: a hijacked return whose key the table does not hold (the
+	// thread changed its %fs base since the call): rtrace adds the key to
+	// the thread's state and the lookup runs again.
+	ExitMiss uint64
+	// ExitEmpty: a hijacked return with no frame: rtrace has lost track,
+	// the process cannot go on.
+	ExitEmpty uint64
 }
 
 // SitesAt returns the Sites of the shared code at base.
@@ -134,7 +138,7 @@ type Entry struct {
 	Key, State uint64
 }
 
-func index(key uint64) int { return int((key * hashK) >> 52) }
+func index(key uint64) int { return int((key * hashK) >> 48) }
 
 // Insert adds key → state and returns the entry to write into the
 // process; ok is false when key cannot be registered (0, the key of a

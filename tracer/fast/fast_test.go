@@ -249,6 +249,13 @@ func FuzzState(f *testing.F) {
 		if recs, _ := st.Drain(nil, 1<<10); len(recs) > 1<<10 {
 			t.Fatalf("%d records past the limit", len(recs))
 		}
+		// Whatever the head said, one more drain empties the ring.
+		for range RingCap>>10 + 1 {
+			st.Drain(nil, 1<<10)
+		}
+		if st.Pending() {
+			t.Fatalf("head %#x tail %#x: still pending after a ring's worth of drains", head, tail)
+		}
 		for st.Depth() > 0 {
 			st.Pop()
 		}

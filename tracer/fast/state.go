@@ -79,6 +79,14 @@ func (s *State) Push(f Frame) bool {
 	return true
 }
 
+// Truncate drops the frames above depth d (a vfork child's, from its
+// parent's state). The threads writing the state must be stopped.
+func (s *State) Truncate(d int) {
+	if d < s.Depth() {
+		s.store(offDepth, uint64(max(d, 0)))
+	}
+}
+
 // SetUnhooked sets or clears the flag that sends the thread's calls to the
 // tracer while an exception unwinds its stack.
 func (s *State) SetUnhooked(on bool) {
@@ -106,6 +114,14 @@ type Rec struct{ TSC, Word uint64 }
 func (s *State) Drain(recs []Rec, max int) (_ []Rec, lost uint64) {
 	tail := s.load(offTail)
 	head := s.load(offHead) // acquire: the records below it are written
+	l := s.load(offLost)
+	lost, s.seenLost = l-s.seenLost, l
+	if head-tail > RingCap {
+		// More than the ring holds: not the stubs' writing (the process
+		// overwrote its state). Skip to it, counting the records lost.
+		s.store(offTail, head)
+		return recs, lost + (head - tail)
+	}
 	if n := head - tail; n > uint64(max) {
 		head = tail + uint64(max)
 	}
@@ -114,8 +130,6 @@ func (s *State) Drain(recs []Rec, max int) (_ []Rec, lost uint64) {
 		recs = append(recs, Rec{s.load(off), s.load(off + 8)})
 	}
 	s.store(offTail, head) // release: the producer may reuse the room
-	l := s.load(offLost)
-	lost, s.seenLost = l-s.seenLost, l
 	return recs, lost
 }
 

@@ -14,7 +14,7 @@
 	.set MAXSTACK, 4096
 	.set RING,    0x21000 # ring: {tsc, word} per record
 	.set RINGCAP, 0x100000
-	.set TMASK,   0xfff0  # thread table: 4096 {key, state} entries
+	.set TMASK,   0xffff0 # thread table: 65536 {key, state} entries
 
 	.text
 consts:
@@ -30,7 +30,7 @@ hashk:	.quad 0x9E3779B97F4A7C15
 \miss\()_retry:
 	mov %rcx, %rax
 	imul hashk(%rip), %rax
-	shr $52, %rax
+	shr $48, %rax
 	shl $4, %rax
 	mov table(%rip), %rdx
 1:	mov (%rdx,%rax), %rdi
@@ -176,8 +176,8 @@ exit_skipped:
 	call emit
 	jmp exit_pop
 exit_miss:
-	int3                    # a hijacked return in a thread rtrace does not know
-	ud2
+	int3                    # rtrace adds the key (the thread changed its %fs base)
+	jmp exit_miss_retry
 exit_empty:
 	int3                    # a hijacked return with an empty shadow stack
 	ud2
