@@ -41,6 +41,15 @@ func startAttachee(t *testing.T, prog string) (*stepper, int) {
 	return s, pid
 }
 
+// mapsOf is /proc/PID/maps of a process waiting between steps.
+func mapsOf(t *testing.T, pid int) string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
 // cpusAllowed is the CPU list a process may run on.
 func cpusAllowed(t *testing.T, pid int) string {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
@@ -93,6 +102,7 @@ func TestAttach(t *testing.T) {
 	ref, _ := startAttachee(t, prog)
 	ref.steps(28)
 	ref.in.Close()
+	ref.out.drain()
 	if err := ref.cmd.Wait(); err != nil {
 		t.Fatal(err)
 	}
@@ -111,6 +121,7 @@ func TestAttach(t *testing.T) {
 			s, pid := startAttachee(t, prog)
 			s.steps(3)
 			cpus := cpusAllowed(t, pid)
+			maps := mapsOf(t, pid)
 			at := exec.Command(rtraceBin, append(append([]string{"attach"}, mode.args...), strconv.Itoa(pid))...)
 			at.Dir = tmp
 			stderr, _ := at.StderrPipe()
@@ -137,8 +148,12 @@ func TestAttach(t *testing.T) {
 			if after := cpusAllowed(t, pid); after != cpus {
 				t.Errorf("after the detach the process may run on CPUs %s, before on %s", after, cpus)
 			}
+			if after := mapsOf(t, pid); after != maps {
+				t.Errorf("after the detach the process's maps differ from before the attach:\nbefore:\n%s\nafter:\n%s", maps, after)
+			}
 			s.steps(5)
 			s.in.Close()
+			s.out.drain() // Wait closes the pipe: read it to its end first
 			if err := s.cmd.Wait(); err != nil {
 				t.Fatalf("the fixture failed after the detach: %v\n%s", err, s.out.String())
 			}

@@ -170,6 +170,9 @@ func (s *session) summary(res *tracer.Result) string {
 // reportSkipped lists the functions not traced (-v), or counts them.
 func (s *session) reportSkipped(res *tracer.Result) {
 	w := s.c.Stderr
+	if s.c.Verbose && res.Fast {
+		fmt.Fprintf(w, "rtrace: fast engine: %d of %d instrumented functions recorded without a stop\n", res.Functions-len(res.Int3Entries), res.Functions)
+	}
 	if s.c.Verbose && len(res.Int3Entries) > 0 {
 		fmt.Fprintf(w, "rtrace: %d function(s) traced with a slower int3 entry instead of a detour jump:\n", len(res.Int3Entries))
 		for _, sk := range res.Int3Entries {

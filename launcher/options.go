@@ -50,8 +50,10 @@ type Options struct {
 	Verbose bool // -v
 	NoPin   bool // --no-pin
 	// Engine is how calls are recorded: "int3" (a ptrace stop per event)
-	// or "fast" (code in the process, docs/FAST-PATH.md); "": int3.
-	Engine string
+	// or "fast" (code in the process, docs/FAST-PATH.md); "": int3, or
+	// fast with PreferFast where the options allow it.
+	Engine     string
+	PreferFast bool
 
 	// Resource tracing (sp-rtrace's options).
 	Modules      []string // -e
@@ -166,20 +168,24 @@ func check(o Options) (*config, error) {
 	if c.specLine, c.specs, err = argSpecs(specOpts); err != nil {
 		return nil, err
 	}
-	switch o.Engine {
-	case "", "int3":
-	case "fast":
-		var not []string
-		for _, u := range []struct {
-			set  bool
-			name string
-		}{{len(c.mods) > 0, "-e"}, {len(o.ArgSpecs) > 0, "-A"}, {len(o.RetSpecs) > 0, "-R"}, {o.AutoArgs, "-a"}, {o.Disable, "--disable"}, {attach, "attach"}} {
-			if u.set {
-				not = append(not, u.name)
-			}
+	var notFast []string
+	for _, u := range []struct {
+		set  bool
+		name string
+	}{{len(c.mods) > 0, "-e"}} {
+		if u.set {
+			notFast = append(notFast, u.name)
 		}
-		if len(not) > 0 {
-			return nil, &UsageError{fmt.Sprintf("--engine=fast does not support %s yet: use --engine=int3", strings.Join(not, ", "))}
+	}
+	switch o.Engine {
+	case "int3":
+	case "":
+		if o.PreferFast && len(notFast) == 0 {
+			c.Engine = "fast"
+		}
+	case "fast":
+		if len(notFast) > 0 {
+			return nil, &UsageError{fmt.Sprintf("--engine=fast does not support %s yet: use --engine=int3", strings.Join(notFast, ", "))}
 		}
 	default:
 		return nil, &UsageError{fmt.Sprintf("--engine %q: want fast or int3", o.Engine)}

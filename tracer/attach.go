@@ -39,6 +39,12 @@ type attachState struct {
 // return address and USDT semaphore: the process goes on unharmed.
 func (t *Tracer) Attach(pid int) (*Result, error) {
 	t.target.Store(int64(pid))
+	t.attached = true
+	if t.cfg.Fast {
+		if err := t.startFast(); err != nil {
+			return nil, err
+		}
+	}
 	return t.onThread(func() error { return t.attach(pid) })
 }
 
@@ -92,6 +98,13 @@ func (t *Tracer) attach(pid int) error {
 	t.syncModules(t.threads[pid], ts)
 	if t.cfg.Started != nil {
 		t.cfg.Started(pid)
+	}
+	if t.drain != nil {
+		go t.drain.run()
+		defer func() {
+			t.emit(t.drain.close())
+			t.result.Lost = t.drain.lost
+		}()
 	}
 	if t.detachReq.Load() { // asked while rtrace was setting up
 		t.detachAll(nil)
@@ -284,6 +297,9 @@ func (t *Tracer) detachAll(first *thread) {
 			t.restoreReturns(th)
 		}
 	}
+	for _, p := range t.procs {
+		t.unmapAll(p)
+	}
 	t.unpin()
 	for tid := range t.threads {
 		if err := ptrace.Detach(tid, int(t.pending[tid])); err != nil && !errors.Is(err, unix.ESRCH) {
@@ -315,6 +331,11 @@ func (t *Tracer) disarmAll(p *process) {
 		}
 		if _, err := mem.WriteAt(orig, int64(addr)); err != nil {
 			fmt.Fprintf(t.cfg.Warn, "rtrace: warning: restoring %#x in pid %d: %v\n", addr, p.pid, err)
+		}
+		if b.Func >= 0 && b.Func < len(im.funcs) {
+			for _, r := range im.funcs[b.Func].redirects {
+				mem.WriteAt(r.orig[:], int64(r.at))
+			}
 		}
 	})
 	for _, sem := range im.semaphores {
@@ -356,6 +377,13 @@ func (t *Tracer) leaveScratch(th *thread) {
 			fr := t.exit(th, now(), &regs)
 			ptrace.SetPC(th.tid, fr.ret)
 			continue
+		}
+		if fi := im.fast; fi != nil {
+			if s, ok := fi.site(pc - 1); ok && pc-1 == s.EntryMiss {
+				// An unregistered thread at its first call: on untraced.
+				ptrace.SetPC(th.tid, s.EntryOut)
+				continue
+			}
 		}
 		if b := im.detourAt(pc); b != nil {
 			if pc == b.Plan.Trap {
@@ -399,6 +427,20 @@ func (im *image) detourAt(pc uint64) *bp.Breakpoint {
 // in its return breakpoint.
 func (t *Tracer) restoreReturns(th *thread) {
 	im := th.proc.image
+	if fi := im.fast; fi != nil && th.fs != nil {
+		// Top down: of two frames sharing a slot (a tail call), the lower
+		// one's real return address is the one that stays.
+		st := th.fs
+		for i := st.Depth() - 1; i >= 0; i-- {
+			fr := st.Frame(i)
+			if fi.isExit(fr.Ret) {
+				continue
+			}
+			if v, err := ptrace.PeekWord(th.tid, fr.Slot); err == nil && fi.isExit(v) {
+				ptrace.PokeWord(th.tid, fr.Slot, fr.Ret)
+			}
+		}
+	}
 	for _, fr := range th.stack {
 		if v, err := ptrace.PeekWord(th.tid, fr.slot); err == nil && im.isRet(v) {
 			ptrace.PokeWord(th.tid, fr.slot, fr.ret)

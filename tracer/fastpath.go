@@ -205,6 +205,54 @@ func (t *Tracer) fastState(th *thread, regs *unix.PtraceRegs) *fast.State {
 	return th.fs
 }
 
+// unmapAll takes out of p, at a detach, what rtrace mapped there: the
+// scratch mappings and, with the fast engine, every thread state and the
+// table. Every thread is parked, out of rtrace's code, its return
+// addresses restored. A thread inside a stub's critical section (its guard
+// set: a signal handler interrupted it) would come back to its state: then
+// nothing is unmapped.
+func (t *Tracer) unmapAll(p *process) {
+	im := p.image
+	fi := im.fast
+	if fi != nil && fi.dead {
+		return
+	}
+	var tid int
+	var states []*fast.State
+	if fi != nil {
+		states = slices.Clone(fi.free)
+	}
+	for _, th := range t.threads {
+		if th.proc == p {
+			tid = th.tid
+			if th.fs != nil {
+				states = append(states, th.fs)
+			}
+		}
+	}
+	for _, st := range states {
+		if st.Guarded() {
+			fmt.Fprintf(t.cfg.Warn, "rtrace: warning: pid %d: a thread is inside rtrace's code (a signal handler interrupted it): its memory stays mapped\n", p.pid)
+			return
+		}
+	}
+	if tid == 0 {
+		return
+	}
+	t.drain.sync()
+	for _, st := range states {
+		remoteSyscall(tid, unix.SYS_MUNMAP, st.Addr, fast.StateSize)
+	}
+	if fi != nil {
+		remoteSyscall(tid, unix.SYS_MUNMAP, fi.tableAddr, fast.TableSize+4096)
+		fi.dead = true // nothing more is written into the process
+	}
+	for _, s := range im.scratch {
+		remoteSyscall(tid, unix.SYS_MUNMAP, s[0], s[1]-s[0])
+	}
+	im.scratch = nil
+}
+
 // fastTrap handles an int3 in the shared code at pc; handled is false for
 // an int3 elsewhere.
 func (t *Tracer) fastTrap(th *thread, regs *unix.PtraceRegs, pc uint64, ts uint64) (handled bool, err error) {
@@ -220,6 +268,8 @@ func (t *Tracer) fastTrap(th *thread, regs *unix.PtraceRegs, pc uint64, ts uint6
 		if th.vforked || !t.fastRegister(th, regs.Rcx) {
 			ptrace.SetPC(th.tid, s.EntryOut)
 		}
+	case s.ExitStop:
+		t.fastExitValue(th, regs, ts)
 	case s.ExitMiss:
 		if th.fs == nil || !t.fastRegister(th, regs.Rcx) {
 			unix.Kill(th.tid, unix.SIGKILL)
@@ -249,9 +299,15 @@ func (t *Tracer) fastTrap(th *thread, regs *unix.PtraceRegs, pc uint64, ts uint6
 
 // fastEntry handles a stop at the int3 entry of f (a function the fast
 // engine could not detour, setjmp, a personality routine): record it as the
-// int3 engine would, or send the thread to f's stub.
-func (t *Tracer) fastEntry(th *thread, f *fn, regs *unix.PtraceRegs, ts uint64) uint64 {
+// int3 engine would, or send the thread to f's stub. probe: a USDT probe
+// shares the int3, and its EVENT goes inside the call: the tracer records
+// the entry itself first.
+func (t *Tracer) fastEntry(th *thread, f *fn, regs *unix.PtraceRegs, ts uint64, probe bool) uint64 {
 	im := th.proc.image
+	if len(f.args) > 0 || len(f.rets) > 0 || probe && !f.jump && !f.personality {
+		t.fastValues(th, f, regs, ts)
+		return 0
+	}
 	if f.personality || f.jump {
 		ret, err := ptrace.PeekWord(th.tid, regs.Rsp)
 		if err != nil || f.personality && (ret < im.textLo || ret >= im.textHi) {
@@ -269,6 +325,77 @@ func (t *Tracer) fastEntry(th *thread, f *fn, regs *unix.PtraceRegs, ts uint64) 
 		}
 	}
 	return f.stub
+}
+
+// fastValues does at a stop what a stub does, for a function whose
+// arguments are recorded with its entry (the tracer reads them) or whose
+// return value is (its frame gets FlagStop: its return stops at ExitStop).
+// The thread then goes on at the int3's resume address, past the stub.
+func (t *Tracer) fastValues(th *thread, f *fn, regs *unix.PtraceRegs, ts uint64) {
+	fi := th.proc.image.fast
+	st := t.fastState(th, regs)
+	if st == nil || st.Guarded() || st.Depth() >= fast.MaxStack || len(fi.sites) == 0 {
+		return
+	}
+	ret, err := ptrace.PeekWord(th.tid, regs.Rsp)
+	if err != nil {
+		return
+	}
+	if th.unhooked {
+		// As the stub's entry_unhooked: frames at or below this call's
+		// return address slot were unwound.
+		below := regs.Rsp + 1
+		if fi.isExit(ret) {
+			below = regs.Rsp
+		}
+		t.fastPopBelow(th, below, ts)
+	}
+	var flags uint64
+	if len(f.rets) > 0 {
+		flags = fast.FlagStop
+	}
+	d := st.Depth()
+	if !st.Push(fast.Frame{Ret: ret, Slot: regs.Rsp, Addr: f.addr, Flags: flags}) {
+		return
+	}
+	if err := ptrace.PokeWord(th.tid, regs.Rsp, fi.sites[0].Exit); err != nil {
+		st.Pop()
+		return
+	}
+	var payload []byte
+	if len(f.args) > 0 {
+		payload = t.values(th, f.args, regs)
+	}
+	t.record(th, uftrace.Record{Time: ts, Type: uftrace.Entry, Depth: d, Addr: f.addr}, payload)
+	t.flush(th)
+}
+
+// fastExitValue records, at ExitStop, the return of the frame the exit
+// stub just popped, with its return value.
+func (t *Tracer) fastExitValue(th *thread, regs *unix.PtraceRegs, ts uint64) {
+	st := th.fs
+	if th.vfork != nil {
+		st = th.vfork
+	}
+	if st == nil {
+		return
+	}
+	fr := st.Frame(st.Depth()) // popped: still in memory above the top
+	var payload []byte
+	if f := th.proc.image.fnAt(fr.Addr); f != nil && len(f.rets) > 0 {
+		payload = t.values(th, f.rets, regs)
+	}
+	t.record(th, uftrace.Record{Time: ts, Type: uftrace.Exit, Depth: fr.Depth, Addr: fr.Addr}, payload)
+	t.flush(th)
+}
+
+// fastView is the state th's calls write to: its own, or in a vfork
+// child its parent's (nil: none yet).
+func (th *thread) fastView() *fast.State {
+	if th.vfork != nil {
+		return th.vfork
+	}
+	return th.fs
 }
 
 // fastRecord hands one record of th, written by the tracer, to the sink at

@@ -30,8 +30,10 @@ type fn struct {
 	personality bool
 	// res: a resource function of a module (-e); its calls are reported.
 	res *resFn
-	// stub: the fast engine's stub of the function (0: none).
-	stub uint64
+	// stub: the fast engine's stub of the function (0: none); redirects
+	// the call sites aimed at it, armed and disarmed with its entry.
+	stub      uint64
+	redirects []redirect
 }
 
 // libcallSkip are library functions whose calls are not recorded, as
@@ -95,6 +97,24 @@ type image struct {
 	// fast is the fast engine's state of the address space (nil: the int3
 	// engine).
 	fast *fastImage
+	// byAddr indexes funcs by address (fnAt), for the first byAddrN.
+	byAddr  map[uint64]int
+	byAddrN int
+}
+
+// fnAt returns the traced function at runtime address addr, nil if none.
+func (im *image) fnAt(addr uint64) *fn {
+	if im.byAddr == nil || im.byAddrN != len(im.funcs) {
+		im.byAddr = make(map[uint64]int, len(im.funcs))
+		for i, f := range im.funcs {
+			im.byAddr[f.addr] = i
+		}
+		im.byAddrN = len(im.funcs)
+	}
+	if i, ok := im.byAddr[addr]; ok {
+		return &im.funcs[i]
+	}
+	return nil
 }
 
 // execRange is the runtime range of f's executable segments, loaded at bias.
@@ -277,6 +297,7 @@ var (
 	errBranchInside = errors.New("a branch lands inside the detour jump")
 	errJump         = errors.New("setjmp returns twice: recorded at the call")
 	errProbeInside  = errors.New("a USDT probe lies inside the detour jump")
+	errValues       = errors.New("its arguments or return value are recorded at a stop")
 	errNotELF       = errors.New("not an ELF object")
 )
 

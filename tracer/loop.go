@@ -143,7 +143,7 @@ func (t *Tracer) stopped(th *thread, ws unix.WaitStatus, regs *unix.PtraceRegs, 
 		return nil
 	}
 	if sig == t.cfg.ToggleSignal && t.cfg.Toggle && th.proc != nil {
-		t.toggle(th.proc.pid)
+		t.toggle(th)
 		resume(th.tid, 0) // rtrace's, not the program's
 		return nil
 	}
@@ -196,7 +196,7 @@ func (t *Tracer) trap(th *thread, regs *unix.PtraceRegs, ts uint64) error {
 	var stub uint64
 	if b.Kind&bp.FuncEntry != 0 {
 		if im.fast != nil {
-			stub = t.fastEntry(th, &im.funcs[b.Func], regs, ts)
+			stub = t.fastEntry(th, &im.funcs[b.Func], regs, ts, b.Kind&bp.Probe != 0)
 		} else {
 			t.entry(th, b, regs, ts)
 		}

@@ -94,11 +94,18 @@ func (t *Tracer) plantFuncs(tid int, mem *os.File, im *image, cm *codeMap, cands
 	}
 	var fc *fastCode
 	if im.fast != nil {
-		fc = &fastCode{table: im.fast.tableAddr, rdfsbase: im.fast.rdfsbase}
+		fc = &fastCode{table: im.fast.tableAddr, rdfsbase: im.fast.rdfsbase, stops: func(name string) bool {
+			if t.cfg.Specs == nil {
+				return false
+			}
+			args, rets := t.cfg.Specs(f, name)
+			return len(args) > 0 || len(rets) > 0
+		}}
 	}
 	p := planFuncs(cm, cands, scratch, size, im.entry, f == im.elf, fc)
 	t.skipped = append(t.skipped, p.skipped...)
 	t.int3s = append(t.int3s, p.int3s...)
+	t.planted += len(p.entries)
 	if err := t.commitPlan(mem, im, p); err != nil {
 		remoteSyscall(tid, unix.SYS_MUNMAP, scratch, size)
 		return 0, 0, err
@@ -189,6 +196,9 @@ const gadgetOff = 8
 type fastCode struct {
 	table    uint64
 	rdfsbase bool
+	// stops says which functions keep an int3 entry that the tracer
+	// handles at each call (their arguments or return value are recorded).
+	stops func(name string) bool
 }
 
 // end is the end of the scratch the plan uses, 16-byte aligned: where
@@ -230,7 +240,10 @@ func planFuncs(cm *codeMap, cands []cand, scratch, size, entry uint64, exe bool,
 		var plan bp.Plan
 		err := errJump
 		personality := c.libcall && exe && strings.HasSuffix(c.name, "_personality_v0")
-		if !jump && (p.sites == nil || !personality) {
+		stops := fc != nil && fc.stops != nil && fc.stops(c.name)
+		if stops {
+			err = errValues
+		} else if !jump && (p.sites == nil || !personality) {
 			plan, err = cm.detour(c, body, slot, ret, entry, p.sites)
 		}
 		var stub uint64
@@ -241,6 +254,7 @@ func planFuncs(cm *codeMap, cands []cand, scratch, size, entry uint64, exe bool,
 				p.clones = append(p.clones, c.name)
 			}
 		}
+		detourErr := err
 		if err != nil {
 			why := err.Error()
 			if plan, err = bp.Prepare(body, addr, slot); err != nil {
@@ -261,7 +275,8 @@ func planFuncs(cm *codeMap, cands []cand, scratch, size, entry uint64, exe bool,
 				}
 				plan.Slot = append(plan.Slot, make([]byte, stub-slot-uint64(len(plan.Slot)))...)
 				plan.Slot = bp.JumpBack(append(plan.Slot, head...), slot, plan.Resume)
-				if !jump && !personality {
+				if !jump && !personality && !stops && !errors.Is(detourErr, errProbeInside) {
+					// A probe in the first bytes must see every call.
 					redirects = cm.redirects(addr, stub)
 				}
 			}
@@ -324,6 +339,7 @@ func (t *Tracer) commitPlan(mem io.WriterAt, im *image, p *plantPlan) error {
 		fi.res = e.c.res
 		fi.personality = e.personality
 		fi.stub = e.stub
+		fi.redirects = e.redirects
 		im.funcs = append(im.funcs, fi)
 		b := e.bp
 		b.Func = len(im.funcs) - 1

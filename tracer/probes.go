@@ -138,7 +138,17 @@ func (t *Tracer) probe(th *thread, b *bp.Breakpoint, regs *unix.PtraceRegs, ts u
 		return
 	}
 	site := &th.proc.image.probes[b.Site]
-	t.record(th, uftrace.Record{Time: ts, Type: uftrace.Event, Depth: th.depth, Addr: site.id}, nil)
+	depth := th.depth
+	if th.proc.image.fast != nil {
+		// The frames are in the process; the record goes after the ring's.
+		depth = 0
+		if st := th.fastView(); st != nil {
+			depth = st.Depth()
+		}
+		t.fastRecord(th, uftrace.Record{Time: ts, Type: uftrace.Event, Depth: depth, Addr: site.id})
+	} else {
+		t.record(th, uftrace.Record{Time: ts, Type: uftrace.Event, Depth: depth, Addr: site.id}, nil)
+	}
 	reg := func(name string) uint64 {
 		if name == "rip" {
 			return b.Addr

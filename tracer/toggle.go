@@ -6,15 +6,20 @@ import (
 	"io"
 	"os"
 
+	"golang.org/x/sys/unix"
+
 	"rtrace/tracer/bp"
+	"rtrace/tracer/ptrace"
 )
 
 // toggle flips tracing (the toggle signal arrived at process pid). The
 // records of the closing window are handed over first. Turning tracing on
 // asks each sink to open its window first; when one fails, tracing stays
 // off. Function entries are written in or taken out, so a target with
-// tracing off runs at full speed. Called on the tracer thread.
-func (t *Tracer) toggle(pid int) {
+// tracing off runs at full speed. th is the thread the signal stopped.
+// Called on the tracer thread.
+func (t *Tracer) toggle(th *thread) {
+	pid := th.proc.pid
 	on := !t.on
 	t.flushAll()
 	var sinks, opened []Sink
@@ -38,7 +43,80 @@ func (t *Tracer) toggle(pid int) {
 		}
 		opened = append(opened, s)
 	}
+	if t.drain != nil {
+		// The fast engine's entries are rewritten with every thread
+		// stopped: none runs the bytes while they change.
+		t.whileParked(th, func() { t.setOn(on) })
+		return
+	}
 	t.setOn(on)
+}
+
+// whileParked runs f with every thread stopped: first is stopped already;
+// the others are interrupted, and resumed after f with the signals they
+// stopped with.
+func (t *Tracer) whileParked(first *thread, f func()) {
+	if t.pending == nil {
+		t.pending = map[int]unix.Signal{}
+	}
+	for tid, th := range t.threads {
+		if th != first {
+			ptrace.Interrupt(tid)
+		}
+	}
+	first.parked = true
+	if err := t.park(); err != nil {
+		fmt.Fprintf(t.cfg.Warn, "rtrace: warning: %v\n", err)
+	}
+	f()
+	for tid, th := range t.threads {
+		th.parked = false
+		if th == first {
+			continue
+		}
+		if th.groupStop {
+			ptrace.Listen(tid)
+		} else {
+			t.stepOutOfPatches(th)
+			resume(tid, t.pending[tid])
+		}
+		delete(t.pending, tid)
+	}
+}
+
+// stepOutOfPatches single-steps a parked thread whose pc lies inside the
+// bytes a detour jmp now covers (it was running the function's first
+// instructions): it resumes after them, where the code is the original.
+func (t *Tracer) stepOutOfPatches(th *thread) {
+	if th.proc == nil {
+		return
+	}
+	im := th.proc.image
+	for step := 0; step < 16; step++ {
+		var regs unix.PtraceRegs
+		if ptrace.GetRegs(th.tid, &regs) != nil || !inPatch(im, regs.Rip) {
+			return
+		}
+		if ptrace.SingleStep(th.tid) != nil {
+			return
+		}
+		var ws unix.WaitStatus
+		if _, err := unix.Wait4(th.tid, &ws, unix.WALL, nil); err != nil || !ws.Stopped() {
+			return
+		}
+	}
+}
+
+// inPatch reports whether pc lies inside (not at the start of) the bytes
+// an armed detour jmp covers.
+func inPatch(im *image, pc uint64) bool {
+	found := false
+	im.bps.All(func(b *bp.Breakpoint) {
+		if b.Plan.Action == bp.Detoured && len(b.Plan.Jmp) == 5 && pc > b.Plan.Patch && pc < b.Plan.Patch+5 {
+			found = true
+		}
+	})
+	return found
 }
 
 // ErrStreamClosed is what a sink returns once its stream is gone (a
@@ -71,6 +149,13 @@ func (t *Tracer) arm(mem io.WriterAt, im *image, lo, hi int, on bool) {
 		addr, code := entryPatch(b, on)
 		if _, err := mem.WriteAt(code, int64(addr)); err != nil {
 			fmt.Fprintf(t.cfg.Warn, "rtrace: warning: cannot patch %s: %v\n", im.funcs[b.Func].name, err)
+		}
+		for _, r := range im.funcs[b.Func].redirects {
+			code := r.orig[:]
+			if on {
+				code = r.new[:]
+			}
+			mem.WriteAt(code, int64(r.at))
 		}
 	})
 }

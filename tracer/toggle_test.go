@@ -163,7 +163,7 @@ func TestToggle(t *testing.T) {
 			fs := &funcToggleSink{toggleSink: toggleSink{"funcs", c.funcFail, &log}}
 			rs := &resToggleSink{toggleSink: toggleSink{"res", c.resFail, &log}}
 			tr := New(Config{Warn: &warn, Start: c.start}, fs, rs)
-			tr.toggle(42)
+			tr.toggle(&thread{tid: 42, proc: &process{pid: 42}})
 			if tr.on != c.on || strings.Join(log, "; ") != c.log {
 				t.Errorf("on %v, toggles %q; want %v, %q", tr.on, strings.Join(log, "; "), c.on, c.log)
 			}

@@ -59,7 +59,7 @@ type Config struct {
 	BacktraceAll bool
 	Monitor      []uint64
 	// Fast: the fast engine (docs/FAST-PATH.md), not a ptrace stop per
-	// event. Function tracing only: no -e, -A/-R/-a, toggling or attach.
+	// event. Function tracing only (no -e).
 	Fast bool
 }
 
@@ -73,6 +73,10 @@ type Result struct {
 	// Int3Entries are functions instrumented with an int3 at the entry
 	// instead of a detour jump (3 system calls more per call), with why.
 	Int3Entries []Skip
+	// Functions is the number of functions instrumented; Fast says the
+	// fast engine recorded them (those not in Int3Entries without a stop).
+	Functions int
+	Fast      bool
 }
 
 // ExitCode is the shell-style exit code of the traced program: its status,
@@ -110,6 +114,7 @@ type Tracer struct {
 	// drain moves the fast engine's records to the sink (nil: int3 engine).
 	drain       *drainer
 	warnedState bool
+	planted     int // functions instrumented
 }
 
 // Events returns how many records the tracer produced so far (safe from any goroutine).
@@ -131,8 +136,8 @@ func New(cfg Config, funcs FuncSink, res ResSink) *Tracer {
 
 // startFast sets up the fast engine's drainer.
 func (t *Tracer) startFast() error {
-	if t.funcs == nil || len(t.cfg.Modules) > 0 || t.cfg.Specs != nil || !t.cfg.Start || t.cfg.Toggle || t.attached {
-		return fmt.Errorf("the fast engine traces functions only (no -e, -A/-R/-a, --disable or attach yet): use --engine=int3")
+	if t.funcs == nil || len(t.cfg.Modules) > 0 {
+		return fmt.Errorf("the fast engine traces functions only (no -e): use --engine=int3")
 	}
 	clock, err := fast.NewClock()
 	if err != nil {
@@ -177,6 +182,8 @@ func (t *Tracer) onThread(trace func() error) (*Result, error) {
 	t.result.Events = t.events.Load()
 	t.result.Skipped = t.skipped
 	t.result.Int3Entries = t.int3s
+	t.result.Functions = t.planted
+	t.result.Fast = t.drain != nil
 	if runErr == nil {
 		runErr = t.err
 	}
@@ -339,7 +346,13 @@ func (t *Tracer) flush(th *thread) {
 	if len(th.batch) > 0 && t.funcs != nil {
 		if err := t.funcs.Records(th.tid, th.batch); errors.Is(err, ErrStreamClosed) {
 			fmt.Fprintf(t.cfg.Warn, "rtrace: the function trace's window failed (its reader is gone, or a write failed): tracing turned off\n")
-			t.setOn(false)
+			if t.drain != nil {
+				// The fast engine rewrites entries only with every thread
+				// parked (toggle): its records are dropped until a toggle.
+				t.on = false
+			} else {
+				t.setOn(false)
+			}
 		} else {
 			t.emit(err)
 		}

@@ -1,11 +1,16 @@
 package suite
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -107,6 +112,11 @@ func (r *Runner) Run(w *Workload) *Report {
 		rep.Rows = append(rep.Rows, row)
 		if t.Name == "rtrace" {
 			rtIdx = len(rep.Rows) - 1
+		}
+		if t.Name == "rtrace fast" && row.Err == nil && row.Skipped == "" {
+			if note := r.fastFraction(w, t, bin); note != "" {
+				rep.Notes = append(rep.Notes, note)
+			}
 		}
 	}
 	var rt *Row
@@ -223,6 +233,37 @@ func slug(name string) string {
 }
 
 func (r *Runner) out(t Tool) string { return filepath.Join(r.Scratch, slug(t.Name)) }
+
+// fastFraction runs w once more under the fast engine with -v, for the
+// share of the instrumented functions it records without a stop.
+func (r *Runner) fastFraction(w *Workload, t Tool, bin string) string {
+	dir, err := os.MkdirTemp(r.Scratch, "fraction-")
+	if err != nil {
+		return ""
+	}
+	defer os.RemoveAll(dir)
+	argv := slices.Clone(t.Argv(bin, w.Prog.Plain, w.Args, dir))
+	if i := slices.Index(argv, "-q"); i >= 0 {
+		argv[i] = "-v"
+	}
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Dir = dir
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if cmd.Run() != nil {
+		return ""
+	}
+	m := regexp.MustCompile(`fast engine: (\d+) of (\d+) instrumented functions`).FindStringSubmatch(stderr.String())
+	if m == nil {
+		return ""
+	}
+	n, _ := strconv.Atoi(m[1])
+	of, _ := strconv.Atoi(m[2])
+	if of == 0 {
+		return ""
+	}
+	return fmt.Sprintf("rtrace fast: %d of %d instrumented functions (%.1f%%) are recorded without a stop; the others keep an int3 entry (rtrace record -v lists them with the reason)", n, of, 100*float64(n)/float64(of))
+}
 
 // measure runs w under t Runs times; the last run's trace stays.
 func (r *Runner) measure(w *Workload, t Tool, bin string) Row {

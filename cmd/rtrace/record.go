@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"os"
 	"strconv"
 	"strings"
 
@@ -154,7 +155,7 @@ func sessionFlags() []cli.Flag {
 		&cli.BoolFlag{Name: "disable", Usage: "start with tracing off: 'rtrace toggle PID' turns it on and off, each window its own uftrace.data directory"},
 		&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "no messages but errors: no status line, no summary"},
 		&cli.BoolFlag{Name: "verbose", Aliases: []string{"v"}, Usage: "list the functions that could not be traced, with the reason"},
-		&cli.StringFlag{Name: "engine", Value: "int3", EnvVars: []string{"RTRACE_ENGINE"}, Usage: "how calls are recorded: `ENGINE` int3 (a ptrace stop per call and return) or fast (recording code injected into the program: no stop per call; function tracing only, no -e, -A/-R/-a, --disable or attach yet)"},
+		&cli.StringFlag{Name: "engine", Usage: "how calls are recorded: `ENGINE` int3 (a ptrace stop per call and return; the default) or fast (recording code injected into the program: no stop per call; function tracing only, no -e; functions whose arguments or return value are recorded stop at each call). Without the option, $RTRACE_ENGINE chooses, and fast falls back to int3 where it cannot apply"},
 		&cli.BoolFlag{Name: "no-pin", Usage: "let the target run on any CPU (default: pin the tracer and the target to one CPU, ~15x cheaper stops on VMs; multi-threaded targets then share that CPU)"},
 		&cli.StringSliceFlag{Name: "module", Aliases: []string{"e"}, Category: "resource tracing", Usage: "trace the resource calls of `MODULES` (memory, file, thread, shm, mmap; join with ':')"},
 		&cli.BoolFlag{Name: "start", Aliases: []string{"s"}, Category: "resource tracing", Usage: "trace resources from the start (default: off until toggled)"},
@@ -190,9 +191,11 @@ func sessionOptions(c *cli.Context) (launcher.Options, error) {
 		Verbose:     verbose(c),
 		NoPin:       c.Bool("no-pin"),
 		Engine:      c.String("engine"),
-		Cmdline:     cmdline(c),
-		Version:     version,
-		Stderr:      c.App.ErrWriter,
+		// $RTRACE_ENGINE is a preference: fast where it applies.
+		PreferFast: !c.IsSet("engine") && os.Getenv("RTRACE_ENGINE") == "fast",
+		Cmdline:    cmdline(c),
+		Version:    version,
+		Stderr:     c.App.ErrWriter,
 	}
 	for _, m := range c.StringSlice("module") {
 		for _, n := range strings.Split(m, ":") {

@@ -73,6 +73,10 @@ type Sites struct {
 	// thread changed its %fs base since the call): rtrace adds the key to
 	// the thread's state and the lookup runs again.
 	ExitMiss uint64
+	// ExitStop: the return of a frame pushed with FlagStop, registers
+	// restored and the real return address on top of the stack: rtrace
+	// records the EXIT with the return value; the thread goes on to a ret.
+	ExitStop uint64
 	// ExitEmpty: a hijacked return with no frame: rtrace has lost track,
 	// the process cannot go on.
 	ExitEmpty uint64
@@ -84,7 +88,7 @@ func SitesAt(base uint64) Sites {
 		Base: base, Entry: base + offEntry, Exit: base + offExit,
 		EntryMiss: base + offEntryMiss, EntryOut: base + offEntryOut,
 		EntryUnhooked: base + offEntryUnhooked,
-		ExitMiss:      base + offExitMiss, ExitEmpty: base + offExitEmpty,
+		ExitMiss:      base + offExitMiss, ExitEmpty: base + offExitEmpty, ExitStop: base + offExitStop,
 	}
 }
 

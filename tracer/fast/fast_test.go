@@ -44,7 +44,7 @@ func TestBlobMatchesSource(t *testing.T) {
 	}
 	want := map[string]uint64{"entry": offEntry, "entry_lookup": offLookup, "entry_out": offEntryOut,
 		"entry_miss": offEntryMiss, "entry_unhooked": offEntryUnhooked, "exit": offExit,
-		"exit_miss": offExitMiss, "exit_empty": offExitEmpty}
+		"exit_miss": offExitMiss, "exit_empty": offExitEmpty, "exit_stop_trap": offExitStop}
 	for _, s := range syms {
 		if w, ok := want[s.Name]; ok {
 			if s.Value != w {

@@ -47,13 +47,18 @@ type Frame struct {
 	Ret, Slot uint64 // the real return address, and where it lives
 	Depth     int
 	Addr      uint64 // the function
+	Flags     uint64
 }
+
+// FlagStop: the frame's return stops at the exit stub's ExitStop, for
+// rtrace to record its return value.
+const FlagStop = 1
 
 // Frame returns the frame at depth i.
 func (s *State) Frame(i int) Frame {
 	off := offFrames + i*frameSize
 	_, depth, addr := Unword(s.load(off + 16))
-	return Frame{Ret: s.load(off), Slot: s.load(off + 8), Depth: depth, Addr: addr}
+	return Frame{Ret: s.load(off), Slot: s.load(off + 8), Depth: depth, Addr: addr, Flags: s.load(off + 24)}
 }
 
 // Pop removes the top frame and returns it. The thread must be stopped.
@@ -75,6 +80,7 @@ func (s *State) Push(f Frame) bool {
 	s.store(off, f.Ret)
 	s.store(off+8, f.Slot)
 	s.store(off+16, Word(TypeEntry, d, f.Addr))
+	s.store(off+24, f.Flags)
 	s.store(offDepth, uint64(d+1))
 	return true
 }

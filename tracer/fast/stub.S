@@ -10,7 +10,7 @@
 	.set HEAD,    0x40    # ring records written (producer: the thread)
 	.set TAIL,    0x80    # ring records read (consumer: rtrace)
 	.set LOST,    0xc0    # records dropped on a full ring
-	.set FRAMES,  0x1000  # shadow stack: {ret, slot, word, 0} per frame
+	.set FRAMES,  0x1000  # shadow stack: {ret, slot, word, flags} per frame
 	.set MAXSTACK, 4096
 	.set RING,    0x21000 # ring: {tsc, word} per record
 	.set RINGCAP, 0x100000
@@ -81,6 +81,7 @@ entry_hooked:
 	lea 0x40(%rsp), %rax
 	mov %rax, 8(%rdx)
 	mov %rsi, 16(%rdx)
+	movq $0, 24(%rdx)
 	lea exit(%rip), %rax
 	mov %rax, 0x40(%rsp)
 	inc %rcx
@@ -162,6 +163,8 @@ exit_pop:
 	lea 0x38(%rsp), %rdx
 	cmp %rdx, %rax
 	jb exit_skipped
+	testq $1, 24(%rcx)
+	jnz exit_stop
 	call emit
 	movq $0, GUARD(%rdi)
 	mov 0x30(%rsp), %rax
@@ -175,6 +178,22 @@ exit_pop:
 exit_skipped:
 	call emit
 	jmp exit_pop
+# exit_stop: the return of a frame rtrace pushed with flag 1 (a function
+# whose return value is recorded): every register restored, the real
+# return address on top of the stack, a stop for rtrace to record the
+# EXIT with the value, then the return.
+exit_stop:
+	movq $0, GUARD(%rdi)
+	mov 0x30(%rsp), %rax
+	mov 0x28(%rsp), %rdx
+	mov 0x20(%rsp), %rcx
+	mov 0x18(%rsp), %rsi
+	mov 0x10(%rsp), %rdi
+	mov 0x08(%rsp), %r8
+	lea 0x38(%rsp), %rsp
+exit_stop_trap:
+	int3
+	ret
 exit_miss:
 	int3                    # rtrace adds the key (the thread changed its %fs base)
 	jmp exit_miss_retry
