@@ -295,6 +295,9 @@ func sideBySide(t *testing.T, tmp, pg, plain string, opts ...string) (r run, wan
 	uft := testutil.RequireTool(t, "uftrace")
 	runCmd(t, tmp, uft, append(append([]string{"record", "--no-libcall", "--no-event", "-d", "U"}, opts...), pg)...)
 	r = runCmd(t, tmp, rtraceBin, append(append([]string{"record", "--no-libcall", "-q", "-d", "R"}, opts...), "--", plain)...)
+	if r.stderr != "" {
+		t.Logf("rtrace record %v said: %s (exit %d)", opts, r.stderr, r.code)
+	}
 	want = testutil.Run(t, tmp, uft, "replay", "--no-pager", "-f", "none", "-d", "U")
 	got = testutil.Run(t, tmp, uft, "replay", "--no-pager", "-f", "none", "-d", "R")
 	return r, want, got

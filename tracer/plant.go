@@ -9,8 +9,10 @@ import (
 	"maps"
 	"math"
 	"os"
+	"runtime"
 	"slices"
 	"strings"
+	"sync"
 
 	"golang.org/x/sys/unix"
 
@@ -58,8 +60,37 @@ func scanModule(mem *os.File, f *elfx.File, bias uint64, events []string) *codeM
 	cm.starts = make([]uint64, 0, len(f.Funcs))
 	for _, fn := range f.Funcs {
 		cm.starts = append(cm.starts, fn.Value)
-		if b := cm.text.code(fn.Value+bias, fn.Size); b != nil {
-			refs, err := bp.Branches(b, fn.Value+bias)
+	}
+	// Decoding every function is most of the set-up time of a large
+	// program: it runs on every CPU, the target waiting at its exec.
+	type part struct {
+		refs      []bp.Refs
+		undecoded map[uint64]error
+	}
+	workers := min(runtime.GOMAXPROCS(0), max(1, len(f.Funcs)/256))
+	parts := make([]part, workers)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p := part{undecoded: map[uint64]error{}}
+			for i := w; i < len(f.Funcs); i += workers {
+				fn := f.Funcs[i]
+				if b := cm.text.code(fn.Value+bias, fn.Size); b != nil {
+					refs, err := bp.Branches(b, fn.Value+bias)
+					p.refs = append(p.refs, refs)
+					if err != nil {
+						p.undecoded[fn.Value] = err
+					}
+				}
+			}
+			parts[w] = p
+		}()
+	}
+	wg.Wait()
+	for _, p := range parts {
+		for _, refs := range p.refs {
 			cm.targets = append(cm.targets, refs.Targets...)
 			for _, s := range refs.Slots {
 				cm.slots[s] = true
@@ -70,13 +101,14 @@ func scanModule(mem *os.File, f *elfx.File, bias uint64, events []string) *codeM
 			for _, s := range refs.Sites {
 				cm.callers[s.Target] = append(cm.callers[s.Target], s.At)
 			}
-			if err != nil {
-				cm.undecoded[fn.Value] = err
-			}
 		}
+		maps.Copy(cm.undecoded, p.undecoded)
 	}
 	slices.Sort(cm.starts)
 	slices.Sort(cm.targets)
+	for _, c := range cm.callers {
+		slices.Sort(c)
+	}
 	return cm
 }
 
