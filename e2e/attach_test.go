@@ -311,3 +311,82 @@ func TestAttachStatusLine(t *testing.T) {
 		})
 	}
 }
+
+// Attaching to and detaching from four threads calling a function in a
+// tight loop, three times over with each engine: every detach finds threads
+// inside rtrace's code (a stub, the exit stub, a trampoline) and must move
+// them out, put back every byte and return address, and unmap what it
+// mapped. The program then computes what it computes untraced, its code
+// equals its files, and its maps are as before the first attach.
+func TestAttachDetachLoop(t *testing.T) {
+	if b, err := os.ReadFile("/proc/sys/kernel/yama/ptrace_scope"); err == nil && strings.TrimSpace(string(b)) != "0" && os.Geteuid() != 0 {
+		testutil.RequireCapability(t, "kernel.yama.ptrace_scope = %s: attaching to a non-child needs root", strings.TrimSpace(string(b)))
+	}
+	prog := testutil.BuildC(t, "tight.c", "-O2", "-g", "-pthread")
+	for _, engine := range engines {
+		t.Run(engine, func(t *testing.T) {
+			cmd := exec.Command(prog)
+			in, _ := cmd.StdinPipe()
+			stdout, _ := cmd.StdoutPipe()
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+			out := newLineLog(stdout)
+			pid, err := strconv.Atoi(strings.TrimPrefix(out.waitFor("pid "), "pid "))
+			if err != nil {
+				t.Fatalf("the fixture did not start:\n%s", out.String())
+			}
+			// calls asks the program how many calls its threads made.
+			calls := func() uint64 {
+				if _, err := io.WriteString(in, "p\n"); err != nil {
+					t.Fatal(err)
+				}
+				n, err := strconv.ParseUint(strings.TrimPrefix(out.waitFor("calls "), "calls "), 10, 64)
+				if err != nil {
+					t.Fatalf("no count of calls:\n%s", out.String())
+				}
+				return n
+			}
+			maps := mapsOf(t, pid)
+			var records int
+			for round := range 3 {
+				tmp := t.TempDir()
+				at := exec.Command(rtraceBin, "attach", "--engine", engine, "-d", "F", strconv.Itoa(pid))
+				at.Dir = tmp
+				stderr, _ := at.StderrPipe()
+				if err := at.Start(); err != nil {
+					t.Fatal(err)
+				}
+				errs := newLineLog(stderr)
+				errs.waitFor("attached to pid") // the code is in
+				// The threads run traced: the count of calls grows.
+				for first := calls(); calls() == first; {
+				}
+				at.Process.Signal(syscall.SIGINT)
+				errs.drain()
+				if err := at.Wait(); err != nil {
+					t.Fatalf("round %d: attach: %v\n%s", round, err, errs.String())
+				}
+				if after := mapsOf(t, pid); after != maps {
+					t.Fatalf("round %d: the maps after the detach differ from before the first attach:\nbefore:\n%s\nafter:\n%s", round, maps, after)
+				}
+				if m := regexp.MustCompile(`; (\d+) records`).FindStringSubmatch(errs.String()); m != nil {
+					n, _ := strconv.Atoi(m[1])
+					records += n
+				}
+			}
+			if records == 0 {
+				t.Errorf("no records in three attaches")
+			}
+			// Untraced again: the count still grows.
+			for first := calls(); calls() == first; {
+			}
+			in.Close()
+			out.drain()
+			if err := cmd.Wait(); err != nil || !strings.Contains(out.String(), "sums ok\ntext intact\n") {
+				t.Errorf("after the detaches: %v\n%s", err, clipLines(out.String(), 8))
+			}
+		})
+	}
+}
