@@ -276,15 +276,17 @@ func TestCommitPlan(t *testing.T) {
 }
 
 func TestScratchSize(t *testing.T) {
+	// The return breakpoint's 16 bytes, the fast engine's code, then slots.
+	onePage := int(4096-16-fast.CodeSize) / bp.MaxSlot
 	cases := []struct {
 		slots int
 		want  uint64
 	}{
 		{0, 4096},
 		{1, 4096},
-		{19, 4096},        // 16 + 0x290 (the fast engine's code) + 19*176 = 4016
-		{20, 8192},        // 4192
-		{hookSlots, 8192}, // 6304
+		{onePage, 4096},
+		{onePage + 1, 8192},
+		{hookSlots, (16 + fast.CodeSize + hookSlots*bp.MaxSlot + 4095) &^ 4095},
 	}
 	for _, c := range cases {
 		if got := scratchSize(c.slots); got != c.want {

@@ -15,6 +15,7 @@ const (
 	offHead   = 0x40
 	offTail   = 0x80
 	offLost   = 0xc0
+	offStall  = 0xc8
 	offFrames = 0x1000
 	frameSize = 32
 	offRing   = 0x21000

@@ -60,7 +60,7 @@ func TestBlobMatchesSource(t *testing.T) {
 		name string
 		off  int
 	}{{"GUARD", offGuard}, {"DEPTH", offDepth}, {"UNHOOK", offUnhook}, {"HEAD", offHead}, {"TAIL", offTail},
-		{"LOST", offLost}, {"FRAMES", offFrames}, {"MAXSTACK", MaxStack}, {"RING", offRing}, {"RINGCAP", RingCap},
+		{"LOST", offLost}, {"STALL", offStall}, {"FRAMES", offFrames}, {"MAXSTACK", MaxStack}, {"RING", offRing}, {"RINGCAP", RingCap},
 		{"TMASK", (TableEntries - 1) * 16}} {
 		found := false
 		for _, s := range syms {

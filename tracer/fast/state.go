@@ -105,7 +105,7 @@ func (s *State) SetUnhooked(on bool) {
 
 // Reset empties the state for a new thread: no frames, an empty ring.
 func (s *State) Reset() {
-	for _, off := range []int{offGuard, offDepth, offUnhook, offHead, offTail, offLost} {
+	for _, off := range []int{offGuard, offDepth, offUnhook, offHead, offTail, offLost, offStall} {
 		s.store(off, 0)
 	}
 	s.seenLost = 0
@@ -136,6 +136,9 @@ func (s *State) Drain(recs []Rec, max int) (_ []Rec, lost uint64) {
 		recs = append(recs, Rec{s.load(off), s.load(off + 8)})
 	}
 	s.store(offTail, head) // release: the producer may reuse the room
+	if head != tail {
+		s.store(offStall, 0) // a full ring waits for room again
+	}
 	return recs, lost
 }
 

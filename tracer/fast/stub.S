@@ -10,6 +10,8 @@
 	.set HEAD,    0x40    # ring records written (producer: the thread)
 	.set TAIL,    0x80    # ring records read (consumer: rtrace)
 	.set LOST,    0xc0    # records dropped on a full ring
+	.set STALL,   0xc8    # nonzero: a wait for room timed out; rtrace clears it
+	.set SPIN,    0x100000 # pauses a record waits for room at most
 	.set FRAMES,  0x1000  # shadow stack: {ret, slot, word, flags} per frame
 	.set MAXSTACK, 4096
 	.set RING,    0x21000 # ring: {tsc, word} per record
@@ -108,15 +110,18 @@ entry_unhooked:
 	int3                    # rtrace drops the frames an exception unwound
 	jmp entry_hooked
 
-# emit appends the record {%r8, %rsi} to the ring of state %rdi, or counts
-# it lost. Clobbers rax, rcx, rdx.
+# emit appends the record {%r8, %rsi} to the ring of state %rdi. On a full
+# ring it waits for rtrace to drain it, a bounded time (about SPIN pauses),
+# then counts the record lost and marks the state stalled: later records
+# of a full ring are lost at once, until rtrace drains again. Clobbers rax,
+# rcx, rdx.
 emit:
 	mov HEAD(%rdi), %rcx
 	mov %rcx, %rax
 	sub TAIL(%rdi), %rax
 	cmp $RINGCAP, %rax
-	jae 1f
-	mov %rcx, %rax
+	jae 2f
+1:	mov %rcx, %rax
 	and $(RINGCAP-1), %rax
 	shl $4, %rax
 	mov %r8, RING(%rdi,%rax)
@@ -124,7 +129,18 @@ emit:
 	inc %rcx
 	mov %rcx, HEAD(%rdi)
 	ret
-1:	incq LOST(%rdi)
+2:	cmpq $0, STALL(%rdi)
+	jne 4f
+	mov $SPIN, %edx
+3:	pause
+	mov %rcx, %rax
+	sub TAIL(%rdi), %rax
+	cmp $RINGCAP, %rax
+	jb 1b
+	dec %edx
+	jnz 3b
+	movq $1, STALL(%rdi)
+4:	incq LOST(%rdi)
 	ret
 
 # exit: where a hijacked return lands. Pops the frame whose return address
