@@ -693,6 +693,7 @@ func (d *drainer) recordsLocked(tid int, recs []Rec) error {
 // to 1 ms when they stay empty.
 func (d *drainer) run() {
 	defer close(d.done)
+	d.clock.Nanos(0) // the clock's calibration sleeps: not under the lock
 	idle := 50 * time.Microsecond
 	for {
 		select {
