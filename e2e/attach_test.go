@@ -369,6 +369,7 @@ func TestAttachDetachLoop(t *testing.T) {
 					t.Fatalf("round %d: attach: %v\n%s", round, err, errs.String())
 				}
 				if after := mapsOf(t, pid); after != maps {
+					t.Logf("rtrace said: %s", errs.String())
 					t.Fatalf("round %d: the maps after the detach differ from before the first attach:\nbefore:\n%s\nafter:\n%s", round, maps, after)
 				}
 				if m := regexp.MustCompile(`; (\d+) records`).FindStringSubmatch(errs.String()); m != nil {

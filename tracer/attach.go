@@ -96,6 +96,11 @@ func (t *Tracer) attach(pid int) error {
 		}
 	}
 	t.syncModules(t.threads[pid], ts)
+	// The jmps went in with every thread parked: one running the first
+	// instructions of a function goes on in their copy.
+	for _, th := range t.threads {
+		t.moveOutOfPatches(th)
+	}
 	if t.cfg.Started != nil {
 		t.cfg.Started(pid)
 	}
@@ -183,7 +188,7 @@ func (t *Tracer) seizeAll(pid int) error {
 			if err != nil || t.threads[tid] != nil {
 				continue
 			}
-			if err := ptrace.Seize(tid, ptrace.Options&^unix.PTRACE_O_EXITKILL); err != nil {
+			if err := ptrace.Seize(tid, t.ptraceOptions()&^unix.PTRACE_O_EXITKILL); err != nil {
 				if tid == pid {
 					return fmt.Errorf("attaching to pid %d: %w (see /proc/sys/kernel/yama/ptrace_scope)", pid, err)
 				}
@@ -243,6 +248,9 @@ func (t *Tracer) park() error {
 						ptrace.Interrupt(int(msg))
 					}
 				} else {
+					// A thread's exit and a vfork parent's wake-up are
+					// handled as in the loop; they then go on.
+					t.fastEvent(th, event, now())
 					resume(tid, 0)
 				}
 			default:
@@ -290,6 +298,7 @@ func (t *Tracer) detachAll(first *thread) {
 	// Every thread is stopped: no one runs code while it is rewritten.
 	for _, p := range t.procs {
 		t.disarmAll(p)
+		t.fastStall(p)
 	}
 	for _, th := range t.threads {
 		if th.proc != nil {
@@ -409,6 +418,7 @@ func (t *Tracer) leaveScratch(th *thread) {
 		}
 	}
 	fmt.Fprintf(t.cfg.Warn, "rtrace: warning: tid %d did not leave rtrace's code at %#x\n", th.tid, regs.Rip)
+	th.proc.image.keepScratch = true
 }
 
 // detourAt returns the detoured breakpoint whose trampoline head (before

@@ -1,6 +1,7 @@
 package tracer
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"os"
@@ -12,6 +13,7 @@ import (
 
 	"rtrace/internal/trace"
 	"rtrace/internal/uftrace"
+	"rtrace/tracer/bp"
 	"rtrace/tracer/fast"
 	"rtrace/tracer/ptrace"
 )
@@ -31,6 +33,7 @@ type fastImage struct {
 	table     fast.Table
 	sites     []fast.Sites // one shared code copy per scratch mapping
 	free      []*fast.State
+	cloned    bool // a function runs from a copy: return addresses into it
 	dead      bool // the address space was replaced by an exec
 	ended     bool // the process ended: states are unmapped as they close
 	warned    bool // a thread could not be registered (the table is full)
@@ -97,16 +100,46 @@ func (fi *fastImage) site(pc uint64) (fast.Sites, bool) {
 	return fast.Sites{}, false
 }
 
-// writeEntry writes a table entry into the process: the state first, so
-// that a thread finding the key finds its state.
+// writeEntry writes a table entry into the process of tid (any live
+// thread of it, stopped or not): the state first, so that a thread finding
+// the key finds its state.
 func (fi *fastImage) writeEntry(tid int, e fast.Entry) error {
 	var b [8]byte
 	binary.LittleEndian.PutUint64(b[:], e.State)
-	if err := ptrace.WriteText(tid, fi.tableAddr+e.Off+8, b[:]); err != nil {
+	if err := writeMem(tid, fi.tableAddr+e.Off+8, b[:]); err != nil {
 		return err
 	}
 	binary.LittleEndian.PutUint64(b[:], e.Key)
-	return ptrace.WriteText(tid, fi.tableAddr+e.Off, b[:])
+	return writeMem(tid, fi.tableAddr+e.Off, b[:])
+}
+
+// writeMem writes b at addr in the memory of thread tid's process
+// (/proc/<tid>/mem: one system call, whatever the size).
+func writeMem(tid int, addr uint64, b []byte) error {
+	mem, err := os.OpenFile(fmt.Sprintf("/proc/%d/mem", tid), os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	defer mem.Close()
+	_, err = mem.WriteAt(b, int64(addr))
+	return err
+}
+
+// threadAlive reports whether th's memory is still reachable through it.
+func (t *Tracer) threadAlive(th *thread) bool {
+	_, err := os.Stat(fmt.Sprintf("/proc/%d/mem", th.tid))
+	return err == nil && t.threads[th.tid] == th
+}
+
+// liveTid returns a thread of p other than except that rtrace still
+// traces (0: none).
+func (t *Tracer) liveTid(p *process, except int) int {
+	for tid, th := range t.threads {
+		if th.proc == p && tid != except {
+			return tid
+		}
+	}
+	return 0
 }
 
 // gadget is where a thread runs rtrace's system calls: in the
@@ -223,34 +256,146 @@ func (t *Tracer) unmapAll(p *process) {
 		states = slices.Clone(fi.free)
 	}
 	for _, th := range t.threads {
+		if th.proc == p && th.vforked {
+			return // its memory is its parent's: the parent's detach decides
+		}
 		if th.proc == p {
-			tid = th.tid
 			if th.fs != nil {
 				states = append(states, th.fs)
 			}
+			// The system calls run in a thread stopped outside a system
+			// call, or inside one the kernel may restart: one interrupted
+			// inside vfork, say, would run it again when its registers are
+			// put back (a second child).
+			var regs unix.PtraceRegs
+			if tid == 0 && ptrace.GetRegs(th.tid, &regs) == nil && restartable(regs.Orig_rax) {
+				tid = th.tid
+			}
 		}
 	}
+	guarded := false
 	for _, st := range states {
-		if st.Guarded() {
-			fmt.Fprintf(t.cfg.Warn, "rtrace: warning: pid %d: a thread is inside rtrace's code (a signal handler interrupted it): its memory stays mapped\n", p.pid)
-			return
-		}
+		guarded = guarded || st.Guarded()
 	}
-	if tid == 0 {
+	if tid == 0 || guarded || im.keepScratch || fi != nil && fi.cloned || t.stacksRefer(p, im.scratch) {
+		// A thread inside a stub, a return address or a signal frame's pc
+		// in rtrace's code (a call made from a function's copy, a handler
+		// that interrupted a trampoline): the code stays, with the table
+		// and the states it reads, and runs without rtrace.
+		fmt.Fprintf(t.cfg.Warn, "rtrace: warning: pid %d: rtrace's memory stays mapped (a thread may still run or return into rtrace's code, or none was outside a system call to unmap it)\n", p.pid)
+		t.neutralize(p)
+		if fi != nil {
+			fi.dead = true // its table entries stay: a stub may still look them up
+		}
 		return
 	}
 	t.drain.sync()
+	munmap := func(addr, size uint64) {
+		if _, err := remoteSyscall(tid, unix.SYS_MUNMAP, addr, size); err != nil {
+			fmt.Fprintf(t.cfg.Warn, "rtrace: warning: pid %d: unmapping rtrace's memory at %#x: %v\n", p.pid, addr, err)
+		}
+	}
 	for _, st := range states {
-		remoteSyscall(tid, unix.SYS_MUNMAP, st.Addr, fast.StateSize)
+		munmap(st.Addr, fast.StateSize)
 	}
 	if fi != nil {
-		remoteSyscall(tid, unix.SYS_MUNMAP, fi.tableAddr, fast.TableSize+4096)
+		munmap(fi.tableAddr, fast.TableSize+4096)
 		fi.dead = true // nothing more is written into the process
 	}
 	for _, s := range im.scratch {
-		remoteSyscall(tid, unix.SYS_MUNMAP, s[0], s[1]-s[0])
+		munmap(s[0], s[1]-s[0])
 	}
 	im.scratch = nil
+}
+
+// neutralize makes the int3 engine's trampolines, which stay mapped after
+// a detach, run without rtrace: their int3 and the swap of the return
+// address become nops (single-byte ones: a thread may resume at any of
+// them), so a thread that comes back to one (a signal handler returning)
+// runs the displaced instructions and goes back to the function.
+func (t *Tracer) neutralize(p *process) {
+	mem, err := os.OpenFile(fmt.Sprintf("/proc/%d/mem", p.pid), os.O_WRONLY, 0)
+	if err != nil {
+		return
+	}
+	defer mem.Close()
+	nops := bytes.Repeat([]byte{0x90}, 1+7+4) // int3; lea ret(%rip),%r11; mov %r11,(%rsp)
+	p.image.bps.All(func(b *bp.Breakpoint) {
+		if b.Plan.Action == bp.Detoured && b.Plan.Trap != 0 {
+			mem.WriteAt(nops, int64(b.Plan.Trap))
+		}
+	})
+}
+
+// restartable reports whether a thread stopped inside system call nr (or
+// outside any, -1) may run rtrace's system calls: the kernel restarts nr
+// when its registers are put back, harmless but for the calls that make a
+// process or replace one.
+func restartable(nr uint64) bool {
+	switch nr {
+	case unix.SYS_CLONE, unix.SYS_CLONE3, unix.SYS_FORK, unix.SYS_VFORK, unix.SYS_EXECVE, unix.SYS_EXECVEAT:
+		return false
+	}
+	return true
+}
+
+// stacksRefer reports whether a word on the stack of a thread of p, from
+// its stack pointer to the end of the mapping holding it (4 MiB at most),
+// lies in one of ranges: a return address or a signal frame's saved pc.
+func (t *Tracer) stacksRefer(p *process, ranges [][2]uint64) bool {
+	if len(ranges) == 0 {
+		return false
+	}
+	maps, err := readMaps(p.pid)
+	if err != nil {
+		return true
+	}
+	mm, err := uftrace.ParseMaps(bytes.NewReader(maps))
+	if err != nil {
+		return true
+	}
+	for tid, th := range t.threads {
+		if th.proc != p {
+			continue
+		}
+		var regs unix.PtraceRegs
+		if ptrace.GetRegs(tid, &regs) != nil {
+			continue
+		}
+		end := regs.Rsp
+		for _, m := range mm {
+			if regs.Rsp >= m.Start && regs.Rsp < m.End {
+				end = min(m.End, regs.Rsp+4<<20)
+			}
+		}
+		buf := make([]byte, end-regs.Rsp)
+		if ptrace.ReadMem(tid, regs.Rsp, buf) != nil {
+			return true
+		}
+		for i := 0; i+8 <= len(buf); i += 8 {
+			v := binary.LittleEndian.Uint64(buf[i:])
+			for _, r := range ranges {
+				if v >= r[0] && v < r[1] {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// fastStall makes the threads of p that wait for room in their rings give
+// up at once (a detach must step them out of rtrace's code).
+func (t *Tracer) fastStall(p *process) {
+	fi := p.image.fast
+	if fi == nil {
+		return
+	}
+	for _, th := range t.threads {
+		if th.proc == p && th.fs != nil {
+			th.fs.Stall()
+		}
+	}
 }
 
 // fastTrap handles an int3 in the shared code at pc; handled is false for
@@ -452,25 +597,48 @@ func (t *Tracer) fastClose(th *thread, ts uint64) {
 	if st == nil {
 		return
 	}
-	for st.Depth() > 0 {
-		t.fastPop(th, st, ts)
-	}
-	t.drain.sync()
-	t.drain.remove(st)
-	th.fs = nil
 	var fi *fastImage
 	if th.proc != nil {
 		fi = th.proc.image.fast
 	}
+	if fi != nil && fi.dead {
+		// The process no longer uses rtrace (an exec replaced it), or runs
+		// rtrace's code without it (a detach that kept it): record the
+		// exits, but leave its frames, which a stub may still pop.
+		t.drain.sync()
+		for d := st.Depth() - 1; d >= 0; d-- {
+			fr := st.Frame(d)
+			t.fastRecord(th, uftrace.Record{Time: ts, Type: uftrace.Exit, Depth: fr.Depth, Addr: fr.Addr})
+		}
+	} else {
+		for st.Depth() > 0 {
+			t.fastPop(th, st, ts)
+		}
+	}
+	t.drain.sync()
+	t.drain.remove(st)
+	th.fs = nil
 	if fi != nil && !fi.dead && !fi.ended {
+		// Its entries go; the state is reused only if they are gone from
+		// the process too (a thread already gone cannot write them: a new
+		// thread on its TLS would then share the state).
+		written := true
+		tid := th.tid
+		if !t.threadAlive(th) {
+			tid = t.liveTid(th.proc, th.tid)
+		}
 		for _, k := range append(th.fsKeys, th.fsKey) {
-			if e, ok := fi.table.Remove(k); ok {
-				fi.writeEntry(th.tid, e) // fails once the thread is gone: nothing to keep right
+			if e, ok := fi.table.Remove(k); ok && (tid == 0 || fi.writeEntry(tid, e) != nil) {
+				written = false
 			}
 		}
 		th.fsKeys = nil
-		st.Reset() // the drainer no longer reads it
-		fi.free = append(fi.free, st)
+		if written {
+			st.Reset() // the drainer no longer reads it
+			fi.free = append(fi.free, st)
+		} else {
+			unix.Munmap(st.Mem())
+		}
 	} else {
 		unix.Munmap(st.Mem())
 	}
@@ -549,7 +717,7 @@ func (t *Tracer) fastFork(th *thread, frames []fast.Frame) {
 	th.proc.image.fast = fi
 	th.fs = nil
 	zero := make([]byte, fast.TableSize)
-	if err := ptrace.WriteText(th.tid, fi.tableAddr, zero); err != nil {
+	if err := writeMem(th.tid, fi.tableAddr, zero); err != nil {
 		return
 	}
 	var regs unix.PtraceRegs

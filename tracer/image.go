@@ -97,6 +97,9 @@ type image struct {
 	// fast is the fast engine's state of the address space (nil: the int3
 	// engine).
 	fast *fastImage
+	// keepScratch: at a detach, something may still run rtrace's code (a
+	// thread that did not leave it): the scratch mappings stay.
+	keepScratch bool
 	// byAddr indexes funcs by address (fnAt), for the first byAddrN.
 	byAddr  map[uint64]int
 	byAddrN int

@@ -71,6 +71,26 @@ func (t *Tracer) gone(th *thread, ws unix.WaitStatus, ru *unix.Rusage, ts uint64
 	}
 }
 
+// fastEvent handles the events the fast engine asks for (ptraceOptions).
+func (t *Tracer) fastEvent(th *thread, event int, ts uint64) {
+	switch event {
+	case unix.PTRACE_EVENT_VFORK_DONE:
+		// The vfork child exec'd or exited: its parent's state is its
+		// parent's again, before the parent runs.
+		for _, c := range t.threads {
+			if c.vforkParent == th {
+				t.fastClose(c, ts)
+				t.flush(c)
+			}
+		}
+	case unix.PTRACE_EVENT_EXIT:
+		// Close its frames before its TLS, the key of its state, can be
+		// reused by a new thread.
+		t.closeAll(th, ts)
+		t.flush(th)
+	}
+}
+
 // ptraceEvent returns the PTRACE_EVENT_* of a stop (status >> 16), 0 for
 // none. unix.WaitStatus.TrapCause reports events only with SIGTRAP, but a
 // group-stop is PTRACE_EVENT_STOP with the stop signal (ptrace(2), "Group-stop").
@@ -117,22 +137,7 @@ func (t *Tracer) stopped(th *thread, ws unix.WaitStatus, regs *unix.PtraceRegs, 
 		}
 		return nil
 	}
-	if event == unix.PTRACE_EVENT_VFORK_DONE {
-		// The vfork child exec'd or exited: its parent's state is its
-		// parent's again, before the parent runs.
-		for _, c := range t.threads {
-			if c.vforkParent == th {
-				t.fastClose(c, ts)
-				t.flush(c)
-			}
-		}
-	}
-	if event == unix.PTRACE_EVENT_EXIT {
-		// The fast engine's threads: close their frames before their TLS,
-		// the key of their state, can be reused by a new thread.
-		t.closeAll(th, ts)
-		t.flush(th)
-	}
+	t.fastEvent(th, event, ts)
 	if event > 0 {
 		resume(th.tid, 0)
 		return nil

@@ -79,10 +79,13 @@ func scanModule(mem *os.File, f *elfx.File, bias uint64, events []string) *codeM
 				fn := f.Funcs[i]
 				if b := cm.text.code(fn.Value+bias, fn.Size); b != nil {
 					refs, err := bp.Branches(b, fn.Value+bias)
-					p.refs = append(p.refs, refs)
 					if err != nil {
+						// Past the bytes that did not decode, instructions may
+						// be misread: none of its call sites is rewritten.
 						p.undecoded[fn.Value] = err
+						refs.Sites = nil
 					}
+					p.refs = append(p.refs, refs)
 				}
 			}
 			parts[w] = p
@@ -126,7 +129,7 @@ func (t *Tracer) plantFuncs(tid int, mem *os.File, im *image, cm *codeMap, cands
 	}
 	var fc *fastCode
 	if im.fast != nil {
-		fc = &fastCode{table: im.fast.tableAddr, rdfsbase: im.fast.rdfsbase, stops: func(name string) bool {
+		fc = &fastCode{table: im.fast.tableAddr, rdfsbase: im.fast.rdfsbase, clones: t.on && !t.attached, stops: func(name string) bool {
 			if t.cfg.Specs == nil {
 				return false
 			}
@@ -231,6 +234,10 @@ type fastCode struct {
 	// stops says which functions keep an int3 entry that the tracer
 	// handles at each call (their arguments or return value are recorded).
 	stops func(name string) bool
+	// clones: a function may run from a copy of its body. Only when no
+	// thread can be inside it yet: not at an attach, and not for entries
+	// planted disarmed (--disable) that a toggle arms later.
+	clones bool
 }
 
 // end is the end of the scratch the plan uses, 16-byte aligned: where
@@ -280,7 +287,7 @@ func planFuncs(cm *codeMap, cands []cand, scratch, size, entry uint64, exe bool,
 		}
 		var stub uint64
 		var redirects []redirect
-		if errors.Is(err, errBranchInside) && p.sites != nil {
+		if errors.Is(err, errBranchInside) && p.sites != nil && fc.clones {
 			if cp, cerr := cm.clone(c, body, slot, p.sites); cerr == nil && uint64(len(p.code)+len(cp.Slot)) <= size {
 				plan, err = cp, nil
 				p.clones = append(p.clones, c.name)
@@ -307,7 +314,7 @@ func planFuncs(cm *codeMap, cands []cand, scratch, size, entry uint64, exe bool,
 				}
 				plan.Slot = append(plan.Slot, make([]byte, stub-slot-uint64(len(plan.Slot)))...)
 				plan.Slot = bp.JumpBack(append(plan.Slot, head...), slot, plan.Resume)
-				if !jump && !personality && !stops && !errors.Is(detourErr, errProbeInside) {
+				if !jump && !personality && !stops && !errors.Is(detourErr, errProbeInside) && !cm.probeAt(addr) {
 					// A probe in the first bytes must see every call.
 					redirects = cm.redirects(addr, stub)
 				}
@@ -380,6 +387,7 @@ func (t *Tracer) commitPlan(mem io.WriterAt, im *image, p *plantPlan) error {
 	im.scratch = append(im.scratch, [2]uint64{p.scratch, p.scratch + p.size})
 	if p.sites != nil {
 		im.fast.sites = append(im.fast.sites, *p.sites)
+		im.fast.cloned = im.fast.cloned || len(p.clones) > 0
 	}
 	return nil
 }
@@ -452,7 +460,10 @@ func (cm *codeMap) clone(c cand, body []byte, slot uint64, sites *fast.Sites) (b
 	if err != nil {
 		return bp.Plan{}, err
 	}
-	lo, hi := addr, addr+9 // the jmp, after an endbr64 at most
+	// Once the copy runs, the original body never must: no other
+	// function's branch may land anywhere in it (a .cold part jumping
+	// back), and a USDT probe in it would never be hit.
+	end := addr + c.size
 	count := func(ts []uint64, t uint64) int {
 		n := 0
 		for _, x := range ts {
@@ -462,10 +473,14 @@ func (cm *codeMap) clone(c cand, body []byte, slot uint64, sites *fast.Sites) (b
 		}
 		return n
 	}
-	for _, t := range cm.targets {
-		if t > lo && t < hi && count(cm.targets, t) != count(own.Targets, t) {
+	i, _ := slices.BinarySearch(cm.targets, addr+1)
+	for ; i < len(cm.targets) && cm.targets[i] < end; i++ {
+		if t := cm.targets[i]; count(cm.targets[i:], t) != count(own.Targets, t) {
 			return bp.Plan{}, errBranchInside // another function jumps there too
 		}
+	}
+	if j, _ := slices.BinarySearch(cm.probes, addr); j < len(cm.probes) && cm.probes[j] < end {
+		return bp.Plan{}, errProbeInside
 	}
 	return bp.PrepareClone(body, addr, slot, !cm.exceptions(), func(slot uint64) ([]byte, error) {
 		return fast.Head(slot, addr, sites.Entry)
@@ -487,6 +502,12 @@ func (cm *codeMap) exceptions() bool {
 		}
 	}
 	return false
+}
+
+// probeAt reports whether a USDT probe -E selects is at addr.
+func (cm *codeMap) probeAt(addr uint64) bool {
+	_, found := slices.BinarySearch(cm.probes, addr)
+	return found
 }
 
 // redirects returns the rewrites that aim the module's direct calls and

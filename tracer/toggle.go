@@ -43,18 +43,15 @@ func (t *Tracer) toggle(th *thread) {
 		}
 		opened = append(opened, s)
 	}
-	if t.drain != nil {
-		// The fast engine's entries are rewritten with every thread
-		// stopped: none runs the bytes while they change.
-		t.whileParked(th, func() { t.setOn(on) })
-		return
-	}
-	t.setOn(on)
+	// Entries are rewritten with every thread stopped: none runs the
+	// bytes while they change.
+	t.whileParked(th, func() { t.setOn(on) })
 }
 
 // whileParked runs f with every thread stopped: first is stopped already;
 // the others are interrupted, and resumed after f with the signals they
-// stopped with.
+// stopped with. Before f, a thread running the first instructions of a
+// function whose entry f may patch is stepped past them.
 func (t *Tracer) whileParked(first *thread, f func()) {
 	if t.pending == nil {
 		t.pending = map[int]unix.Signal{}
@@ -69,6 +66,11 @@ func (t *Tracer) whileParked(first *thread, f func()) {
 		fmt.Fprintf(t.cfg.Warn, "rtrace: warning: %v\n", err)
 	}
 	f()
+	for _, th := range t.threads {
+		if th.parked {
+			t.moveOutOfPatches(th)
+		}
+	}
 	for tid, th := range t.threads {
 		th.parked = false
 		if th == first {
@@ -77,46 +79,42 @@ func (t *Tracer) whileParked(first *thread, f func()) {
 		if th.groupStop {
 			ptrace.Listen(tid)
 		} else {
-			t.stepOutOfPatches(th)
 			resume(tid, t.pending[tid])
 		}
 		delete(t.pending, tid)
 	}
 }
 
-// stepOutOfPatches single-steps a parked thread whose pc lies inside the
-// bytes a detour jmp now covers (it was running the function's first
-// instructions): it resumes after them, where the code is the original.
-func (t *Tracer) stepOutOfPatches(th *thread) {
+// moveOutOfPatches moves a stopped thread whose pc lies inside the bytes
+// a detour jmp covers (it was running a function's first instructions
+// when the jmp was written) to the copy of that instruction in the
+// trampoline, which goes on and jumps back after the jmp: the thread
+// never runs the middle of the jmp. (A rep-prefixed instruction can stay
+// there for long: single-stepping it does one iteration.)
+func (t *Tracer) moveOutOfPatches(th *thread) {
 	if th.proc == nil {
 		return
 	}
-	im := th.proc.image
-	for step := 0; step < 16; step++ {
-		var regs unix.PtraceRegs
-		if ptrace.GetRegs(th.tid, &regs) != nil || !inPatch(im, regs.Rip) {
-			return
-		}
-		if ptrace.SingleStep(th.tid) != nil {
-			return
-		}
-		var ws unix.WaitStatus
-		if _, err := unix.Wait4(th.tid, &ws, unix.WALL, nil); err != nil || !ws.Stopped() {
-			return
-		}
+	var regs unix.PtraceRegs
+	if ptrace.GetRegs(th.tid, &regs) != nil {
+		return
+	}
+	if to, ok := movedPC(th.proc.image, regs.Rip); ok {
+		ptrace.SetPC(th.tid, to)
 	}
 }
 
-// inPatch reports whether pc lies inside (not at the start of) the bytes
-// an armed detour jmp covers.
-func inPatch(im *image, pc uint64) bool {
+// movedPC returns where a thread at pc, inside (not at the start of) the
+// bytes a detour jmp covers, goes on.
+func movedPC(im *image, pc uint64) (uint64, bool) {
+	var to uint64
 	found := false
 	im.bps.All(func(b *bp.Breakpoint) {
 		if b.Plan.Action == bp.Detoured && len(b.Plan.Jmp) == 5 && pc > b.Plan.Patch && pc < b.Plan.Patch+5 {
-			found = true
+			to, found = b.Plan.Moved[pc]
 		}
 	})
-	return found
+	return to, found
 }
 
 // ErrStreamClosed is what a sink returns once its stream is gone (a

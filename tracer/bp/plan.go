@@ -51,6 +51,10 @@ type Plan struct {
 	Jmp   []byte
 	Orig  []byte
 	Trap  uint64
+	// Moved maps the address of each instruction the jmp displaces, after
+	// the first, to its copy in the trampoline: where a thread stopped
+	// there goes on once the jmp is written.
+	Moved map[uint64]uint64
 }
 
 // ErrUnsupported is wrapped by Prepare and PrepareDetour for code they
@@ -161,7 +165,11 @@ func PrepareDetourWith(body []byte, addr, slot uint64, head func(slot uint64) ([
 		return Plan{}, err
 	}
 	off := start
+	moved := map[uint64]uint64{}
 	for _, inst := range insts {
+		if off > start {
+			moved[addr+uint64(off)] = slot + uint64(len(t))
+		}
 		var err error
 		if t, err = relocate(t, inst, body[off:], addr+uint64(off), slot); err != nil {
 			return Plan{}, err
@@ -177,7 +185,8 @@ func PrepareDetourWith(body []byte, addr, slot uint64, head func(slot uint64) ([
 	binary.LittleEndian.PutUint32(jmp[1:], uint32(int32(rel)))
 	return Plan{
 		Action: Detoured, Slot: t, Patch: patch, Jmp: jmp,
-		Orig: append([]byte(nil), body[start:start+5]...),
+		Orig:  append([]byte(nil), body[start:start+5]...),
+		Moved: moved,
 	}, nil
 }
 
@@ -435,7 +444,9 @@ func PrepareClone(body []byte, addr, slot uint64, calls bool, head func(slot uin
 			return 0, false, nil
 		}
 		target := uint64(int64(addr) + int64(in.off+in.inst.Len) + int64(rel))
-		if target < addr || target >= end || in.inst.Op == x86asm.CALL && target == addr {
+		if target <= addr || target >= end {
+			// Outside, or the entry itself: a jump there goes through the
+			// entry's jmp and is recorded as a call, as without the copy.
 			return 0, false, nil
 		}
 		if in.inst.Op == x86asm.CALL {
@@ -499,11 +510,19 @@ func PrepareClone(body []byte, addr, slot uint64, calls bool, head func(slot uin
 		}
 		return t, at, nil
 	}
-	first, where, err := emit(nil)
+	// Code that falls off the end goes on where it would have.
+	withEnd := func(where map[uint64]uint64) ([]byte, map[uint64]uint64, error) {
+		t, at, err := emit(where)
+		if err != nil {
+			return nil, nil, err
+		}
+		return jumpBack(t, slot, end), at, nil
+	}
+	first, where, err := withEnd(nil)
 	if err != nil {
 		return Plan{}, err
 	}
-	t, again, err := emit(where)
+	t, again, err := withEnd(where)
 	if err != nil {
 		return Plan{}, err
 	}

@@ -189,7 +189,7 @@ func TestPrepareClone(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := "nop; push %rbx; mov %edi,%ebx; dec %edi; jne T0x300002; callq T0x401000; pop %rbx; retq"
+	want := "nop; push %rbx; mov %edi,%ebx; dec %edi; jne T0x300002; callq T0x401000; pop %rbx; retq; jmpq T0x40100e"
 	if got := testutil.Disasm(t, p.Slot, slot); got != want {
 		t.Errorf("copy:\n%s\nwant\n%s", got, want)
 	}

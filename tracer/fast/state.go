@@ -93,6 +93,10 @@ func (s *State) Truncate(d int) {
 	}
 }
 
+// Stall makes a thread waiting for room in its ring give up (the record is
+// counted lost) and lose the next records of a full ring at once.
+func (s *State) Stall() { s.store(offStall, 1) }
+
 // SetUnhooked sets or clears the flag that sends the thread's calls to the
 // tracer while an exception unwinds its stack.
 func (s *State) SetUnhooked(on bool) {

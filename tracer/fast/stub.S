@@ -133,6 +133,8 @@ emit:
 	jne 4f
 	mov $SPIN, %edx
 3:	pause
+	cmpq $0, STALL(%rdi)    # rtrace gave up on this ring (a detach)
+	jne 4f
 	mov %rcx, %rax
 	sub TAIL(%rdi), %rax
 	cmp $RINGCAP, %rax
