@@ -59,7 +59,11 @@ func Symbols(f *elfx.File) ([]uftrace.Symbol, uint64) {
 // dwarf_decl_line gives uftrace. A file without DWARF gives nil; corrupt
 // DWARF gives an error and no blocks.
 func DebugFuncs(path string, f *elfx.File, auto bool) ([]uftrace.DebugFunc, error) {
-	subs, err := elfx.Subprograms(path)
+	read := elfx.SubprogramLines // the types only for the arguments' specs
+	if auto {
+		read = elfx.Subprograms
+	}
+	subs, err := read(path)
 	if err != nil {
 		return nil, err
 	}

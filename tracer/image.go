@@ -220,7 +220,7 @@ func (t *Tracer) setupImage(tid int) (*image, []byte, error) {
 	// has no debug info), as uftrace -pg would show them.
 	var own map[uint64]bool
 	if f.Static() {
-		if subs, err := elfx.Subprograms(exe); err == nil && len(subs) > 0 {
+		if subs, err := elfx.SubprogramLines(exe); err == nil && len(subs) > 0 {
 			own = map[uint64]bool{}
 			for _, s := range subs {
 				own[s.Low] = true
