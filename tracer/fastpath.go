@@ -152,6 +152,11 @@ func (fi *fastImage) newState(tid, pid int) (*fast.State, error) {
 	remoteSyscall := func(tid int, nr uint64, args ...uint64) (uint64, error) {
 		return remoteSyscallAt(tid, fi.gadget(), nr, args...)
 	}
+	// A seccomp filter may kill the thread for memfd_create (SIGSYS): then
+	// the thread runs untraced.
+	if status, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/status", pid, tid)); err == nil && bytes.Contains(status, []byte("\nSeccomp:\t2")) {
+		return nil, fmt.Errorf("a seccomp filter is active: rtrace runs no system call in it")
+	}
 	fd, err := remoteSyscall(tid, unix.SYS_MEMFD_CREATE, fi.tableAddr+fast.TableSize, unix.MFD_CLOEXEC)
 	if err != nil {
 		return nil, fmt.Errorf("memfd_create: %w", err)
@@ -799,12 +804,21 @@ func (d *drainer) sync() {
 	d.mu.Unlock()
 }
 
+// drainAllLocked drains every ring, a batch from each in turn: a thread
+// waiting for room in its ring sees it move while the others are drained.
 func (d *drainer) drainAllLocked() bool {
 	any := false
-	for st, tid := range d.owner {
-		if d.drainLocked(st, tid) {
-			any = true
+	for range fast.RingCap >> 14 {
+		more := false
+		for st, tid := range d.owner {
+			if d.drainBatchLocked(st, tid) {
+				more = true
+			}
 		}
+		if !more {
+			break
+		}
+		any = true
 	}
 	return any
 }
@@ -814,7 +828,17 @@ func (d *drainer) drainLocked(st *fast.State, tid int) bool {
 	any := false
 	// At most one ring's worth: a thread writing as fast as rtrace reads
 	// must not hold the lock (and the tracer) forever.
-	for i := 0; i <= fast.RingCap>>14 && st.Pending(); i++ {
+	for i := 0; i <= fast.RingCap>>14 && d.drainBatchLocked(st, tid); i++ {
+		any = true
+	}
+	return any
+}
+
+// drainBatchLocked hands at most one batch of st's pending records to the
+// sink as tid's, and reports whether there were any.
+func (d *drainer) drainBatchLocked(st *fast.State, tid int) bool {
+	any := false
+	if st.Pending() {
 		var lost uint64
 		d.raw, lost = st.Drain(d.raw[:0], 1<<14)
 		d.recs = d.recs[:0]
@@ -831,7 +855,7 @@ func (d *drainer) drainLocked(st *fast.State, tid int) bool {
 			d.recs = append([]Rec{{Record: uftrace.Record{Time: ts, Type: uftrace.Lost, Addr: lost}}}, d.recs...)
 		}
 		if len(d.recs) == 0 {
-			break
+			return false
 		}
 		any = true
 		d.events(uint64(len(d.raw)))

@@ -122,8 +122,23 @@ func scanModule(mem *os.File, f *elfx.File, bias uint64, events []string) *codeM
 // nothing stays patched.
 func (t *Tracer) plantFuncs(tid int, mem *os.File, im *image, cm *codeMap, cands []cand, size uint64) (scratch, end uint64, err error) {
 	f, bias := cm.f, cm.bias
-	scratch, err = remoteSyscall(tid, unix.SYS_MMAP, scratchHint(bias+f.MinVaddr(), size), size,
-		unix.PROT_READ|unix.PROT_EXEC, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS, ^uint64(0), 0)
+	lo, hi := bias+f.MinVaddr(), bias
+	for _, l := range f.Loads {
+		hi = max(hi, bias+l.Vaddr+l.Memsz)
+	}
+	// Each place near the module in turn, none taken over
+	// (MAP_FIXED_NOREPLACE), then anywhere: a hint the kernel cannot honour
+	// puts the mapping far away, out of reach of the module's code.
+	for _, at := range scratchPlaces(lo, hi, size) {
+		flags := uint64(unix.MAP_PRIVATE | unix.MAP_ANONYMOUS)
+		if at != 0 {
+			flags |= unix.MAP_FIXED_NOREPLACE
+		}
+		scratch, err = remoteSyscall(tid, unix.SYS_MMAP, at, size, unix.PROT_READ|unix.PROT_EXEC, flags, ^uint64(0), 0)
+		if err == nil {
+			break
+		}
+	}
 	if err != nil {
 		return 0, 0, fmt.Errorf("mapping scratch memory for %s: %w", f.Path, err)
 	}
@@ -159,6 +174,24 @@ func scratchSize(slots int) uint64 {
 // functions (bp.PrepareClone); a copy that does not fit leaves its
 // function with an int3.
 const cloneRoom = 64 << 10
+
+// scratchPlaces are where to ask for size bytes of scratch for a module
+// loaded at [lo, hi), nearest first: below it (scratchHint, then further
+// down), above it past room for the heap a non-PIE program's brk grows
+// into, then 0 (anywhere). Each is within rel32 reach of the module's code
+// for a module under 1 GiB.
+func scratchPlaces(lo, hi, size uint64) []uint64 {
+	var places []uint64
+	if h := scratchHint(lo, size); h != 0 {
+		for k := uint64(0); k < 4 && h >= k<<24 && h-k<<24 >= 1<<16; k++ {
+			places = append(places, h-k<<24)
+		}
+	}
+	for k := uint64(1); k <= 4; k++ {
+		places = append(places, (hi+k<<26+4095)&^4095)
+	}
+	return append(places, 0)
+}
 
 // scratchHint is where to ask for size bytes of scratch for a module
 // loaded from lo on: a page-aligned address 1 MiB below it, so that its
@@ -300,9 +333,6 @@ func planFuncs(cm *codeMap, cands []cand, scratch, size, entry uint64, exe bool,
 				p.skipped = append(p.skipped, Skip{c.name, err.Error()})
 				continue
 			}
-			if !jump && !(p.sites != nil && personality) {
-				p.int3s = append(p.int3s, Skip{c.name, why})
-			}
 			if p.sites != nil {
 				// The stub a thread stopped at the int3 is sent to: the head,
 				// then on to where the function goes on.
@@ -318,6 +348,9 @@ func planFuncs(cm *codeMap, cands []cand, scratch, size, entry uint64, exe bool,
 					// A probe in the first bytes must see every call.
 					redirects = cm.redirects(addr, stub)
 				}
+			}
+			if !jump && !(p.sites != nil && personality) {
+				p.int3s = append(p.int3s, Skip{c.name, why})
 			}
 		} else if p.sites != nil {
 			stub = slot

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -314,6 +315,25 @@ func TestScratchSize(t *testing.T) {
 	}
 }
 
+// The scratch goes below the module, further down, above past the heap's
+// room, then anywhere; never below 64 KiB (mmap_min_addr).
+func TestScratchPlaces(t *testing.T) {
+	got := scratchPlaces(0x400000, 0x500000, 0x400000) // a big non-PIE program: no room below
+	want := []uint64{0x4500000, 0x8500000, 0xc500000, 0x10500000, 0}
+	if !slices.Equal(got, want) {
+		t.Errorf("non-PIE: %#x, want %#x", got, want)
+	}
+	got = scratchPlaces(0x555555554000, 0x555555560000, 0x3000)
+	if len(got) != 9 || got[0] != 0x555555451000 || got[1] != got[0]-1<<24 || got[8] != 0 {
+		t.Errorf("PIE: %#x", got)
+	}
+	for _, p := range got[:8] {
+		if d := int64(p) - int64(0x555555554000); d < -1<<31 || d > 1<<31 {
+			t.Errorf("%#x is out of rel32 reach of the module", p)
+		}
+	}
+}
+
 func TestScratchHint(t *testing.T) {
 	cases := []struct {
 		lo, size, want uint64
@@ -373,7 +393,7 @@ func TestPlanFuncsFast(t *testing.T) {
 				t.Errorf("plain: %+v stub %#x", e.bp.Plan, e.stub)
 				continue
 			}
-			want := "mov %rax,-0x10(%rsp); lea T0x1001000,%rax; " + entry + "; mov -0x10(%rsp),%rax; push %rbp; mov %rsp,%rbp; mov %edi,-0x4(%rbp); jmpq T0x1001007"
+			want := "mov %rax,-0x10(%rsp); lea T0x1001000,%rax; " + entry + "; mov -0x10(%rsp),%rax; movq $0x0,-0x8(%rsp); push %rbp; mov %rsp,%rbp; mov %edi,-0x4(%rbp); jmpq T0x1001007"
 			if got := testutil.Disasm(t, p.code[off:off+len(e.bp.Plan.Slot)], e.stub); got != want {
 				t.Errorf("plain's stub:\n%s\nwant\n%s", got, want)
 			}
@@ -385,7 +405,7 @@ func TestPlanFuncsFast(t *testing.T) {
 				t.Errorf("symbol_inside: %+v stub %#x", e.bp.Plan, e.stub)
 				continue
 			}
-			want := "mov %rax,-0x10(%rsp); lea T0x1001040,%rax; " + entry + fmt.Sprintf("; mov -0x10(%%rsp),%%rax; jmpq T%#x", e.bp.Plan.Resume)
+			want := "mov %rax,-0x10(%rsp); lea T0x1001040,%rax; " + entry + fmt.Sprintf("; mov -0x10(%%rsp),%%rax; movq $0x0,-0x8(%%rsp); jmpq T%#x", e.bp.Plan.Resume)
 			if got := testutil.Disasm(t, p.code[off:off+fast.HeadLen+5], e.stub); got != want {
 				t.Errorf("symbol_inside's stub:\n%s\nwant\n%s", got, want)
 			}

@@ -94,7 +94,7 @@ func SitesAt(base uint64) Sites {
 }
 
 // HeadLen is the length of a function's stub head (Head).
-const HeadLen = 22
+const HeadLen = 31
 
 // ErrRange: the stub is out of rel32 range of what it calls.
 var ErrRange = errors.New("out of rel32 range")
@@ -106,6 +106,9 @@ var ErrRange = errors.New("out of rel32 range")
 //	lea fn(%rip),%rax      the function, for the record
 //	call entry             record, push the frame, hijack the return
 //	mov -0x10(%rsp),%rax
+//	movq $0,-8(%rsp)       the return address of the call: no address of
+//	                       rtrace's code is left on the stack (a detach
+//	                       looks for them)
 //
 // What follows the head is the function's relocated first instructions
 // and a jump back, or a jump to where the function goes on.
@@ -119,7 +122,8 @@ func Head(slot, fn, entry uint64) ([]byte, error) {
 	if h, err = rel32(h, slot+uint64(len(h))+4, entry); err != nil {
 		return nil, fmt.Errorf("entry %#x from stub %#x: %w", entry, slot, err)
 	}
-	return append(h, 0x48, 0x8b, 0x44, 0x24, 0xf0), nil
+	h = append(h, 0x48, 0x8b, 0x44, 0x24, 0xf0)
+	return append(h, 0x48, 0xc7, 0x44, 0x24, 0xf8, 0, 0, 0, 0), nil
 }
 
 func rel32(b []byte, end, target uint64) ([]byte, error) {

@@ -106,7 +106,7 @@ func TestHead(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := "mov %rax,-0x10(%rsp); lea T0x11234,%rax; callq T0x8040; mov -0x10(%rsp),%rax"
+	want := "mov %rax,-0x10(%rsp); lea T0x11234,%rax; callq T0x8040; mov -0x10(%rsp),%rax; movq $0x0,-0x8(%rsp)"
 	if got := testutil.Disasm(t, h, slot); got != want || len(h) != HeadLen {
 		t.Errorf("head (%d bytes):\n%s\nwant\n%s", len(h), got, want)
 	}

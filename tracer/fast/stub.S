@@ -93,6 +93,7 @@ entry_hooked:
 	or %rdx, %rax
 	mov %rax, %r8
 	call emit
+	movq $0, -8(%rsp)       # no address of rtrace's code left on the stack
 entry_unguard:
 	movq $0, GUARD(%rdi)
 entry_out:
@@ -184,6 +185,7 @@ exit_pop:
 	testq $1, 24(%rcx)
 	jnz exit_stop
 	call emit
+	movq $0, -8(%rsp)       # no address of rtrace's code left on the stack
 	movq $0, GUARD(%rdi)
 	mov 0x30(%rsp), %rax
 	mov 0x28(%rsp), %rdx
@@ -195,6 +197,7 @@ exit_pop:
 	ret
 exit_skipped:
 	call emit
+	movq $0, -8(%rsp)       # no address of rtrace's code left on the stack
 	jmp exit_pop
 # exit_stop: the return of a frame rtrace pushed with flag 1 (a function
 # whose return value is recorded): every register restored, the real
