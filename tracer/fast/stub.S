@@ -68,6 +68,8 @@ entry_lookup:
 	jne entry_unhooked
 entry_hooked:
 	movq $1, GUARD(%rdi)
+	call room
+	movq $0, -8(%rsp)       # no address of rtrace's code left on the stack
 	mov DEPTH(%rdi), %rcx
 	cmp $MAXSTACK, %rcx
 	jae entry_unguard
@@ -111,18 +113,43 @@ entry_unhooked:
 	int3                    # rtrace drops the frames an exception unwound
 	jmp entry_hooked
 
-# emit appends the record {%r8, %rsi} to the ring of state %rdi. On a full
-# ring it waits for rtrace to drain it, a bounded time (about SPIN pauses),
-# then counts the record lost and marks the state stalled: later records
-# of a full ring are lost at once, until rtrace drains again. Clobbers rax,
-# rcx, rdx.
+# room waits until the ring of state %rdi has room for a record: a bounded
+# time (about SPIN pauses), after which it marks the state stalled; a
+# stalled state does not wait (rtrace clears the flag when it drains).
+# Entry and exit wait here before they change the shadow stack, so a
+# thread killed while it waits (exit_group) leaves its state consistent.
+# Clobbers rax, rcx, rdx.
+room:
+	mov HEAD(%rdi), %rcx
+	mov %rcx, %rax
+	sub TAIL(%rdi), %rax
+	cmp $RINGCAP, %rax
+	jb 1f
+	cmpq $0, STALL(%rdi)
+	jne 1f
+	mov $SPIN, %edx
+2:	pause
+	cmpq $0, STALL(%rdi)    # rtrace gave up on this ring (a detach)
+	jne 1f
+	mov %rcx, %rax
+	sub TAIL(%rdi), %rax
+	cmp $RINGCAP, %rax
+	jb 1f
+	dec %edx
+	jnz 2b
+	movq $1, STALL(%rdi)
+1:	ret
+
+# emit appends the record {%r8, %rsi} to the ring of state %rdi, or counts
+# it lost when the ring is full (room waited already). Clobbers rax, rcx,
+# rdx.
 emit:
 	mov HEAD(%rdi), %rcx
 	mov %rcx, %rax
 	sub TAIL(%rdi), %rax
 	cmp $RINGCAP, %rax
 	jae 2f
-1:	mov %rcx, %rax
+	mov %rcx, %rax
 	and $(RINGCAP-1), %rax
 	shl $4, %rax
 	mov %r8, RING(%rdi,%rax)
@@ -130,20 +157,7 @@ emit:
 	inc %rcx
 	mov %rcx, HEAD(%rdi)
 	ret
-2:	cmpq $0, STALL(%rdi)
-	jne 4f
-	mov $SPIN, %edx
-3:	pause
-	cmpq $0, STALL(%rdi)    # rtrace gave up on this ring (a detach)
-	jne 4f
-	mov %rcx, %rax
-	sub TAIL(%rdi), %rax
-	cmp $RINGCAP, %rax
-	jb 1b
-	dec %edx
-	jnz 3b
-	movq $1, STALL(%rdi)
-4:	incq LOST(%rdi)
+2:	incq LOST(%rdi)
 	ret
 
 # exit: where a hijacked return lands. Pops the frame whose return address
@@ -162,6 +176,8 @@ exit:
 	mov %r8, 0x08(%rsp)
 	LOOKUP exit_miss
 	movq $1, GUARD(%rdi)
+	call room
+	movq $0, -8(%rsp)
 	rdtsc
 	shl $32, %rdx
 	or %rdx, %rax
