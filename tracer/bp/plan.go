@@ -177,17 +177,24 @@ func PrepareDetourWith(body []byte, addr, slot uint64, head func(slot uint64) ([
 		off += inst.Len
 	}
 	t = jumpBack(t, slot, end)
-	jmp := []byte{0xe9, 0, 0, 0, 0}
-	rel := int64(slot) - int64(patch+5)
-	if rel < math.MinInt32 || rel > math.MaxInt32 {
-		return Plan{}, fmt.Errorf("%w: trampoline out of rel32 range of the function", ErrUnsupported)
+	jmp, err := entryJmp(patch, slot)
+	if err != nil {
+		return Plan{}, err
 	}
-	binary.LittleEndian.PutUint32(jmp[1:], uint32(int32(rel)))
 	return Plan{
 		Action: Detoured, Slot: t, Patch: patch, Jmp: jmp,
 		Orig:  append([]byte(nil), body[start:start+5]...),
 		Moved: moved,
 	}, nil
+}
+
+// entryJmp is the jmp rel32 written at patch to the trampoline at slot.
+func entryJmp(patch, slot uint64) ([]byte, error) {
+	rel := int64(slot) - int64(patch+5)
+	if rel < math.MinInt32 || rel > math.MaxInt32 {
+		return nil, fmt.Errorf("%w: trampoline out of rel32 range of the function", ErrUnsupported)
+	}
+	return binary.LittleEndian.AppendUint32([]byte{0xe9}, uint32(int32(rel))), nil
 }
 
 // JumpBack appends to t, placed at base, a jump to target (rel32 when in
@@ -531,12 +538,10 @@ func PrepareClone(body []byte, addr, slot uint64, calls bool, head func(slot uin
 	}
 	// The jmp leads to the head, which falls into the copy of the first
 	// instruction: a function with endbr64 starts its copy with one too.
-	jmp := []byte{0xe9, 0, 0, 0, 0}
-	rel := int64(slot) - int64(patch+5)
-	if rel < math.MinInt32 || rel > math.MaxInt32 {
-		return Plan{}, fmt.Errorf("%w: trampoline out of rel32 range of the function", ErrUnsupported)
+	jmp, err := entryJmp(patch, slot)
+	if err != nil {
+		return Plan{}, err
 	}
-	binary.LittleEndian.PutUint32(jmp[1:], uint32(int32(rel)))
 	return Plan{
 		Action: Detoured, Slot: t, Patch: patch, Jmp: jmp,
 		Orig: append([]byte(nil), body[patch-addr:patch-addr+5]...),
