@@ -638,3 +638,19 @@ func TestRecordUSDT(t *testing.T) {
 		})
 	}
 }
+
+// A clone(CLONE_VM) child shares its parent's memory and TLS: the fast
+// engine cannot tell their calls apart, so it stops recording in that
+// memory and says so; the program computes as without rtrace.
+func TestRecordCloneVM(t *testing.T) {
+	prog := testutil.BuildC(t, "clonevm.c", "-O2")
+	tmp := t.TempDir()
+	bare := runCmd(t, tmp, prog)
+	r := runCmd(t, tmp, rtraceBin, "record", "-q", "--engine", "fast", "-d", "R", "--", prog)
+	if r.code != 0 || r.stdout != bare.stdout || bare.code != 0 {
+		t.Errorf("under rtrace: %+v, without: %+v", r, bare)
+	}
+	if !strings.Contains(r.stderr, "shares its memory with a child (clone CLONE_VM without CLONE_THREAD)") {
+		t.Errorf("no word of the shared memory:\n%s", r.stderr)
+	}
+}

@@ -34,6 +34,7 @@ type fastImage struct {
 	sites     []fast.Sites // one shared code copy per scratch mapping
 	free      []*fast.State
 	cloned    bool // a function runs from a copy: return addresses into it
+	disabled  bool // no entry is armed any more (a clone(CLONE_VM) child)
 	dead      bool // the address space was replaced by an exec
 	ended     bool // the process ended: states are unmapped as they close
 	warned    bool // a thread could not be registered (the table is full)
@@ -415,7 +416,7 @@ func (t *Tracer) fastTrap(th *thread, regs *unix.PtraceRegs, pc uint64, ts uint6
 	case s.EntryMiss:
 		// A vfork child whose parent had no state: its calls are not
 		// traced (a state made now would be its parent's too).
-		if th.vforked || !t.fastRegister(th, regs.Rcx) {
+		if th.vforked || fi.disabled || !t.fastRegister(th, regs.Rcx) {
 			ptrace.SetPC(th.tid, s.EntryOut)
 		}
 	case s.ExitStop:
@@ -710,6 +711,34 @@ func (t *Tracer) fastHook(th *thread, kind hookKind, regs *unix.PtraceRegs, ts u
 	case hookLoader:
 		t.syncModules(th, ts)
 	}
+}
+
+// sameVM reports whether two tasks share their memory
+// (kcmp(2), KCMP_VM).
+func sameVM(a, b int) bool {
+	r, _, errno := unix.Syscall6(unix.SYS_KCMP, uintptr(a), uintptr(b), 1 /* KCMP_VM (include/uapi/linux/kcmp.h) */, 0, 0, 0)
+	return errno == 0 && r == 0
+}
+
+// fastDisable takes out every entry of th's address space, with every
+// thread parked, for good: a second process shares the memory, and the
+// stubs cannot tell its threads from its parent's. Frames already pushed
+// return through the exit stub as before.
+func (t *Tracer) fastDisable(th *thread, fi *fastImage) {
+	if fi.disabled {
+		return
+	}
+	fi.disabled = true
+	fmt.Fprintf(t.cfg.Warn, "rtrace: warning: pid %d shares its memory with a child (clone CLONE_VM without CLONE_THREAD): the fast engine records no more calls there (--engine=int3 does)\n", th.proc.pid)
+	t.whileParked(th, func() {
+		mem, err := os.OpenFile(fmt.Sprintf("/proc/%d/mem", th.tid), os.O_RDWR, 0)
+		if err != nil {
+			return
+		}
+		defer mem.Close()
+		im := th.proc.image
+		t.arm(mem, im, 0, len(im.funcs), false)
+	})
 }
 
 // fastFork sets up the fast engine in a forked child, stopped: its memory

@@ -345,6 +345,13 @@ func (t *Tracer) spawned(th *thread, event int, ts uint64) error {
 					}
 					t.drain.setOwner(st, child)
 				}
+			} else if sameVM(th.tid, child) {
+				// clone(CLONE_VM) without CLONE_THREAD: a "fork" that shares
+				// its parent's memory, and maybe its TLS, so its calls could
+				// write to its parent's state while the parent runs.
+				p.image = th.proc.image
+				nc.vforked = true
+				t.fastDisable(th, fi)
 			} else {
 				if st != nil {
 					for i := range st.Depth() {

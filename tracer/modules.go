@@ -92,7 +92,9 @@ func (t *Tracer) syncModules(th *thread, ts uint64) {
 			m.code = lo
 		}
 		t.hookModule(mem, im, f, bias)
-		t.traceLibrary(th.tid, mem, im, f, bias)
+		if im.fast == nil || !im.fast.disabled {
+			t.traceLibrary(th.tid, mem, im, f, bias)
+		}
 		t.plantProbes(mem, im, f, bias)
 		m.hi = len(im.funcs)
 		if !t.on {

@@ -125,6 +125,9 @@ var ErrStreamClosed = errors.New("stream closed")
 func (t *Tracer) setOn(on bool) {
 	t.on = on
 	for _, p := range t.procs {
+		if p.image.fast != nil && p.image.fast.disabled {
+			continue
+		}
 		mem, err := os.OpenFile(fmt.Sprintf("/proc/%d/mem", p.pid), os.O_RDWR, 0)
 		if err != nil {
 			continue
