@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -153,11 +155,6 @@ func (fi *fastImage) newState(tid, pid int) (*fast.State, error) {
 	remoteSyscall := func(tid int, nr uint64, args ...uint64) (uint64, error) {
 		return remoteSyscallAt(tid, fi.gadget(), nr, args...)
 	}
-	// A seccomp filter may kill the thread for memfd_create (SIGSYS): then
-	// the thread runs untraced.
-	if status, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/status", pid, tid)); err == nil && bytes.Contains(status, []byte("\nSeccomp:\t2")) {
-		return nil, fmt.Errorf("a seccomp filter is active: rtrace runs no system call in it")
-	}
 	fd, err := remoteSyscall(tid, unix.SYS_MEMFD_CREATE, fi.tableAddr+fast.TableSize, unix.MFD_CLOEXEC)
 	if err != nil {
 		return nil, fmt.Errorf("memfd_create: %w", err)
@@ -189,6 +186,9 @@ func (fi *fastImage) newState(tid, pid int) (*fast.State, error) {
 // untraced).
 func (t *Tracer) fastRegister(th *thread, key uint64) bool {
 	fi := th.proc.image.fast
+	if fi.disabled {
+		return false
+	}
 	if th.fs != nil {
 		// Its %fs base changed (arch_prctl): the same state, frames
 		// included, under the new key too. The old one stays: the thread
@@ -711,6 +711,21 @@ func (t *Tracer) fastHook(th *thread, kind hookKind, regs *unix.PtraceRegs, ts u
 	case hookLoader:
 		t.syncModules(th, ts)
 	}
+}
+
+// tgidOf returns the thread group of task tid (0: unknown).
+func tgidOf(tid int) int {
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", tid))
+	if err != nil {
+		return 0
+	}
+	for _, l := range strings.Split(string(status), "\n") {
+		if v, ok := strings.CutPrefix(l, "Tgid:"); ok {
+			n, _ := strconv.Atoi(strings.TrimSpace(v))
+			return n
+		}
+	}
+	return 0
 }
 
 // sameVM reports whether two tasks share their memory

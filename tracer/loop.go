@@ -201,7 +201,9 @@ func (t *Tracer) trap(th *thread, regs *unix.PtraceRegs, ts uint64) error {
 	var stub uint64
 	if b.Kind&bp.FuncEntry != 0 {
 		if im.fast != nil {
-			stub = t.fastEntry(th, &im.funcs[b.Func], regs, ts, b.Kind&bp.Probe != 0)
+			if !im.fast.disabled {
+				stub = t.fastEntry(th, &im.funcs[b.Func], regs, ts, b.Kind&bp.Probe != 0)
+			}
 		} else {
 			t.entry(th, b, regs, ts)
 		}
@@ -321,6 +323,12 @@ func (t *Tracer) spawned(th *thread, event int, ts uint64) error {
 		t.threads[child] = nc
 		pid := th.proc.pid
 		t.sinks(func(s Sink) error { return s.Task(ts, child, pid) })
+		if fi := th.proc.image.fast; fi != nil && tgidOf(child) != 0 && tgidOf(child) != pid {
+			// clone(CLONE_VM) without CLONE_THREAD and without SIGCHLD:
+			// reported as a clone, a process of its own in the same memory.
+			nc.vforked = true
+			t.fastDisable(th, fi)
+		}
 	default: // fork, vfork: the child is a copy, hijacked return addresses included
 		p := &process{pid: child, sid: th.proc.sid, image: th.proc.image.fork(), entered: th.proc.entered}
 		t.procs[child] = p
