@@ -235,13 +235,10 @@ func (t *Tracer) fastRegister(th *thread, key uint64) bool {
 // fastState returns th's state, registering th under its %fs base when it
 // has none yet (a thread stopped before its first fast call).
 func (t *Tracer) fastState(th *thread, regs *unix.PtraceRegs) *fast.State {
-	if th.fs == nil && th.vfork == nil {
+	if th.fastView() == nil {
 		t.fastRegister(th, regs.Fs_base)
 	}
-	if th.vfork != nil {
-		return th.vfork
-	}
-	return th.fs
+	return th.fastView()
 }
 
 // unmapAll takes out of p, at a detach, what rtrace mapped there: the
@@ -416,7 +413,7 @@ func (t *Tracer) fastTrap(th *thread, regs *unix.PtraceRegs, pc uint64, ts uint6
 	case s.EntryMiss:
 		// A vfork child whose parent had no state: its calls are not
 		// traced (a state made now would be its parent's too).
-		if th.vforked || fi.disabled || !t.fastRegister(th, regs.Rcx) {
+		if th.vforked || !t.fastRegister(th, regs.Rcx) {
 			ptrace.SetPC(th.tid, s.EntryOut)
 		}
 	case s.ExitStop:
@@ -435,11 +432,7 @@ func (t *Tracer) fastTrap(th *thread, regs *unix.PtraceRegs, pc uint64, ts uint6
 		if err != nil {
 			return true, nil
 		}
-		below := slot + 1
-		if fi.isExit(ret) {
-			below = slot
-		}
-		t.fastPopBelow(th, below, ts)
+		t.fastPopBelow(th, unwoundBelow(slot, fi.isExit(ret)), ts)
 	default:
 		unix.Kill(th.tid, unix.SIGKILL)
 		return true, fmt.Errorf("tid %d: %w (pc %#x)", th.tid, errNoStack, pc)
@@ -470,8 +463,8 @@ func (t *Tracer) fastEntry(th *thread, f *fn, regs *unix.PtraceRegs, ts uint64, 
 				return 0
 			}
 			d := st.Depth()
-			t.fastRecord(th, uftrace.Record{Time: ts, Type: uftrace.Entry, Depth: d, Addr: f.addr})
-			t.fastRecord(th, uftrace.Record{Time: ts, Type: uftrace.Exit, Depth: d, Addr: f.addr})
+			t.fastRecord(th, uftrace.Record{Time: ts, Type: uftrace.Entry, Depth: d, Addr: f.addr}, nil)
+			t.fastRecord(th, uftrace.Record{Time: ts, Type: uftrace.Exit, Depth: d, Addr: f.addr}, nil)
 			return 0
 		}
 	}
@@ -493,13 +486,8 @@ func (t *Tracer) fastValues(th *thread, f *fn, regs *unix.PtraceRegs, ts uint64)
 		return
 	}
 	if th.unhooked {
-		// As the stub's entry_unhooked: frames at or below this call's
-		// return address slot were unwound.
-		below := regs.Rsp + 1
-		if fi.isExit(ret) {
-			below = regs.Rsp
-		}
-		t.fastPopBelow(th, below, ts)
+		// As the stub's entry_unhooked.
+		t.fastPopBelow(th, unwoundBelow(regs.Rsp, fi.isExit(ret)), ts)
 	}
 	var flags uint64
 	if len(f.rets) > 0 {
@@ -517,17 +505,13 @@ func (t *Tracer) fastValues(th *thread, f *fn, regs *unix.PtraceRegs, ts uint64)
 	if len(f.args) > 0 {
 		payload = t.values(th, f.args, regs)
 	}
-	t.record(th, uftrace.Record{Time: ts, Type: uftrace.Entry, Depth: d, Addr: f.addr}, payload)
-	t.flush(th)
+	t.fastRecord(th, uftrace.Record{Time: ts, Type: uftrace.Entry, Depth: d, Addr: f.addr}, payload)
 }
 
 // fastExitValue records, at ExitStop, the return of the frame the exit
 // stub just popped, with its return value.
 func (t *Tracer) fastExitValue(th *thread, regs *unix.PtraceRegs, ts uint64) {
-	st := th.fs
-	if th.vfork != nil {
-		st = th.vfork
-	}
+	st := th.fastView()
 	if st == nil {
 		return
 	}
@@ -536,8 +520,7 @@ func (t *Tracer) fastExitValue(th *thread, regs *unix.PtraceRegs, ts uint64) {
 	if f := th.proc.image.fnAt(fr.Addr); f != nil && len(f.rets) > 0 {
 		payload = t.values(th, f.rets, regs)
 	}
-	t.record(th, uftrace.Record{Time: ts, Type: uftrace.Exit, Depth: fr.Depth, Addr: fr.Addr}, payload)
-	t.flush(th)
+	t.fastRecord(th, uftrace.Record{Time: ts, Type: uftrace.Exit, Depth: fr.Depth, Addr: fr.Addr}, payload)
 }
 
 // fastView is the state th's calls write to: its own, or in a vfork
@@ -549,17 +532,30 @@ func (th *thread) fastView() *fast.State {
 	return th.fs
 }
 
-// fastRecord hands one record of th, written by the tracer, to the sink at
-// once: after the records th's ring holds (the sink drains first).
-func (t *Tracer) fastRecord(th *thread, r uftrace.Record) {
-	t.record(th, r, nil)
+// fastRecord hands one record of th, written by the tracer, with its
+// payload (nil: none), to the sink at once: after the records th's ring
+// holds (the sink drains first).
+func (t *Tracer) fastRecord(th *thread, r uftrace.Record, payload []byte) {
+	t.record(th, r, payload)
 	t.flush(th)
+}
+
+// fastExits records at ts the exits of the frames of st, top down, as
+// th's, leaving them on the stack: th's view of frames that are not its
+// own to pop (a vfork child's), or that a stub may still pop (a process
+// that runs rtrace's code without it).
+func (t *Tracer) fastExits(th *thread, st *fast.State, ts uint64) {
+	t.drain.sync()
+	for d := st.Depth() - 1; d >= 0; d-- {
+		fr := st.Frame(d)
+		t.fastRecord(th, uftrace.Record{Time: ts, Type: uftrace.Exit, Depth: fr.Depth, Addr: fr.Addr}, nil)
+	}
 }
 
 // fastPop pops th's top frame, recording its exit at ts.
 func (t *Tracer) fastPop(th *thread, st *fast.State, ts uint64) fast.Frame {
 	fr := st.Pop()
-	t.fastRecord(th, uftrace.Record{Time: ts, Type: uftrace.Exit, Depth: fr.Depth, Addr: fr.Addr})
+	t.fastRecord(th, uftrace.Record{Time: ts, Type: uftrace.Exit, Depth: fr.Depth, Addr: fr.Addr}, nil)
 	return fr
 }
 
@@ -581,12 +577,8 @@ func (t *Tracer) fastClose(th *thread, ts uint64) {
 		// A vfork child: its calls went to its parent's state. Close its
 		// view of the frames there (its own and those it inherited), drop
 		// its own, and give the state back to its parent.
-		t.drain.sync()
 		st := th.vfork
-		for d := st.Depth() - 1; d >= 0; d-- {
-			fr := st.Frame(d)
-			t.fastRecord(th, uftrace.Record{Time: ts, Type: uftrace.Exit, Depth: fr.Depth, Addr: fr.Addr})
-		}
+		t.fastExits(th, st, ts)
 		// The child popped and pushed frames of the state: the parent's
 		// are those it had at the vfork.
 		st.Truncate(0)
@@ -611,11 +603,7 @@ func (t *Tracer) fastClose(th *thread, ts uint64) {
 		// The process no longer uses rtrace (an exec replaced it), or runs
 		// rtrace's code without it (a detach that kept it): record the
 		// exits, but leave its frames, which a stub may still pop.
-		t.drain.sync()
-		for d := st.Depth() - 1; d >= 0; d-- {
-			fr := st.Frame(d)
-			t.fastRecord(th, uftrace.Record{Time: ts, Type: uftrace.Exit, Depth: fr.Depth, Addr: fr.Addr})
-		}
+		t.fastExits(th, st, ts)
 	} else {
 		for st.Depth() > 0 {
 			t.fastPop(th, st, ts)
@@ -654,10 +642,7 @@ func (t *Tracer) fastClose(th *thread, ts uint64) {
 // in-process shadow stack.
 func (t *Tracer) fastHook(th *thread, kind hookKind, regs *unix.PtraceRegs, ts uint64) {
 	im := th.proc.image
-	st := th.fs
-	if th.vfork != nil {
-		st = th.vfork
-	}
+	st := th.fastView()
 	switch kind {
 	case hookUnwind:
 		if st == nil {
@@ -713,19 +698,20 @@ func (t *Tracer) fastHook(th *thread, kind hookKind, regs *unix.PtraceRegs, ts u
 	}
 }
 
-// tgidOf returns the thread group of task tid (0: unknown).
-func tgidOf(tid int) int {
+// otherGroup reports whether task tid is in another thread group than
+// pid's (false when unknown).
+func otherGroup(tid, pid int) bool {
 	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", tid))
 	if err != nil {
-		return 0
+		return false
 	}
 	for _, l := range strings.Split(string(status), "\n") {
 		if v, ok := strings.CutPrefix(l, "Tgid:"); ok {
-			n, _ := strconv.Atoi(strings.TrimSpace(v))
-			return n
+			n, err := strconv.Atoi(strings.TrimSpace(v))
+			return err == nil && n != pid
 		}
 	}
-	return 0
+	return false
 }
 
 // sameVM reports whether two tasks share their memory

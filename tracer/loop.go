@@ -71,6 +71,17 @@ func (t *Tracer) gone(th *thread, ws unix.WaitStatus, ru *unix.Rusage, ts uint64
 	}
 }
 
+// unwoundBelow is where the frames an exception unwound end, for a call
+// made from a landing pad with its return address at slot: frames at or
+// below the slot are gone, but for a tail call (the return address there
+// is rtrace's, tail) which keeps the frame whose slot it reuses.
+func unwoundBelow(slot uint64, tail bool) uint64 {
+	if tail {
+		return slot
+	}
+	return slot + 1
+}
+
 // fastEvent handles the events the fast engine asks for (ptraceOptions).
 func (t *Tracer) fastEvent(th *thread, event int, ts uint64) {
 	switch event {
@@ -251,11 +262,7 @@ func (t *Tracer) entry(th *thread, b *bp.Breakpoint, regs *unix.PtraceRegs, ts u
 		// mcount_rstack_reset_exception does the same). A tail call keeps
 		// the frame whose slot it reuses: its return address there is
 		// already the return breakpoint.
-		below := regs.Rsp + 1
-		if im.isRet(ret) {
-			below = regs.Rsp
-		}
-		t.popBelow(th, below, ts)
+		t.popBelow(th, unwoundBelow(regs.Rsp, im.isRet(ret)), ts)
 	}
 	// Libraries call a non-PIE executable's PLT stubs too: a stub is the
 	// canonical address of a function whose address the executable takes
@@ -323,7 +330,7 @@ func (t *Tracer) spawned(th *thread, event int, ts uint64) error {
 		t.threads[child] = nc
 		pid := th.proc.pid
 		t.sinks(func(s Sink) error { return s.Task(ts, child, pid) })
-		if fi := th.proc.image.fast; fi != nil && tgidOf(child) != 0 && tgidOf(child) != pid {
+		if fi := th.proc.image.fast; fi != nil && otherGroup(child, pid) {
 			// clone(CLONE_VM) without CLONE_THREAD and without SIGCHLD:
 			// reported as a clone, a process of its own in the same memory.
 			nc.vforked = true

@@ -145,7 +145,7 @@ func (t *Tracer) probe(th *thread, b *bp.Breakpoint, regs *unix.PtraceRegs, ts u
 		if st := th.fastView(); st != nil {
 			depth = st.Depth()
 		}
-		t.fastRecord(th, uftrace.Record{Time: ts, Type: uftrace.Event, Depth: depth, Addr: site.id})
+		t.fastRecord(th, uftrace.Record{Time: ts, Type: uftrace.Event, Depth: depth, Addr: site.id}, nil)
 	} else {
 		t.record(th, uftrace.Record{Time: ts, Type: uftrace.Event, Depth: depth, Addr: site.id}, nil)
 	}
