@@ -24,6 +24,28 @@ table:	.quad 0                     # the thread table's address (rtrace writes i
 hashk:	.quad 0x9E3779B97F4A7C15
 	.quad 0, 0, 0, 0, 0, 0
 
+# CALLCLEAR calls \fn, then clears the return address the call left below the
+# stack pointer: no address of rtrace's code stays on a stack (a detach
+# takes any it finds for a live one).
+.macro CALLCLEAR fn
+	call \fn
+	movq $0, -8(%rsp)
+.endm
+
+# EXIT_RESTORE ends the exit stub's critical section and puts back the
+# registers it saved: the stack pointer is then at the return slot the
+# ret consumed.
+.macro EXIT_RESTORE
+	movq $0, GUARD(%rdi)
+	mov 0x30(%rsp), %rax
+	mov 0x28(%rsp), %rdx
+	mov 0x20(%rsp), %rcx
+	mov 0x18(%rsp), %rsi
+	mov 0x10(%rsp), %rdi
+	mov 0x08(%rsp), %r8
+	lea 0x38(%rsp), %rsp
+.endm
+
 # LOOKUP leaves the calling thread's state in %rdi (clobbers rax, rcx, rdx),
 # or jumps to \miss with its key in %rcx. The key is the %fs base: the first
 # instruction becomes rdfsbase %rcx where the kernel allows it.
@@ -68,8 +90,7 @@ entry_lookup:
 	jne entry_unhooked
 entry_hooked:
 	movq $1, GUARD(%rdi)
-	call room
-	movq $0, -8(%rsp)       # no address of rtrace's code left on the stack
+	CALLCLEAR room
 	mov DEPTH(%rdi), %rcx
 	cmp $MAXSTACK, %rcx
 	jae entry_unguard
@@ -94,8 +115,7 @@ entry_hooked:
 	shl $32, %rdx
 	or %rdx, %rax
 	mov %rax, %r8
-	call emit
-	movq $0, -8(%rsp)       # no address of rtrace's code left on the stack
+	CALLCLEAR emit
 entry_unguard:
 	movq $0, GUARD(%rdi)
 entry_out:
@@ -176,8 +196,7 @@ exit:
 	mov %r8, 0x08(%rsp)
 	LOOKUP exit_miss
 	movq $1, GUARD(%rdi)
-	call room
-	movq $0, -8(%rsp)
+	CALLCLEAR room
 	rdtsc
 	shl $32, %rdx
 	or %rdx, %rax
@@ -200,34 +219,18 @@ exit_pop:
 	jb exit_skipped
 	testq $1, 24(%rcx)
 	jnz exit_stop
-	call emit
-	movq $0, -8(%rsp)       # no address of rtrace's code left on the stack
-	movq $0, GUARD(%rdi)
-	mov 0x30(%rsp), %rax
-	mov 0x28(%rsp), %rdx
-	mov 0x20(%rsp), %rcx
-	mov 0x18(%rsp), %rsi
-	mov 0x10(%rsp), %rdi
-	mov 0x08(%rsp), %r8
-	lea 0x38(%rsp), %rsp
+	CALLCLEAR emit
+	EXIT_RESTORE
 	ret
 exit_skipped:
-	call emit
-	movq $0, -8(%rsp)       # no address of rtrace's code left on the stack
+	CALLCLEAR emit
 	jmp exit_pop
 # exit_stop: the return of a frame rtrace pushed with flag 1 (a function
 # whose return value is recorded): every register restored, the real
 # return address on top of the stack, a stop for rtrace to record the
 # EXIT with the value, then the return.
 exit_stop:
-	movq $0, GUARD(%rdi)
-	mov 0x30(%rsp), %rax
-	mov 0x28(%rsp), %rdx
-	mov 0x20(%rsp), %rcx
-	mov 0x18(%rsp), %rsi
-	mov 0x10(%rsp), %rdi
-	mov 0x08(%rsp), %r8
-	lea 0x38(%rsp), %rsp
+	EXIT_RESTORE
 exit_stop_trap:
 	int3
 	ret
