@@ -540,16 +540,36 @@ func (t *Tracer) fastRecord(th *thread, r uftrace.Record, payload []byte) {
 	t.flush(th)
 }
 
-// fastExits records at ts the exits of the frames of st, top down, as
-// th's, leaving them on the stack: th's view of frames that are not its
-// own to pop (a vfork child's), or that a stub may still pop (a process
-// that runs rtrace's code without it).
-func (t *Tracer) fastExits(th *thread, st *fast.State, ts uint64) {
-	t.drain.sync()
-	for d := st.Depth() - 1; d >= 0; d-- {
+// fastExits records at ts the exits of the frames of st below depth n,
+// top down, as th's, leaving them on the stack: th's view of frames that
+// are not its own to pop (a vfork child's), or that a stub may still pop
+// (a process that runs rtrace's code without it).
+func (t *Tracer) fastExits(th *thread, st *fast.State, n int, ts uint64) {
+	for d := n - 1; d >= 0; d-- {
 		fr := st.Frame(d)
 		t.fastRecord(th, uftrace.Record{Time: ts, Type: uftrace.Exit, Depth: fr.Depth, Addr: fr.Addr}, nil)
 	}
+}
+
+// openFrames is how many of st's frames have their ENTRY and not their
+// EXIT in the trace, for a thread that stopped for good, its ring drained:
+// one killed inside a stub may have pushed its top frame without writing
+// the ENTRY yet, or written the EXIT without popping it yet. Its last
+// record tells: the top frame is open when that record is its ENTRY or
+// one of a call inside it. (With records lost, nothing can be told.)
+func (t *Tracer) openFrames(th *thread, st *fast.State) int {
+	n := st.Depth()
+	if n == 0 || st.Lost() {
+		return n
+	}
+	t.drain.mu.Lock()
+	last, ok := t.drain.latest[th.tid]
+	t.drain.mu.Unlock()
+	top := st.Frame(n - 1)
+	if ok && (last.Depth >= n || last.Type == uftrace.Entry && last.Depth == n-1 && last.Addr == top.Addr) {
+		return n
+	}
+	return n - 1
 }
 
 // fastPop pops th's top frame, recording its exit at ts.
@@ -578,7 +598,8 @@ func (t *Tracer) fastClose(th *thread, ts uint64) {
 		// view of the frames there (its own and those it inherited), drop
 		// its own, and give the state back to its parent.
 		st := th.vfork
-		t.fastExits(th, st, ts)
+		t.drain.sync()
+		t.fastExits(th, st, st.Depth(), ts)
 		// The child popped and pushed frames of the state: the parent's
 		// are those it had at the vfork.
 		st.Truncate(0)
@@ -603,8 +624,13 @@ func (t *Tracer) fastClose(th *thread, ts uint64) {
 		// The process no longer uses rtrace (an exec replaced it), or runs
 		// rtrace's code without it (a detach that kept it): record the
 		// exits, but leave its frames, which a stub may still pop.
-		t.fastExits(th, st, ts)
+		t.drain.sync()
+		t.fastExits(th, st, t.openFrames(th, st), ts)
 	} else {
+		t.drain.sync()
+		if n := t.openFrames(th, st); n < st.Depth() {
+			st.Pop() // a half-done step's frame: no EXIT to write
+		}
 		for st.Depth() > 0 {
 			t.fastPop(th, st, ts)
 		}
@@ -775,8 +801,9 @@ type drainer struct {
 	mu     sync.Mutex
 	sink   FuncSink
 	clock  *fast.Clock
-	owner  map[*fast.State]int // the tid each state's records belong to
-	last   map[int]uint64      // per task: the last time handed on
+	owner  map[*fast.State]int    // the tid each state's records belong to
+	last   map[int]uint64         // per task: the last time handed on
+	latest map[int]uftrace.Record // per task: the last record handed on
 	raw    []fast.Rec
 	recs   []Rec
 	events func(uint64)
@@ -787,7 +814,7 @@ type drainer struct {
 }
 
 func newDrainer(sink FuncSink, clock *fast.Clock, events func(uint64)) *drainer {
-	return &drainer{sink: sink, clock: clock, owner: map[*fast.State]int{}, last: map[int]uint64{},
+	return &drainer{sink: sink, clock: clock, owner: map[*fast.State]int{}, last: map[int]uint64{}, latest: map[int]uftrace.Record{},
 		events: events, stop: make(chan struct{}), done: make(chan struct{})}
 }
 
@@ -908,6 +935,9 @@ func (d *drainer) recordsLocked(tid int, recs []Rec) error {
 		last = recs[i].Time
 	}
 	d.last[tid] = last
+	if len(recs) > 0 {
+		d.latest[tid] = recs[len(recs)-1].Record
+	}
 	return d.sink.Records(tid, recs)
 }
 

@@ -146,6 +146,9 @@ func (s *State) Drain(recs []Rec, max int) (_ []Rec, lost uint64) {
 	return recs, lost
 }
 
+// Lost reports whether the ring ever had no room for a record.
+func (s *State) Lost() bool { return s.load(offLost) != 0 }
+
 // Pending reports whether the ring holds records not drained yet.
 func (s *State) Pending() bool {
 	return s.load(offHead) != s.load(offTail) || s.load(offLost) != s.seenLost

@@ -206,7 +206,6 @@ exit_pop:
 	test %rcx, %rcx
 	jz exit_empty
 	dec %rcx
-	mov %rcx, DEPTH(%rdi)
 	shl $5, %rcx
 	lea FRAMES(%rdi,%rcx), %rcx
 	mov 16(%rcx), %rsi
@@ -220,16 +219,19 @@ exit_pop:
 	testq $1, 24(%rcx)
 	jnz exit_stop
 	CALLCLEAR emit
+	decq DEPTH(%rdi)        # the frame goes once its EXIT is written
 	EXIT_RESTORE
 	ret
 exit_skipped:
 	CALLCLEAR emit
+	decq DEPTH(%rdi)
 	jmp exit_pop
 # exit_stop: the return of a frame rtrace pushed with flag 1 (a function
 # whose return value is recorded): every register restored, the real
 # return address on top of the stack, a stop for rtrace to record the
 # EXIT with the value, then the return.
 exit_stop:
+	decq DEPTH(%rdi)
 	EXIT_RESTORE
 exit_stop_trap:
 	int3
