@@ -36,7 +36,7 @@ func TestBlobMatchesSource(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(text, blob) {
-		t.Errorf("blob.go is not stub.S assembled: regenerate it (as stub.S; objcopy -O binary -j .text)")
+		t.Errorf("blob.go is not stub.S assembled: regenerate it (go generate ./tracer/fast)")
 	}
 	syms, err := f.Symbols()
 	if err != nil {
