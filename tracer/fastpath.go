@@ -894,39 +894,42 @@ func (d *drainer) drainLocked(st *fast.State, tid int) bool {
 // drainBatchLocked hands at most one batch of st's pending records to the
 // sink as tid's, and reports whether there were any.
 func (d *drainer) drainBatchLocked(st *fast.State, tid int) bool {
-	any := false
-	if st.Pending() {
-		var lost uint64
-		d.raw, lost = st.Drain(d.raw[:0], 1<<14)
-		d.recs = d.recs[:0]
-		for _, r := range d.raw {
-			typ, depth, addr := fast.Unword(r.Word)
-			d.recs = append(d.recs, Rec{Record: uftrace.Record{Time: d.clock.Nanos(r.TSC), Type: uftrace.RecordType(typ), Depth: depth, Addr: addr}})
-		}
-		if lost > 0 {
-			d.lost += lost
-			var ts uint64
-			if len(d.recs) > 0 {
-				ts = d.recs[0].Time
-			}
-			d.recs = append([]Rec{{Record: uftrace.Record{Time: ts, Type: uftrace.Lost, Addr: lost}}}, d.recs...)
-		}
-		if len(d.recs) == 0 {
-			return false
-		}
-		any = true
-		d.events(uint64(len(d.raw)))
-		if err := d.recordsLocked(tid, d.recs); err != nil && d.err == nil {
-			d.err = err
-		}
+	if !st.Pending() {
+		return false
 	}
-	return any
+	var lost uint64
+	d.raw, lost = st.Drain(d.raw[:0], 1<<14)
+	d.recs = d.recs[:0]
+	if lost > 0 {
+		d.lost += lost
+		var ts uint64
+		if len(d.raw) > 0 {
+			ts = d.clock.Nanos(d.raw[0].TSC)
+		}
+		d.recs = append(d.recs, Rec{Record: uftrace.Record{Time: ts, Type: uftrace.Lost, Addr: lost}})
+	}
+	d.recs = slices.Grow(d.recs, len(d.raw))
+	for _, r := range d.raw {
+		typ, depth, addr := fast.Unword(r.Word)
+		d.recs = append(d.recs, Rec{Record: uftrace.Record{Time: d.clock.Nanos(r.TSC), Type: uftrace.RecordType(typ), Depth: depth, Addr: addr}})
+	}
+	if len(d.recs) == 0 {
+		return false
+	}
+	d.events(uint64(len(d.raw)))
+	if err := d.recordsLocked(tid, d.recs); err != nil && d.err == nil {
+		d.err = err
+	}
+	return true
 }
 
 // recordsLocked hands recs to the sink, their times kept monotonic per
 // task (the TSC conversion and the tracer's clock differ by the
 // calibration's error).
 func (d *drainer) recordsLocked(tid int, recs []Rec) error {
+	if len(recs) == 0 {
+		return nil
+	}
 	last := d.last[tid]
 	for i := range recs {
 		if recs[i].Time < last {
@@ -935,9 +938,7 @@ func (d *drainer) recordsLocked(tid int, recs []Rec) error {
 		last = recs[i].Time
 	}
 	d.last[tid] = last
-	if len(recs) > 0 {
-		d.latest[tid] = recs[len(recs)-1].Record
-	}
+	d.latest[tid] = recs[len(recs)-1].Record
 	return d.sink.Records(tid, recs)
 }
 

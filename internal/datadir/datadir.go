@@ -48,10 +48,8 @@ func (d *Writer) Records() uint64 { return d.records }
 func (d *Writer) Write(it trace.Item) error {
 	switch v := it.(type) {
 	case *trace.Records:
-		for _, r := range v.Recs {
-			if err := d.w.Append(v.Tid, r.Record, r.Payload); err != nil {
-				return err
-			}
+		if err := d.w.AppendRecs(v.Tid, v.Recs); err != nil {
+			return err
 		}
 		d.records += uint64(len(v.Recs))
 		return nil

@@ -53,10 +53,7 @@ type EventName struct {
 
 // Rec is one uftrace record with its payload: the arguments of an ENTRY
 // or the return value of an EXIT (More set), else nil.
-type Rec struct {
-	uftrace.Record
-	Payload []byte
-}
+type Rec = uftrace.Rec
 
 // Records is a batch of one thread's records, in time order. A stage may
 // keep neither the batch nor its payloads past Write: the producer reuses

@@ -54,6 +54,13 @@ type Record struct {
 	Addr  uint64
 }
 
+// Rec is one record with its payload: the arguments of an ENTRY or the
+// return value of an EXIT (More set), else nil.
+type Rec struct {
+	Record
+	Payload []byte
+}
+
 // AppendRecord appends the 16-byte encoding of r to b. Depth is masked to 10
 // bits and Addr to 48 bits, as the format stores them.
 func AppendRecord(b []byte, r Record) []byte {

@@ -214,6 +214,24 @@ func (w *Writer) Append(tid int, r Record, payload []byte) error {
 	if !ok {
 		return fmt.Errorf("record for unknown task %d (call Task or Fork first)", tid)
 	}
+	return w.append(tid, t, &r, payload)
+}
+
+// AppendRecs adds a batch of task tid's records, as Append does each.
+func (w *Writer) AppendRecs(tid int, recs []Rec) error {
+	t, ok := w.tasks[tid]
+	if !ok {
+		return fmt.Errorf("record for unknown task %d (call Task or Fork first)", tid)
+	}
+	for i := range recs {
+		if err := w.append(tid, t, &recs[i].Record, recs[i].Payload); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (w *Writer) append(tid int, t *taskFile, r *Record, payload []byte) error {
 	if r.Time < t.lastTime {
 		return fmt.Errorf("task %d: record time %d before previous %d", tid, r.Time, t.lastTime)
 	}
@@ -227,7 +245,7 @@ func (w *Writer) Append(tid int, r Record, payload []byte) error {
 		return errors.New("uftrace v0.13 rejects events with data")
 	}
 	t.lastTime = r.Time
-	if (r.Type == Entry || r.Type == Exit) && r.Depth > w.maxDepth {
+	if r.Depth > w.maxDepth && (r.Type == Entry || r.Type == Exit) {
 		w.maxDepth = r.Depth
 		if err := w.growStack(); err != nil {
 			return err
@@ -238,8 +256,10 @@ func (w *Writer) Append(tid int, r Record, payload []byte) error {
 			return fmt.Errorf("writing data of task %d: %w", tid, err)
 		}
 	}
-	t.buf = AppendRecord(t.buf, r)
-	t.buf = append(t.buf, payload...)
+	t.buf = AppendRecord(t.buf, *r)
+	if len(payload) > 0 {
+		t.buf = append(t.buf, payload...)
+	}
 	return nil
 }
 

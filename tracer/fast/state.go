@@ -12,6 +12,7 @@ import (
 // while the thread is stopped or by the thread itself.
 type State struct {
 	mem  []byte
+	ring []Rec  // the ring part of mem
 	Addr uint64 // where the process maps it
 	// seenLost is how many lost records Drain reported: the counter is the
 	// thread's alone (a plain increment), rtrace only reads it.
@@ -23,7 +24,8 @@ func NewState(mem []byte, addr uint64) *State {
 	if len(mem) < StateSize {
 		panic("fast: state mapping too small")
 	}
-	return &State{mem: mem, Addr: addr}
+	ring := unsafe.Slice((*Rec)(unsafe.Pointer(&mem[offRing])), RingCap)
+	return &State{mem: mem, ring: ring, Addr: addr}
 }
 
 // Mem is the mapping (for munmap).
@@ -135,9 +137,13 @@ func (s *State) Drain(recs []Rec, max int) (_ []Rec, lost uint64) {
 	if n := head - tail; n > uint64(max) {
 		head = tail + uint64(max)
 	}
-	for i := tail; i < head; i++ {
-		off := offRing + int(i%RingCap)*recSize
-		recs = append(recs, Rec{s.load(off), s.load(off + 8)})
+	// The records between tail and head are the thread's no more: a plain
+	// copy, in at most two parts of the ring.
+	for i := tail; i < head; {
+		at := i % RingCap
+		n := min(head-i, RingCap-at)
+		recs = append(recs, s.ring[at:at+n]...)
+		i += n
 	}
 	s.store(offTail, head) // release: the producer may reuse the room
 	if head != tail {
