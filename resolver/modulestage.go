@@ -22,9 +22,9 @@ import (
 // basename <basename>-<uftrace.AltSymSuffix>. Lines come from the module's
 // own DWARF only: `rtrace resolve -i DIR` adds separate debug files later.
 //
-// A .dbg file is written in the background: reading a module's DWARF takes
-// tens of milliseconds, and the tracer hands a session on while the
-// program waits to start. Close waits for them.
+// A module's files are written in the background: reading its symbols and
+// DWARF takes milliseconds to tens of milliseconds, and the tracer hands a
+// session on while the program waits to start. Close waits for them.
 type ModuleStage struct {
 	dir      string
 	next     trace.Writer
@@ -34,7 +34,7 @@ type ModuleStage struct {
 	done     map[string]bool   // module paths handled
 	dbg      sync.WaitGroup
 	mu       sync.Mutex
-	dbgErr   error    // the first error writing a .dbg file
+	dbgErr   error    // the first error writing a module's files
 	warnings []string // from the .dbg writers, printed at Close
 }
 
@@ -97,38 +97,25 @@ func (s *ModuleStage) Close() error {
 	return err
 }
 
-// module writes the files of the module at path once. A library that is
-// not an ELF object (a data file mapped executable) is left out; the
-// executable must be readable.
+// module writes the files of the module at path once, in the background
+// (Close waits): parsing libc's symbols takes milliseconds, and the tracer
+// hands maps on while the program waits. A library that is not an ELF
+// object (a data file mapped executable) is left out; the executable must
+// be readable.
 func (s *ModuleStage) module(path string, exe bool) error {
 	if s.done[path] || !filepath.IsAbs(path) {
 		return nil
 	}
 	s.done[path] = true
-	f, err := elfx.Open(path)
-	if err != nil {
-		if exe {
-			return fmt.Errorf("symbols of %s: %w", path, err)
-		}
-		return nil
-	}
 	name := filepath.Base(path)
 	if owner, ok := s.owners[name]; ok && owner != path {
 		name += "-" + uftrace.AltSymSuffix(path, "") // rtrace's map lines carry no build id
 	}
 	s.owners[name] = path
-	syms, end := Symbols(f)
-	var sym bytes.Buffer
-	if err := uftrace.WriteSyms(&sym, path, f.BuildID, syms, end); err != nil {
-		return fmt.Errorf("symbols of %s: %w", path, err)
-	}
-	if err := writeAtomic(filepath.Join(s.dir, name+".sym"), sym.Bytes()); err != nil {
-		return err
-	}
 	s.dbg.Add(1)
 	go func(auto bool) {
 		defer s.dbg.Done()
-		err := s.debugFile(path, name, f, auto)
+		err := s.files(path, name, exe, auto)
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		var w *warning
@@ -140,6 +127,27 @@ func (s *ModuleStage) module(path string, exe bool) error {
 		}
 	}(s.autoArgs)
 	return nil
+}
+
+// files writes the .sym and the .dbg file of the module at path, named
+// name.
+func (s *ModuleStage) files(path, name string, exe, auto bool) error {
+	f, err := elfx.Open(path)
+	if err != nil {
+		if exe {
+			return fmt.Errorf("symbols of %s: %w", path, err)
+		}
+		return nil
+	}
+	syms, end := Symbols(f)
+	var sym bytes.Buffer
+	if err := uftrace.WriteSyms(&sym, path, f.BuildID, syms, end); err != nil {
+		return fmt.Errorf("symbols of %s: %w", path, err)
+	}
+	if err := writeAtomic(filepath.Join(s.dir, name+".sym"), sym.Bytes()); err != nil {
+		return err
+	}
+	return s.debugFile(path, name, f, auto)
 }
 
 // warning is what debugFile has to say that is not an error.
