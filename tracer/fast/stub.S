@@ -221,7 +221,13 @@ exit_pop:
 	CALLCLEAR emit
 	decq DEPTH(%rdi)        # the frame goes once its EXIT is written
 	EXIT_RESTORE
-	ret
+	# Not a ret: the traced function's ret, which came here, consumed the
+	# return-stack predictor's entry for this return; another ret would
+	# take its caller's entry and mispredict every return up the stack.
+	# Signal frames leave the 128 bytes below %rsp alone (the psABI's red
+	# zone), so the popped slot still holds the address at the jmp.
+	lea 8(%rsp), %rsp
+	jmp *-8(%rsp)
 exit_skipped:
 	CALLCLEAR emit
 	decq DEPTH(%rdi)
