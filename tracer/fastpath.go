@@ -865,7 +865,7 @@ func (d *drainer) sync() {
 // waiting for room in its ring sees it move while the others are drained.
 func (d *drainer) drainAllLocked() bool {
 	any := false
-	for range fast.RingCap >> 14 {
+	for range fast.RingCap / drainBatch {
 		more := false
 		for st, tid := range d.owner {
 			if d.drainBatchLocked(st, tid) {
@@ -885,11 +885,15 @@ func (d *drainer) drainLocked(st *fast.State, tid int) bool {
 	any := false
 	// At most one ring's worth: a thread writing as fast as rtrace reads
 	// must not hold the lock (and the tracer) forever.
-	for i := 0; i <= fast.RingCap>>14 && d.drainBatchLocked(st, tid); i++ {
+	for i := 0; i <= fast.RingCap/drainBatch && d.drainBatchLocked(st, tid); i++ {
 		any = true
 	}
 	return any
 }
+
+// drainBatch is the most records handed on at once: a batch's records
+// and their encoding stay in the CPU's cache.
+var drainBatch = 1 << 12
 
 // drainBatchLocked hands at most one batch of st's pending records to the
 // sink as tid's, and reports whether there were any.
@@ -898,7 +902,7 @@ func (d *drainer) drainBatchLocked(st *fast.State, tid int) bool {
 		return false
 	}
 	var lost uint64
-	d.raw, lost = st.Drain(d.raw[:0], 1<<14)
+	d.raw, lost = st.Drain(d.raw[:0], drainBatch)
 	d.recs = d.recs[:0]
 	if lost > 0 {
 		d.lost += lost
@@ -909,9 +913,10 @@ func (d *drainer) drainBatchLocked(st *fast.State, tid int) bool {
 		d.recs = append(d.recs, Rec{Record: uftrace.Record{Time: ts, Type: uftrace.Lost, Addr: lost}})
 	}
 	d.recs = slices.Grow(d.recs, len(d.raw))
+	sc := d.clock.Scale()
 	for _, r := range d.raw {
 		typ, depth, addr := fast.Unword(r.Word)
-		d.recs = append(d.recs, Rec{Record: uftrace.Record{Time: d.clock.Nanos(r.TSC), Type: uftrace.RecordType(typ), Depth: depth, Addr: addr}})
+		d.recs = append(d.recs, Rec{Record: uftrace.Record{Time: sc.Nanos(r.TSC), Type: uftrace.RecordType(typ), Depth: depth, Addr: addr}})
 	}
 	if len(d.recs) == 0 {
 		return false

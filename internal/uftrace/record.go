@@ -64,13 +64,21 @@ type Rec struct {
 // AppendRecord appends the 16-byte encoding of r to b. Depth is masked to 10
 // bits and Addr to 48 bits, as the format stores them.
 func AppendRecord(b []byte, r Record) []byte {
+	b = append(b, make([]byte, RecordSize)...)
+	putRecord(b[len(b)-RecordSize:], &r)
+	return b
+}
+
+// putRecord encodes r into the first RecordSize bytes of b.
+func putRecord(b []byte, r *Record) {
 	w := uint64(r.Type&3) | uint64(recordMagic)<<3 |
 		uint64(r.Depth&MaxDepth)<<6 | (r.Addr&(1<<48-1))<<16
 	if r.More {
 		w |= 1 << 2
 	}
-	b = binary.LittleEndian.AppendUint64(b, r.Time)
-	return binary.LittleEndian.AppendUint64(b, w)
+	_ = b[RecordSize-1]
+	binary.LittleEndian.PutUint64(b, r.Time)
+	binary.LittleEndian.PutUint64(b[8:], w)
 }
 
 // DecodeRecord decodes one record from the first RecordSize bytes of b.

@@ -223,10 +223,39 @@ func (w *Writer) AppendRecs(tid int, recs []Rec) error {
 	if !ok {
 		return fmt.Errorf("record for unknown task %d (call Task or Fork first)", tid)
 	}
-	for i := range recs {
-		if err := w.append(tid, t, &recs[i].Record, recs[i].Payload); err != nil {
+	for len(recs) > 0 {
+		// A run of records without payload, in time order, of depths seen
+		// already, is encoded at once (a drained ring is mostly that).
+		n := 0
+		if len(t.buf)+RecordSize > cap(t.buf) {
+			if err := t.flush(); err != nil {
+				return fmt.Errorf("writing data of task %d: %w", tid, err)
+			}
+		}
+		room := (cap(t.buf) - len(t.buf)) / RecordSize
+		last := t.lastTime
+		for n < len(recs) && n < room {
+			r := &recs[n].Record
+			if r.More || len(recs[n].Payload) > 0 || r.Time < last || r.Depth > w.maxDepth || r.Depth < 0 {
+				break
+			}
+			last = r.Time
+			n++
+		}
+		if n > 0 {
+			b := t.buf[len(t.buf) : len(t.buf)+n*RecordSize]
+			for i := range n {
+				putRecord(b[i*RecordSize:], &recs[i].Record)
+			}
+			t.buf = t.buf[:len(t.buf)+n*RecordSize]
+			t.lastTime = last
+			recs = recs[n:]
+			continue
+		}
+		if err := w.append(tid, t, &recs[0].Record, recs[0].Payload); err != nil {
 			return err
 		}
+		recs = recs[1:]
 	}
 	return nil
 }

@@ -75,7 +75,24 @@ func (c *Clock) calibrate() {
 }
 
 // Nanos converts a TSC reading.
-func (c *Clock) Nanos(tsc uint64) uint64 {
+func (c *Clock) Nanos(tsc uint64) uint64 { return c.Scale().Nanos(tsc) }
+
+// Scale is the conversion, fixed once calibrated: its Nanos inlines in a
+// loop over a batch.
+type Scale struct {
+	tsc0      uint64
+	ns0       int64
+	nsPerTick float64
+}
+
+// Scale returns the calibrated conversion (the first call may wait for
+// the calibration).
+func (c *Clock) Scale() Scale {
 	c.once.Do(c.calibrate)
-	return uint64(c.ns0 + int64(float64(int64(tsc-c.tsc0))*c.nsPerTick))
+	return Scale{c.tsc0, c.ns0, c.nsPerTick}
+}
+
+// Nanos converts a TSC reading.
+func (s Scale) Nanos(tsc uint64) uint64 {
+	return uint64(s.ns0 + int64(float64(int64(tsc-s.tsc0))*s.nsPerTick))
 }

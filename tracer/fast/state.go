@@ -152,6 +152,19 @@ func (s *State) Drain(recs []Rec, max int) (_ []Rec, lost uint64) {
 	return recs, lost
 }
 
+// Emit appends a record as the stubs' emit does, or counts it lost when
+// the ring is full: the producer's side, for a thread that is stopped (and
+// for tests).
+func (s *State) Emit(r Rec) {
+	head := s.load(offHead)
+	if head-s.load(offTail) >= RingCap {
+		s.store(offLost, s.load(offLost)+1)
+		return
+	}
+	s.ring[head%RingCap] = r
+	s.store(offHead, head+1) // release: the record is written
+}
+
 // Lost reports whether the ring ever had no room for a record.
 func (s *State) Lost() bool { return s.load(offLost) != 0 }
 
