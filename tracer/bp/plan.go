@@ -345,15 +345,32 @@ type Refs struct {
 // target.
 type Site struct{ At, Target uint64 }
 
-// Branches returns the Refs of body, the code of the function at addr.
-// Bytes that
-// do not decode are stepped over one at a time and the first is reported
+// Branches returns the Refs of body, the code of the function at addr
+// (quick decodes most instructions, x86asm the rest). Bytes that do not
+// decode are stepped over one at a time and the first is reported
 // in err: targets after it may be missing, so a detour must not rely on
 // them for this function.
 func Branches(body []byte, addr uint64) (refs Refs, err error) {
 	for off := 0; off < len(body); {
-		if bytes.HasPrefix(body[off:], endbr64) {
+		if body[off] == endbr64[0] && bytes.HasPrefix(body[off:], endbr64) {
 			off += 4
+			continue
+		}
+		if q, ok := quick(body[off:]); ok {
+			next := addr + uint64(off+q.len)
+			switch {
+			case q.rel:
+				target := next + uint64(q.disp)
+				refs.Targets = append(refs.Targets, target)
+				if q.len == 5 && (body[off] == 0xe8 || body[off] == 0xe9) {
+					refs.Sites = append(refs.Sites, Site{At: addr + uint64(off), Target: target})
+				}
+			case q.slot:
+				refs.Slots = append(refs.Slots, next+uint64(q.disp))
+			case q.rip:
+				refs.Loads = append(refs.Loads, next+uint64(q.disp))
+			}
+			off += q.len
 			continue
 		}
 		inst, derr := x86asm.Decode(body[off:], 64)
@@ -376,10 +393,12 @@ func Branches(body []byte, addr uint64) (refs Refs, err error) {
 			if !ok || m.Base != x86asm.RIP || m.Index != 0 {
 				continue
 			}
+			// x86asm gives a rip-relative disp32 zero-extended.
+			at := uint64(next + int64(int32(m.Disp)))
 			if i == 0 && (inst.Op == x86asm.CALL || inst.Op == x86asm.JMP) {
-				refs.Slots = append(refs.Slots, uint64(next+m.Disp))
+				refs.Slots = append(refs.Slots, at)
 			} else {
-				refs.Loads = append(refs.Loads, uint64(next+m.Disp))
+				refs.Loads = append(refs.Loads, at)
 			}
 		}
 		off += inst.Len
