@@ -260,3 +260,70 @@ func TestStopContinue(t *testing.T) {
 	syscall.Kill(n, syscall.SIGCONT)
 	waitState(t, pid, "RS")
 }
+
+// A thread whose ring fills while nothing drains it (rtrace stopped) loses
+// records and keeps running: its result is right, and the trace says how
+// many records were lost (uftrace replay's LOST line), the count rtrace
+// prints too.
+func TestFastRingOverflowLosesRecords(t *testing.T) {
+	uft := testutil.RequireTool(t, "uftrace")
+	prog := testutil.BuildC(t, "flood.c", "-O0")
+	dir := t.TempDir()
+	cmd := exec.Command(rtraceBin, "record", "--engine=fast", "-d", filepath.Join(dir, "R"), "--", prog)
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	outPipe, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	out := bufio.NewReader(outPipe)
+	expect := func(prefix string) string {
+		t.Helper()
+		line, err := out.ReadString('\n')
+		if err != nil || !strings.HasPrefix(line, prefix) {
+			t.Fatalf("fixture printed %q (%v), want %q...", line, err, prefix)
+		}
+		return line
+	}
+	expect("ready")
+	// rtrace stopped: the program's calls fill its ring, wait a bounded
+	// time for room, then count the records that do not fit.
+	if err := cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	io.WriteString(in, "go\n")
+	calls := int64(1) << 21
+	if got, want := expect("done "), fmt.Sprintf("done %d\n", calls*calls); got != want {
+		t.Errorf("the program computed %q, want %q", got, want)
+	}
+	if err := cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	io.WriteString(in, "end\n")
+	in.Close()
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("rtrace: %v\n%s", err, stderr.String())
+	}
+	var records, lost int64
+	for _, l := range strings.Split(stderr.String(), "\n") {
+		if n, _ := fmt.Sscanf(l, "rtrace: %d records, %d lost", &records, &lost); n == 2 {
+			break
+		}
+	}
+	// The ring holds 2^20 records: at least 2^22 - 2^20 did not fit.
+	if lost < 3<<20 || records+lost < 2*calls+2 {
+		t.Errorf("rtrace says %d records, %d lost, want at least %d lost of %d:\n%s", records, lost, 3<<20, 2*calls+2, stderr.String())
+	}
+	replay := testutil.Run(t, dir, uft, "replay", "--no-pager", "-f", "none", "-d", "R")
+	if !strings.Contains(replay, fmt.Sprintf("LOST %d records", lost)) {
+		t.Errorf("replay has no LOST %d records line:\n%.500s", lost, replay)
+	}
+}

@@ -903,20 +903,20 @@ func (d *drainer) drainBatchLocked(st *fast.State, tid int) bool {
 	}
 	var lost uint64
 	d.raw, lost = st.Drain(d.raw[:0], drainBatch)
-	d.recs = d.recs[:0]
-	if lost > 0 {
-		d.lost += lost
-		var ts uint64
-		if len(d.raw) > 0 {
-			ts = d.clock.Nanos(d.raw[0].TSC)
-		}
-		d.recs = append(d.recs, Rec{Record: uftrace.Record{Time: ts, Type: uftrace.Lost, Addr: lost}})
-	}
-	d.recs = slices.Grow(d.recs, len(d.raw))
+	d.recs = slices.Grow(d.recs[:0], len(d.raw)+1)
 	sc := d.clock.Scale()
 	for _, r := range d.raw {
 		typ, depth, addr := fast.Unword(r.Word)
 		d.recs = append(d.recs, Rec{Record: uftrace.Record{Time: sc.Nanos(r.TSC), Type: uftrace.RecordType(typ), Depth: depth, Addr: addr}})
+	}
+	if lost > 0 {
+		// The records that did not fit came after these.
+		d.lost += lost
+		ts := d.last[tid]
+		if n := len(d.recs); n > 0 {
+			ts = d.recs[n-1].Time
+		}
+		d.recs = append(d.recs, Rec{Record: uftrace.Record{Time: ts, Type: uftrace.Lost, Addr: lost}})
 	}
 	if len(d.recs) == 0 {
 		return false

@@ -202,12 +202,24 @@ func TestStateDrain(t *testing.T) {
 	st.store(offHead, RingCap+2)
 	st.store(offLost, 5)
 	recs, lost := st.Drain(nil, 3)
-	if len(recs) != 3 || recs[0].TSC != 100 || recs[2].TSC != 102 || lost != 5 {
+	if len(recs) != 3 || recs[0].TSC != 100 || recs[2].TSC != 102 || lost != 0 {
 		t.Fatalf("first drain: %v lost %d", recs, lost)
 	}
+	// The 5 lost came after every record the ring held when they were
+	// counted, and before what the thread writes once there is room.
+	st.Emit(Rec{104, Word(TypeExit, 3, 0x1000)})
 	recs, lost = st.Drain(nil, 100)
-	if len(recs) != 1 || recs[0].TSC != 103 || lost != 0 || st.Pending() {
+	if len(recs) != 1 || recs[0].TSC != 103 || lost != 5 || !st.Pending() {
 		t.Fatalf("second drain: %v lost %d pending %v", recs, lost, st.Pending())
+	}
+	recs, lost = st.Drain(nil, 100)
+	if len(recs) != 1 || recs[0].TSC != 104 || lost != 0 || st.Pending() {
+		t.Fatalf("third drain: %v lost %d pending %v", recs, lost, st.Pending())
+	}
+	// A loss with nothing before it in the ring, then another.
+	st.store(offLost, 7)
+	if recs, lost = st.Drain(nil, 100); len(recs) != 0 || lost != 2 {
+		t.Fatalf("loss alone: %v lost %d", recs, lost)
 	}
 }
 

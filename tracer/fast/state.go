@@ -17,7 +17,11 @@ type State struct {
 	// seenLost is how many lost records Drain reported: the counter is the
 	// thread's alone (a plain increment), rtrace only reads it.
 	seenLost uint64
+	losses   []loss // reported by the counter, not by Drain yet
 }
+
+// loss is a number of records lost after the ring position at.
+type loss struct{ at, n uint64 }
 
 // NewState views mem, mapped at addr in the process.
 func NewState(mem []byte, addr uint64) *State {
@@ -115,38 +119,53 @@ func (s *State) Reset() {
 		s.store(off, 0)
 	}
 	s.seenLost = 0
+	s.losses = nil
 }
 
 // Rec is one ring record: a TSC reading and a packed word (Unword).
 type Rec struct{ TSC, Word uint64 }
 
 // Drain appends the records written since the last drain to recs (at most
-// max) and frees their room; lost is the number of records the ring had no
-// room for since the last drain.
-func (s *State) Drain(recs []Rec, max int) (_ []Rec, lost uint64) {
+// most) and frees their room. lost is a number of records the ring had no
+// room for right after those of recs: a loss happens only with the ring
+// full, so every record below the head read before the lost counter came
+// before the loss, and a batch stops at that head to report it.
+func (s *State) Drain(recs []Rec, most int) (_ []Rec, lost uint64) {
 	tail := s.load(offTail)
 	head := s.load(offHead) // acquire: the records below it are written
-	l := s.load(offLost)
-	lost, s.seenLost = l-s.seenLost, l
+	if l := s.load(offLost); l != s.seenLost {
+		s.losses = append(s.losses, loss{at: head, n: l - s.seenLost})
+		s.seenLost = l
+	}
 	if head-tail > RingCap {
 		// More than the ring holds: not the stubs' writing (the process
 		// overwrote its state). Skip to it, counting the records lost.
 		s.store(offTail, head)
-		return recs, lost + (head - tail)
+		lost = head - tail
+		for _, l := range s.losses {
+			lost += l.n
+		}
+		s.losses = s.losses[:0]
+		return recs, lost
 	}
-	if n := head - tail; n > uint64(max) {
-		head = tail + uint64(max)
+	end := min(head, tail+uint64(most))
+	if len(s.losses) > 0 && s.losses[0].at < end {
+		end = max(s.losses[0].at, tail)
 	}
-	// The records between tail and head are the thread's no more: a plain
+	// The records between tail and end are the thread's no more: a plain
 	// copy, in at most two parts of the ring.
-	for i := tail; i < head; {
+	for i := tail; i < end; {
 		at := i % RingCap
-		n := min(head-i, RingCap-at)
+		n := min(end-i, RingCap-at)
 		recs = append(recs, s.ring[at:at+n]...)
 		i += n
 	}
-	s.store(offTail, head) // release: the producer may reuse the room
-	if head != tail {
+	s.store(offTail, end) // release: the producer may reuse the room
+	if len(s.losses) > 0 && s.losses[0].at <= end {
+		lost = s.losses[0].n
+		s.losses = s.losses[1:]
+	}
+	if end != tail || lost > 0 {
 		s.store(offStall, 0) // a full ring waits for room again
 	}
 	return recs, lost
@@ -170,5 +189,5 @@ func (s *State) Lost() bool { return s.load(offLost) != 0 }
 
 // Pending reports whether the ring holds records not drained yet.
 func (s *State) Pending() bool {
-	return s.load(offHead) != s.load(offTail) || s.load(offLost) != s.seenLost
+	return s.load(offHead) != s.load(offTail) || s.load(offLost) != s.seenLost || len(s.losses) > 0
 }
