@@ -77,7 +77,7 @@ func (r *Runner) Run(w *Workload) *Report {
 		fmt.Fprintf(r.Log, "bench: %s: %v; comparing whole trees\n", w.Name, err)
 	}
 	for _, t := range r.Tools {
-		if t.Kind != w.Kind {
+		if t.Kind != w.Kind || len(w.Tools) > 0 && !slices.Contains(w.Tools, t.Name) {
 			continue
 		}
 		bin := t.Bin

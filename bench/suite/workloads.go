@@ -34,6 +34,8 @@ type Workload struct {
 	Hot string
 	// Inputs builds what Args name (a generated file), once.
 	Inputs func() error
+	// Tools, when set, are the only tools that run it (by name).
+	Tools []string
 }
 
 // Scale is how big the workloads are (Quick: small), and which to make.
@@ -44,7 +46,7 @@ type Scale struct {
 }
 
 // Names are the workloads, in the order they run.
-var Names = []string{"fib", "fib-threads", "churn", "lua", "bzip2", "sqlite3", "sqlite3-memory"}
+var Names = []string{"fib", "fib-long", "fib-threads", "churn", "lua", "bzip2", "sqlite3", "sqlite3-memory"}
 
 // fibCalls is how many times fib(n) calls fib.
 func fibCalls(n int) int64 {
@@ -58,9 +60,9 @@ func fibCalls(n int) int64 {
 // testdata/, and the real programs, built from Debian's sources. A
 // workload that cannot be prepared is returned with its error.
 func Workloads(b *Builder, s Scale) ([]*Workload, map[string]error) {
-	fibN, churnN, luaN, bzipKB, sqlN := 25, 200000, 15, 128, 1000
+	fibN, fibLongN, churnN, luaN, bzipKB, sqlN := 25, 30, 200000, 15, 128, 1000
 	if s.Quick {
-		fibN, churnN, luaN, bzipKB, sqlN = 20, 20000, 10, 16, 100
+		fibN, fibLongN, churnN, luaN, bzipKB, sqlN = 20, 25, 20000, 10, 16, 100
 	}
 	var list []*Workload
 	failed := map[string]error{}
@@ -87,6 +89,15 @@ func Workloads(b *Builder, s Scale) ([]*Workload, map[string]error) {
 		if p, ok := fixture("fib", "fib.c", "-O0", "-g"); ok {
 			list = append(list, &Workload{Name: "fib", Kind: Functions, Prog: p, Args: []string{strconv.Itoa(fibN)}, Hot: "fib",
 				What: fmt.Sprintf("fib(%d), testdata/fib.c at -O0: %d calls of fib", fibN, fibCalls(fibN))})
+		}
+	}
+	if want("fib-long") {
+		// Long enough that a tracer's fixed start-up is a small part of its
+		// cost per event; too long for the tracers that stop per event.
+		if p, ok := fixture("fib-long", "fib.c", "-O0", "-g"); ok {
+			list = append(list, &Workload{Name: "fib-long", Kind: Functions, Prog: p, Args: []string{strconv.Itoa(fibLongN)}, Hot: "fib",
+				What:  fmt.Sprintf("fib(%d), testdata/fib.c at -O0: %d calls of fib (the fast tracers only)", fibLongN, fibCalls(fibLongN)),
+				Tools: []string{"untraced", "rtrace fast", "uftrace -pg", "uftrace -P ."}})
 		}
 	}
 	if want("fib-threads") {
