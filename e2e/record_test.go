@@ -294,3 +294,33 @@ func TestRecordShortFunctions(t *testing.T) {
 		}
 	}
 }
+
+// A second recording into a directory moves the first aside to DIR.old, as
+// uftrace record does; a third replaces that DIR.old, and nothing else is
+// left beside them.
+func TestRecordMovesOldTraceAside(t *testing.T) {
+	prog := testutil.BuildC(t, "fib.c", "-O0")
+	tmp := t.TempDir()
+	for _, n := range []string{"5", "6", "7"} {
+		if r := runCmd(t, tmp, rtraceBin, "record", "-q", "-d", "T", "--", prog, n); r.code != 0 {
+			t.Fatalf("record %s: %+v", n, r)
+		}
+	}
+	entries, err := os.ReadDir(tmp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	if strings.Join(names, " ") != "T T.old" {
+		t.Fatalf("directory holds %v, want T and T.old", names)
+	}
+	// fib(7) calls fib 41 times, fib(6) 25; main, atoi and printf once.
+	for dir, calls := range map[string]int{"T": 41, "T.old": 25} {
+		if entries, _ := testutil.CountRecords(t, filepath.Join(tmp, dir)); entries != calls+3 {
+			t.Errorf("%s: %d entries, want %d", dir, entries, calls+3)
+		}
+	}
+}

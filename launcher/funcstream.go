@@ -48,6 +48,8 @@ type funcStream struct {
 	outs    []string     // directories, raw files and listener windows written
 	errs    []error
 	records uint64
+	// removed is closed once the trace moved aside before is deleted.
+	removed <-chan struct{}
 }
 
 // funcProc is a traced process: its session, and its parent when forked.
@@ -111,7 +113,8 @@ func (s *funcStream) Session(ss tracer.Session) error {
 	// The target runs: an older trace of the directory moves aside, as
 	// uftrace record does, and the first window opens if tracing is on.
 	if s.dir != "" {
-		if err := moveAside(s.dir); err != nil {
+		var err error
+		if s.removed, err = moveAside(s.dir); err != nil {
 			return fmt.Errorf("moving the old trace aside: %w", err)
 		}
 	}
@@ -303,6 +306,9 @@ func (s *funcStream) closeWindow(res *tracer.Result) {
 // tracing failed) and returns what was written and what failed.
 func (s *funcStream) finish(res *tracer.Result) ([]string, error) {
 	s.closeWindow(res)
+	if s.removed != nil {
+		<-s.removed
+	}
 	return s.outs, errors.Join(s.errs...)
 }
 

@@ -322,17 +322,32 @@ func writable(dir string) error {
 }
 
 // moveAside renames an existing uftrace.data directory to DIR.old, as
-// uftrace record does, so a new trace never mixes with an old one.
-func moveAside(dir string) error {
+// uftrace record does, so a new trace never mixes with an old one. The
+// DIR.old it replaces is removed in the background (a large trace takes
+// milliseconds to delete, and the program waits to start): done is closed
+// when it is gone.
+func moveAside(dir string) (done <-chan struct{}, err error) {
+	ch := make(chan struct{})
 	if _, err := os.Stat(filepath.Join(dir, "info")); err != nil {
+		close(ch)
 		if os.Remove(dir) == nil || errors.Is(err, os.ErrNotExist) {
-			return nil // absent, or an empty directory now gone
+			return ch, nil // absent, or an empty directory now gone
 		}
-		return err
+		return ch, err
 	}
 	old := strings.TrimRight(dir, "/") + ".old"
-	os.RemoveAll(old)
-	return os.Rename(dir, old)
+	gone := fmt.Sprintf("%s.rtrace-removing-%d", old, os.Getpid())
+	if os.Rename(old, gone) != nil {
+		gone = old // no older trace, or it cannot move: removed now
+		os.RemoveAll(old)
+	}
+	go func() {
+		defer close(ch)
+		if gone != old {
+			os.RemoveAll(gone)
+		}
+	}()
+	return ch, os.Rename(dir, old)
 }
 
 // lookPath finds the program as a shell would: a name with a slash as
