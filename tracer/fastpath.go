@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -35,6 +36,7 @@ type fastImage struct {
 	table     fast.Table
 	sites     []fast.Sites // one shared code copy per scratch mapping
 	free      []*fast.State
+	chunk     int  // states made by the last newStates
 	cloned    bool // a function runs from a copy: return addresses into it
 	disabled  bool // no entry is armed any more (a clone(CLONE_VM) child)
 	dead      bool // the address space was replaced by an exec
@@ -46,7 +48,7 @@ type fastImage struct {
 // of the process or of its image.
 func (fi *fastImage) release() {
 	for _, st := range fi.free {
-		unix.Munmap(st.Mem())
+		unmapState(st)
 	}
 	fi.free = nil
 	fi.ended = true
@@ -149,18 +151,21 @@ func (t *Tracer) liveTid(p *process, except int) int {
 // executable's scratch mapping, which holds the first shared code copy.
 func (fi *fastImage) gadget() uint64 { return fi.sites[0].Base - 16 + gadgetOff }
 
-// newState makes a thread state in tid's process, stopped: a memfd the
-// process maps shared (not inherited by a fork) and rtrace maps too.
-func (fi *fastImage) newState(tid, pid int) (*fast.State, error) {
+// newStates makes n thread states in tid's process, stopped: one memfd
+// the process maps shared (not inherited by a fork) and rtrace maps too.
+// Five system calls in the process make a state ready: made by the chunk,
+// the states of a program that starts threads cost them once per chunk.
+func (fi *fastImage) newStates(tid, pid, n int) ([]*fast.State, error) {
 	remoteSyscall := func(tid int, nr uint64, args ...uint64) (uint64, error) {
 		return remoteSyscallAt(tid, fi.gadget(), nr, args...)
 	}
+	size := uint64(n) * fast.StateSize
 	fd, err := remoteSyscall(tid, unix.SYS_MEMFD_CREATE, fi.tableAddr+fast.TableSize, unix.MFD_CLOEXEC)
 	if err != nil {
 		return nil, fmt.Errorf("memfd_create: %w", err)
 	}
 	defer remoteSyscall(tid, unix.SYS_CLOSE, fd)
-	if _, err := remoteSyscall(tid, unix.SYS_FTRUNCATE, fd, fast.StateSize); err != nil {
+	if _, err := remoteSyscall(tid, unix.SYS_FTRUNCATE, fd, size); err != nil {
 		return nil, fmt.Errorf("ftruncate: %w", err)
 	}
 	f, err := os.OpenFile(fmt.Sprintf("/proc/%d/fd/%d", pid, fd), os.O_RDWR, 0)
@@ -168,17 +173,30 @@ func (fi *fastImage) newState(tid, pid int) (*fast.State, error) {
 		return nil, err
 	}
 	defer f.Close()
-	mem, err := unix.Mmap(int(f.Fd()), 0, fast.StateSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	// Not unix.Mmap: each state is unmapped on its own (unmapState).
+	p, err := unix.MmapPtr(int(f.Fd()), 0, nil, uintptr(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {
-		return nil, fmt.Errorf("mapping the thread state: %w", err)
+		return nil, fmt.Errorf("mapping the thread states: %w", err)
 	}
-	addr, err := remoteSyscall(tid, unix.SYS_MMAP, 0, fast.StateSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED, fd, 0)
+	mem := unsafe.Slice((*byte)(p), size)
+	addr, err := remoteSyscall(tid, unix.SYS_MMAP, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED, fd, 0)
 	if err != nil {
-		unix.Munmap(mem)
-		return nil, fmt.Errorf("mapping the thread state: %w", err)
+		unix.MunmapPtr(p, uintptr(size))
+		return nil, fmt.Errorf("mapping the thread states: %w", err)
 	}
-	remoteSyscall(tid, unix.SYS_MADVISE, addr, fast.StateSize, unix.MADV_DONTFORK)
-	return fast.NewState(mem, addr), nil
+	remoteSyscall(tid, unix.SYS_MADVISE, addr, size, unix.MADV_DONTFORK)
+	states := make([]*fast.State, n)
+	for i := range states {
+		off := uint64(i) * fast.StateSize
+		states[i] = fast.NewState(mem[off:off+fast.StateSize:off+fast.StateSize], addr+off)
+	}
+	return states, nil
+}
+
+// unmapState takes rtrace's view of st away.
+func unmapState(st *fast.State) {
+	mem := st.Mem()
+	unix.MunmapPtr(unsafe.Pointer(unsafe.SliceData(mem)), uintptr(len(mem)))
 }
 
 // fastRegister gives th, stopped, a state under key: a freed one or a new
@@ -200,19 +218,24 @@ func (t *Tracer) fastRegister(th *thread, key uint64) bool {
 		th.fsKeys = append(th.fsKeys, key)
 		return true
 	}
-	var st *fast.State
-	if n := len(fi.free); n > 0 {
-		st, fi.free = fi.free[n-1], fi.free[:n-1]
-	} else {
-		var err error
-		if st, err = fi.newState(th.tid, th.proc.pid); err != nil {
+	if len(fi.free) == 0 {
+		// The first thread's state alone: most programs have no other.
+		// Then chunks of 2, 4, up to 8.
+		n := min(max(1, 2*fi.chunk), 8)
+		states, err := fi.newStates(th.tid, th.proc.pid, n)
+		if err != nil {
 			if !t.warnedState {
 				t.warnedState = true
 				fmt.Fprintf(t.cfg.Warn, "rtrace: warning: tid %d: cannot make its trace buffer, its calls are not traced: %v\n", th.tid, err)
 			}
 			return false
 		}
+		fi.chunk = n
+		slices.Reverse(states) // taken from the end: in address order
+		fi.free = append(fi.free, states...)
 	}
+	st := fi.free[len(fi.free)-1]
+	fi.free = fi.free[:len(fi.free)-1]
 	e, ok := fi.table.Insert(key, st.Addr)
 	if !ok {
 		fi.free = append(fi.free, st)
@@ -657,10 +680,10 @@ func (t *Tracer) fastClose(th *thread, ts uint64) {
 			st.Reset() // the drainer no longer reads it
 			fi.free = append(fi.free, st)
 		} else {
-			unix.Munmap(st.Mem())
+			unmapState(st)
 		}
 	} else {
-		unix.Munmap(st.Mem())
+		unmapState(st)
 	}
 }
 
@@ -806,6 +829,9 @@ type drainer struct {
 	latest map[int]uftrace.Record // per task: the last record handed on
 	raw    []fast.Rec
 	recs   []Rec
+	// states and tids are drainRound's list of the rings to drain.
+	states []*fast.State
+	tids   []int
 	events func(uint64)
 	err    error // the first sink error
 	lost   uint64
@@ -878,6 +904,38 @@ func (d *drainer) drainAllLocked() bool {
 		any = true
 	}
 	return any
+}
+
+// drainRound drains a batch from each ring, taking the lock for each
+// batch only: the tracer, which takes it to hand on what a stopped thread
+// did, waits for one batch at most, not for every ring to be empty.
+func (d *drainer) drainRound() bool {
+	d.mu.Lock()
+	d.states = d.states[:0]
+	d.tids = d.tids[:0]
+	for st, tid := range d.owner {
+		d.states, d.tids = append(d.states, st), append(d.tids, tid)
+	}
+	d.mu.Unlock()
+	any := false
+	for i, st := range d.states {
+		d.mu.Lock()
+		// The state may have gone or changed owner since the list was made.
+		if tid, ok := d.owner[st]; ok && tid == d.tids[i] && d.drainBatchLocked(st, tid) {
+			any = true
+		}
+		d.mu.Unlock()
+	}
+	return any
+}
+
+// drainTidLocked drains the rings whose records are tid's.
+func (d *drainer) drainTidLocked(tid int) {
+	for st, owner := range d.owner {
+		if owner == tid {
+			d.drainLocked(st, tid)
+		}
+	}
 }
 
 // drainLocked hands st's pending records to the sink as tid's.
@@ -959,9 +1017,7 @@ func (d *drainer) run() {
 			return
 		default:
 		}
-		d.mu.Lock()
-		any := d.drainAllLocked()
-		d.mu.Unlock()
+		any := d.drainRound()
 		if any {
 			idle = 50 * time.Microsecond
 			continue
@@ -984,49 +1040,64 @@ func (d *drainer) close() error {
 }
 
 // lockedSink is the function sink the tracer uses with the fast engine:
-// each call first drains the rings, so what the tracer hands on follows
-// the records written before it, and runs under the drainer's lock.
+// each call runs under the drainer's lock, and first drains the rings of
+// the thread it is about (all of them for an exec's session or a toggle),
+// so what the tracer hands on follows the records written before it.
+// Other threads' records need no order with it: a trace keeps each
+// thread's records apart.
 type lockedSink struct {
 	d *drainer
 }
 
-func (l *lockedSink) do(f func(FuncSink) error) error {
+// Which rings a call drains first.
+const (
+	drainNone = 0
+	drainAll  = -1
+)
+
+func (l *lockedSink) do(tid int, f func(FuncSink) error) error {
 	l.d.mu.Lock()
 	defer l.d.mu.Unlock()
-	l.d.drainAllLocked()
+	switch tid {
+	case drainNone:
+	case drainAll:
+		l.d.drainAllLocked()
+	default:
+		l.d.drainTidLocked(tid)
+	}
 	return f(l.d.sink)
 }
 
 func (l *lockedSink) Session(s Session) error {
-	return l.do(func(f FuncSink) error { return f.Session(s) })
+	return l.do(drainAll, func(f FuncSink) error { return f.Session(s) })
 }
 func (l *lockedSink) Maps(sid string, maps []byte) error {
-	return l.do(func(f FuncSink) error { return f.Maps(sid, maps) })
+	return l.do(drainNone, func(f FuncSink) error { return f.Maps(sid, maps) })
 }
 func (l *lockedSink) Dlopen(time uint64, tid int, sid string, base uint64, path string) error {
-	return l.do(func(f FuncSink) error { return f.Dlopen(time, tid, sid, base, path) })
+	return l.do(tid, func(f FuncSink) error { return f.Dlopen(time, tid, sid, base, path) })
 }
 func (l *lockedSink) Task(time uint64, tid, pid int) error {
-	return l.do(func(f FuncSink) error { return f.Task(time, tid, pid) })
+	return l.do(tid, func(f FuncSink) error { return f.Task(time, tid, pid) })
 }
 func (l *lockedSink) Fork(time uint64, pid, ppid int) error {
-	return l.do(func(f FuncSink) error { return f.Fork(time, pid, ppid) })
+	return l.do(ppid, func(f FuncSink) error { return f.Fork(time, pid, ppid) })
 }
 func (l *lockedSink) Exit(time uint64, tid int) error {
-	return l.do(func(f FuncSink) error { return f.Exit(time, tid) })
+	return l.do(tid, func(f FuncSink) error { return f.Exit(time, tid) })
 }
 func (l *lockedSink) Toggle(on bool, pid int) error {
-	return l.do(func(f FuncSink) error { return f.Toggle(on, pid) })
+	return l.do(drainAll, func(f FuncSink) error { return f.Toggle(on, pid) })
 }
 func (l *lockedSink) Symbols(sid string, funcs []trace.Func) error {
-	return l.do(func(f FuncSink) error { return f.Symbols(sid, funcs) })
+	return l.do(drainNone, func(f FuncSink) error { return f.Symbols(sid, funcs) })
 }
 func (l *lockedSink) Event(id uint64, name string) error {
-	return l.do(func(f FuncSink) error { return f.Event(id, name) })
+	return l.do(drainNone, func(f FuncSink) error { return f.Event(id, name) })
 }
 func (l *lockedSink) Probe(time uint64, tid int, name string, args []string) error {
-	return l.do(func(f FuncSink) error { return f.Probe(time, tid, name, args) })
+	return l.do(tid, func(f FuncSink) error { return f.Probe(time, tid, name, args) })
 }
 func (l *lockedSink) Records(tid int, recs []Rec) error {
-	return l.do(func(FuncSink) error { return l.d.recordsLocked(tid, recs) })
+	return l.do(tid, func(FuncSink) error { return l.d.recordsLocked(tid, recs) })
 }
