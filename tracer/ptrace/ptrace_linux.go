@@ -24,6 +24,21 @@ func ptrace(req, pid int, addr, data uintptr) error {
 	return nil
 }
 
+// ptracePtr is ptrace with data pointing at rtrace's memory. The pointer
+// stays a pointer until the system call's own argument list: made a
+// uintptr before a call to a Go function, it is not updated when that
+// call grows the goroutine's stack and copies it, and the kernel then
+// writes into the old copy (a register set or a word read as zeros). The
+// unsafe package's rule 4: only assembly functions such as RawSyscall6
+// may take it converted.
+func ptracePtr(req, pid int, addr uintptr, data unsafe.Pointer) error {
+	_, _, e := unix.RawSyscall6(unix.SYS_PTRACE, uintptr(req), uintptr(pid), addr, uintptr(data), 0, 0)
+	if e != 0 {
+		return e
+	}
+	return nil
+}
+
 // Seize attaches to pid without stopping it, with opts (PTRACE_SEIZE). Called
 // on the tracer thread.
 func Seize(pid int, opts int) error { return ptrace(unix.PTRACE_SEIZE, pid, 0, uintptr(opts)) }
@@ -48,18 +63,18 @@ func SingleStep(pid int) error { return ptrace(unix.PTRACE_SINGLESTEP, pid, 0, 0
 // clone, the child of a fork, the former tid at exec).
 func EventMsg(pid int) (uint64, error) {
 	var msg uint64
-	err := ptrace(unix.PTRACE_GETEVENTMSG, pid, 0, uintptr(unsafe.Pointer(&msg)))
+	err := ptracePtr(unix.PTRACE_GETEVENTMSG, pid, 0, unsafe.Pointer(&msg))
 	return msg, err
 }
 
 // GetRegs reads the general registers of pid.
 func GetRegs(pid int, regs *unix.PtraceRegs) error {
-	return ptrace(unix.PTRACE_GETREGS, pid, 0, uintptr(unsafe.Pointer(regs)))
+	return ptracePtr(unix.PTRACE_GETREGS, pid, 0, unsafe.Pointer(regs))
 }
 
 // SetRegs writes the general registers of pid.
 func SetRegs(pid int, regs *unix.PtraceRegs) error {
-	return ptrace(unix.PTRACE_SETREGS, pid, 0, uintptr(unsafe.Pointer(regs)))
+	return ptracePtr(unix.PTRACE_SETREGS, pid, 0, unsafe.Pointer(regs))
 }
 
 // FPRegs is the FXSAVE area PTRACE_GETFPREGS fills (user_fpregs_struct).
@@ -74,7 +89,7 @@ func (f *FPRegs) XMM(i int) uint64 {
 
 // GetFPRegs reads the floating-point and SSE registers of pid.
 func GetFPRegs(pid int, f *FPRegs) error {
-	return ptrace(unix.PTRACE_GETFPREGS, pid, 0, uintptr(unsafe.Pointer(f)))
+	return ptracePtr(unix.PTRACE_GETFPREGS, pid, 0, unsafe.Pointer(f))
 }
 
 // SetPC writes only rip (PTRACE_POKEUSER): a third the cost of SETREGS.
@@ -86,7 +101,7 @@ func SetPC(pid int, pc uint64) error {
 func PeekWord(pid int, addr uint64) (uint64, error) {
 	var v uint64
 	// PTRACE_PEEKDATA's raw syscall stores the word at *data.
-	err := ptrace(unix.PTRACE_PEEKDATA, pid, uintptr(addr), uintptr(unsafe.Pointer(&v)))
+	err := ptracePtr(unix.PTRACE_PEEKDATA, pid, uintptr(addr), unsafe.Pointer(&v))
 	return v, err
 }
 
