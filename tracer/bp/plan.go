@@ -356,52 +356,32 @@ func Branches(body []byte, addr uint64) (refs Refs, err error) {
 			off += 4
 			continue
 		}
-		if q, ok := quick(body[off:]); ok {
-			next := addr + uint64(off+q.len)
-			switch {
-			case q.rel:
-				target := next + uint64(q.disp)
-				refs.Targets = append(refs.Targets, target)
-				if q.len == 5 && (body[off] == 0xe8 || body[off] == 0xe9) {
-					refs.Sites = append(refs.Sites, Site{At: addr + uint64(off), Target: target})
+		q, ok := quick(body[off:])
+		if !ok {
+			inst, derr := x86asm.Decode(body[off:], 64)
+			if derr != nil {
+				if err == nil {
+					err = fmt.Errorf("%w: decoding the function body at +%#x: %v", ErrUnsupported, off, derr)
 				}
-			case q.slot:
-				refs.Slots = append(refs.Slots, next+uint64(q.disp))
-			case q.rip:
-				refs.Loads = append(refs.Loads, next+uint64(q.disp))
-			}
-			off += q.len
-			continue
-		}
-		inst, derr := x86asm.Decode(body[off:], 64)
-		if derr != nil {
-			if err == nil {
-				err = fmt.Errorf("%w: decoding the function body at +%#x: %v", ErrUnsupported, off, derr)
-			}
-			off++
-			continue
-		}
-		next := int64(addr) + int64(off+inst.Len)
-		if rel, ok := inst.Args[0].(x86asm.Rel); ok && inst.PCRel > 0 {
-			refs.Targets = append(refs.Targets, uint64(next+int64(rel)))
-			if inst.Len == 5 && (body[off] == 0xe8 || body[off] == 0xe9) {
-				refs.Sites = append(refs.Sites, Site{At: addr + uint64(off), Target: uint64(next + int64(rel))})
-			}
-		}
-		for i, a := range inst.Args {
-			m, ok := a.(x86asm.Mem)
-			if !ok || m.Base != x86asm.RIP || m.Index != 0 {
+				off++
 				continue
 			}
-			// x86asm gives a rip-relative disp32 zero-extended.
-			at := uint64(next + int64(int32(m.Disp)))
-			if i == 0 && (inst.Op == x86asm.CALL || inst.Op == x86asm.JMP) {
-				refs.Slots = append(refs.Slots, at)
-			} else {
-				refs.Loads = append(refs.Loads, at)
-			}
+			q = fromX86asm(inst)
 		}
-		off += inst.Len
+		next := addr + uint64(off+q.len)
+		switch {
+		case q.rel:
+			target := next + uint64(q.disp)
+			refs.Targets = append(refs.Targets, target)
+			if q.len == 5 && (body[off] == 0xe8 || body[off] == 0xe9) {
+				refs.Sites = append(refs.Sites, Site{At: addr + uint64(off), Target: target})
+			}
+		case q.slot:
+			refs.Slots = append(refs.Slots, next+uint64(q.disp))
+		case q.rip:
+			refs.Loads = append(refs.Loads, next+uint64(q.disp))
+		}
+		off += q.len
 	}
 	return refs, err
 }

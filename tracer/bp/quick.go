@@ -1,5 +1,7 @@
 package bp
 
+import "golang.org/x/arch/x86/x86asm"
+
 // A quick decoder for what Branches needs of an instruction: its length,
 // the target of a relative branch, and a rip-relative memory operand.
 // x86asm.Decode takes about 135 ns per instruction (BenchmarkBranches),
@@ -9,6 +11,25 @@ package bp
 // Volume 2, Appendix A, and says nothing (ok false) of the rest, which go
 // to x86asm. TestQuickMatchesX86asm and FuzzQuick hold it to x86asm's
 // answers wherever it answers.
+
+// fromX86asm is what quick would report of inst, as x86asm decodes it.
+func fromX86asm(inst x86asm.Inst) (in quickInst) {
+	in.len = inst.Len
+	if rel, ok := inst.Args[0].(x86asm.Rel); ok && inst.PCRel > 0 {
+		in.rel, in.disp = true, int64(rel)
+		return in
+	}
+	for i, a := range inst.Args {
+		m, ok := a.(x86asm.Mem)
+		if !ok || m.Base != x86asm.RIP || m.Index != 0 {
+			continue
+		}
+		// x86asm gives a rip-relative disp32 zero-extended.
+		in.rip, in.disp = true, int64(int32(m.Disp))
+		in.slot = i == 0 && (inst.Op == x86asm.CALL || inst.Op == x86asm.JMP)
+	}
+	return in
+}
 
 // quickInst is what quick reports of one instruction.
 type quickInst struct {

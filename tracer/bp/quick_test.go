@@ -16,19 +16,7 @@ func asX86asm(b []byte) (in quickInst, ok bool) {
 	if err != nil {
 		return in, false
 	}
-	in.len = inst.Len
-	if rel, ok := inst.Args[0].(x86asm.Rel); ok && inst.PCRel > 0 {
-		in.rel, in.disp = true, int64(rel)
-	}
-	for i, a := range inst.Args {
-		m, ok := a.(x86asm.Mem)
-		if !ok || m.Base != x86asm.RIP || m.Index != 0 {
-			continue
-		}
-		in.rip, in.disp = true, int64(int32(m.Disp))
-		in.slot = i == 0 && (inst.Op == x86asm.CALL || inst.Op == x86asm.JMP)
-	}
-	return in, true
+	return fromX86asm(inst), true
 }
 
 // sameAsX86asm checks quick against x86asm on the instruction at the
