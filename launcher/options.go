@@ -337,16 +337,15 @@ func moveAside(dir string) (done <-chan struct{}, err error) {
 	}
 	old := strings.TrimRight(dir, "/") + ".old"
 	gone := fmt.Sprintf("%s.rtrace-removing-%d", old, os.Getpid())
-	if os.Rename(old, gone) != nil {
-		gone = old // no older trace, or it cannot move: removed now
-		os.RemoveAll(old)
-	}
-	go func() {
-		defer close(ch)
-		if gone != old {
+	if os.Rename(old, gone) == nil {
+		go func() {
+			defer close(ch)
 			os.RemoveAll(gone)
-		}
-	}()
+		}()
+	} else {
+		os.RemoveAll(old) // no older trace, or it cannot move: removed now
+		close(ch)
+	}
 	return ch, os.Rename(dir, old)
 }
 

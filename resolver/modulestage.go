@@ -32,9 +32,9 @@ type ModuleStage struct {
 	autoArgs bool              // the trace records every function's arguments (-a)
 	owners   map[string]string // file name -> the module path owning it
 	done     map[string]bool   // module paths handled
-	dbg      sync.WaitGroup
+	writing  sync.WaitGroup    // the modules' files being written
 	mu       sync.Mutex
-	dbgErr   error    // the first error writing a module's files
+	filesErr error    // the first error writing a module's files
 	warnings []string // from the .dbg writers, printed at Close
 }
 
@@ -84,15 +84,15 @@ func (s *ModuleStage) maps(sid string, maps []byte) error {
 
 // Close waits for the .dbg files and closes the next stage.
 func (s *ModuleStage) Close() error {
-	s.dbg.Wait()
+	s.writing.Wait()
 	if s.warn != nil {
 		for _, w := range s.warnings {
 			fmt.Fprint(s.warn, w)
 		}
 	}
 	err := s.next.Close()
-	if s.dbgErr != nil {
-		return s.dbgErr
+	if s.filesErr != nil {
+		return s.filesErr
 	}
 	return err
 }
@@ -112,9 +112,9 @@ func (s *ModuleStage) module(path string, exe bool) error {
 		name += "-" + uftrace.AltSymSuffix(path, "") // rtrace's map lines carry no build id
 	}
 	s.owners[name] = path
-	s.dbg.Add(1)
+	s.writing.Add(1)
 	go func(auto bool) {
-		defer s.dbg.Done()
+		defer s.writing.Done()
 		err := s.files(path, name, exe, auto)
 		s.mu.Lock()
 		defer s.mu.Unlock()
@@ -122,8 +122,8 @@ func (s *ModuleStage) module(path string, exe bool) error {
 		switch {
 		case errors.As(err, &w):
 			s.warnings = append(s.warnings, w.msg)
-		case err != nil && s.dbgErr == nil:
-			s.dbgErr = err
+		case err != nil && s.filesErr == nil:
+			s.filesErr = err
 		}
 	}(s.autoArgs)
 	return nil
