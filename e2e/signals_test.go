@@ -360,3 +360,52 @@ func allStopped(pid int) bool {
 	}
 	return len(stats) > 0
 }
+
+// TestSignalHandlerCalls: a 100 µs timer interrupts a program that calls
+// fib() as fast as it can, so with the fast engine most signals come
+// inside a stub. Every call of the handler's tick() is in the trace, and
+// a handler that leaves by siglongjmp does not stop the tracing of what
+// follows.
+func TestSignalHandlerCalls(t *testing.T) {
+	uft := testutil.RequireTool(t, "uftrace")
+	prog := testutil.BuildC(t, "sigtick.c", "-O0")
+	for _, c := range []struct {
+		name string
+		args []string
+	}{{"return", []string{"300"}}, {"siglongjmp", []string{"300", "jump"}}} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			r := runCmd(t, dir, rtraceBin, append([]string{"record", "-q", "-d", "R", "--", prog}, c.args...)...)
+			if r.code != 0 {
+				t.Fatalf("rtrace exited %d:\n%s", r.code, r.stderr)
+			}
+			var ticks, jumps int
+			if _, err := fmt.Sscanf(r.stdout, "ticks %d jumps %d", &ticks, &jumps); err != nil {
+				t.Fatalf("fixture printed %q", r.stdout)
+			}
+			if ticks < 300 || (len(c.args) > 1) != (jumps > 0) {
+				t.Fatalf("fixture printed %q", r.stdout)
+			}
+			replay := testutil.Run(t, dir, uft, "replay", "--no-pager", "-f", "none", "-d", "R")
+			count := func(name string) int {
+				n := 0
+				for _, l := range strings.Split(replay, "\n") {
+					l = strings.TrimSpace(l)
+					if l == name+"();" || l == name+"() {" {
+						n++
+					}
+				}
+				return n
+			}
+			if got := count("tick"); got != ticks {
+				t.Errorf("%d tick() calls in the trace, the program made %d", got, ticks)
+			}
+			if got := count("handler"); got != ticks {
+				t.Errorf("%d handler() calls in the trace, the program made %d", got, ticks)
+			}
+			if got := count("done"); got != 1 {
+				t.Errorf("%d done() calls in the trace, want 1", got)
+			}
+		})
+	}
+}

@@ -302,6 +302,9 @@ func (t *Tracer) detachAll(first *thread) {
 	}
 	for _, th := range t.threads {
 		if th.proc != nil {
+			if st := th.fastView(); st != nil && len(th.held) > 0 {
+				st.Release() // they are sent after the detach
+			}
 			t.leaveScratch(th)
 			t.restoreReturns(th)
 		}
@@ -313,6 +316,11 @@ func (t *Tracer) detachAll(first *thread) {
 	for tid := range t.threads {
 		if err := ptrace.Detach(tid, int(t.pending[tid])); err != nil && !errors.Is(err, unix.ESRCH) {
 			fmt.Fprintf(t.cfg.Warn, "rtrace: warning: detaching tid %d: %v\n", tid, err)
+		}
+		if th := t.threads[tid]; th.proc != nil {
+			for _, h := range th.held {
+				unix.Tgkill(th.proc.pid, tid, h.sig) // the siginfo is lost: the sender is rtrace
+			}
 		}
 	}
 	for _, th := range t.threads {

@@ -168,6 +168,9 @@ func (t *Tracer) stopped(th *thread, ws unix.WaitStatus, regs *unix.PtraceRegs, 
 		resume(th.tid, 0)
 		return nil
 	}
+	if t.fastHold(th, sig) {
+		return nil
+	}
 	resume(th.tid, sig)
 	return nil
 }
@@ -417,6 +420,7 @@ func (t *Tracer) execed(th *thread, ts uint64) error {
 	}
 	th.stack, th.depth = nil, 0
 	th.unhooked, th.unwinds, th.jmpbufs = false, nil, nil
+	th.held = nil      // the stub that was to deliver them is gone
 	th.vforked = false // its own memory now
 	err := leaveExec(th.tid)
 	if err == nil {

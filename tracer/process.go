@@ -56,6 +56,9 @@ type thread struct {
 	// forkFrames: a forked child not set up yet, with its parent's frames.
 	forkFrames []fast.Frame
 	forkNeeded bool
+	// held: signals that came while the thread was inside a stub's
+	// critical section, delivered when it leaves it (fastHold).
+	held []heldSignal
 }
 
 // enter pushes a frame for a call of f and returns whether it is recorded:

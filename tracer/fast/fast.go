@@ -16,6 +16,7 @@ const (
 	offTail   = 0x80
 	offLost   = 0xc0
 	offStall  = 0xc8
+	offHeld   = 0xd0
 	offFrames = 0x1000
 	frameSize = 32
 	offRing   = 0x21000
@@ -81,6 +82,10 @@ type Sites struct {
 	// ExitEmpty: a hijacked return with no frame: rtrace has lost track,
 	// the process cannot go on.
 	ExitEmpty uint64
+	// Held: the end of a critical section during which rtrace held a
+	// signal for the thread (State.Hold): rtrace delivers one held signal
+	// at each stop here and clears the state's flag with the last.
+	Held uint64
 }
 
 // SitesAt returns the Sites of the shared code at base.
@@ -90,6 +95,7 @@ func SitesAt(base uint64) Sites {
 		EntryMiss: base + offEntryMiss, EntryOut: base + offEntryOut,
 		EntryUnhooked: base + offEntryUnhooked,
 		ExitMiss:      base + offExitMiss, ExitEmpty: base + offExitEmpty, ExitStop: base + offExitStop,
+		Held: base + offHeldTrap,
 	}
 }
 

@@ -44,7 +44,7 @@ func TestBlobMatchesSource(t *testing.T) {
 	}
 	want := map[string]uint64{"entry": offEntry, "entry_lookup": offLookup, "entry_out": offEntryOut,
 		"entry_miss": offEntryMiss, "entry_unhooked": offEntryUnhooked, "exit": offExit,
-		"exit_miss": offExitMiss, "exit_empty": offExitEmpty, "exit_stop_trap": offExitStop}
+		"exit_miss": offExitMiss, "exit_empty": offExitEmpty, "exit_stop_trap": offExitStop, "held": offHeldTrap}
 	for _, s := range syms {
 		if w, ok := want[s.Name]; ok {
 			if s.Value != w {
@@ -60,7 +60,7 @@ func TestBlobMatchesSource(t *testing.T) {
 		name string
 		off  int
 	}{{"GUARD", offGuard}, {"DEPTH", offDepth}, {"UNHOOK", offUnhook}, {"HEAD", offHead}, {"TAIL", offTail},
-		{"LOST", offLost}, {"STALL", offStall}, {"FRAMES", offFrames}, {"MAXSTACK", MaxStack}, {"RING", offRing}, {"RINGCAP", RingCap},
+		{"LOST", offLost}, {"STALL", offStall}, {"HELD", offHeld}, {"FRAMES", offFrames}, {"MAXSTACK", MaxStack}, {"RING", offRing}, {"RINGCAP", RingCap},
 		{"TMASK", (TableEntries - 1) * 16}} {
 		found := false
 		for _, s := range syms {

@@ -103,6 +103,13 @@ func (s *State) Truncate(d int) {
 // counted lost) and lose the next records of a full ring at once.
 func (s *State) Stall() { s.store(offStall, 1) }
 
+// Hold marks that rtrace holds a signal for the thread: it stops at the
+// end of its critical section (Sites.Held) for the delivery.
+func (s *State) Hold() { s.store(offHeld, 1) }
+
+// Release clears the mark of Hold: no signal is held any more.
+func (s *State) Release() { s.store(offHeld, 0) }
+
 // SetUnhooked sets or clears the flag that sends the thread's calls to the
 // tracer while an exception unwinds its stack.
 func (s *State) SetUnhooked(on bool) {
@@ -115,7 +122,7 @@ func (s *State) SetUnhooked(on bool) {
 
 // Reset empties the state for a new thread: no frames, an empty ring.
 func (s *State) Reset() {
-	for _, off := range []int{offGuard, offDepth, offUnhook, offHead, offTail, offLost, offStall} {
+	for _, off := range []int{offGuard, offDepth, offUnhook, offHead, offTail, offLost, offStall, offHeld} {
 		s.store(off, 0)
 	}
 	s.seenLost = 0

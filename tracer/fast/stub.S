@@ -11,7 +11,9 @@
 	.set TAIL,    0x80    # ring records read (consumer: rtrace)
 	.set LOST,    0xc0    # records dropped on a full ring
 	.set STALL,   0xc8    # nonzero: a wait for room timed out; rtrace clears it
-	.set SPIN,    0x100000 # pauses a record waits for room at most
+	.set HELD,    0xd0    # nonzero: rtrace holds signals until the guard clears
+	.set SPIN,    0x1000  # pauses before a wait for room yields the CPU
+	.set WAIT,    0x80000000 # TSC ticks a record waits for room at most (~1 s)
 	.set FRAMES,  0x1000  # shadow stack: {ret, slot, word, flags} per frame
 	.set MAXSTACK, 4096
 	.set RING,    0x21000 # ring: {tsc, word} per record
@@ -32,11 +34,23 @@ hashk:	.quad 0x9E3779B97F4A7C15
 	movq $0, -8(%rsp)
 .endm
 
+# UNGUARD ends a critical section. A signal that came meanwhile was held
+# by rtrace (its handler would have found the guard set and gone
+# untraced): held, called here, stops for rtrace to deliver it. Clobbers
+# the status flags.
+.macro UNGUARD
+	movq $0, GUARD(%rdi)
+	cmpq $0, HELD(%rdi)
+	je 1f
+	CALLCLEAR held
+1:
+.endm
+
 # EXIT_RESTORE ends the exit stub's critical section and puts back the
 # registers it saved: the stack pointer is then at the return slot the
 # ret consumed.
 .macro EXIT_RESTORE
-	movq $0, GUARD(%rdi)
+	UNGUARD
 	mov 0x30(%rsp), %rax
 	mov 0x28(%rsp), %rdx
 	mov 0x20(%rsp), %rcx
@@ -85,7 +99,7 @@ entry:
 entry_lookup:
 	LOOKUP entry_miss
 	cmpq $0, GUARD(%rdi)
-	jne entry_out
+	jne entry_nested
 	cmpq $0, UNHOOK(%rdi)
 	jne entry_unhooked
 entry_hooked:
@@ -117,7 +131,7 @@ entry_hooked:
 	mov %rax, %r8
 	CALLCLEAR emit
 entry_unguard:
-	movq $0, GUARD(%rdi)
+	UNGUARD
 entry_out:
 	mov 0x28(%rsp), %rcx
 	mov 0x20(%rsp), %rdx
@@ -126,6 +140,13 @@ entry_out:
 	mov 0x08(%rsp), %r8
 	lea 0x38(%rsp), %rsp
 	ret
+# A call inside a critical section (a handler of a signal rtrace did not
+# hold interrupted it) goes untraced; a signal held since is delivered.
+entry_nested:
+	cmpq $0, HELD(%rdi)
+	je entry_out
+	CALLCLEAR held
+	jmp entry_out
 entry_miss:
 	int3                    # rtrace registers the thread (key in %rcx)
 	jmp entry_miss_retry
@@ -133,12 +154,13 @@ entry_unhooked:
 	int3                    # rtrace drops the frames an exception unwound
 	jmp entry_hooked
 
-# room waits until the ring of state %rdi has room for a record: a bounded
-# time (about SPIN pauses), after which it marks the state stalled; a
-# stalled state does not wait (rtrace clears the flag when it drains).
-# Entry and exit wait here before they change the shadow stack, so a
-# thread killed while it waits (exit_group) leaves its state consistent.
-# Clobbers rax, rcx, rdx.
+# room waits until the ring of state %rdi has room for a record: SPIN
+# pauses, then yielding the CPU (the drainer may need it), for WAIT ticks
+# at most, after which it marks the state stalled; a stalled state does
+# not wait (rtrace clears the flag when it drains). Entry and exit wait
+# here before they change the shadow stack, so a thread killed while it
+# waits (exit_group) leaves its state consistent. Clobbers rax, rcx, rdx,
+# r8.
 room:
 	mov HEAD(%rdi), %rcx
 	mov %rcx, %rax
@@ -147,18 +169,43 @@ room:
 	jb 1f
 	cmpq $0, STALL(%rdi)
 	jne 1f
+	rdtsc
+	shl $32, %rdx
+	or %rdx, %rax
+	mov $WAIT, %r8d
+	add %rax, %r8           # the deadline
 	mov $SPIN, %edx
 2:	pause
 	cmpq $0, STALL(%rdi)    # rtrace gave up on this ring (a detach)
 	jne 1f
+	mov HEAD(%rdi), %rcx
 	mov %rcx, %rax
 	sub TAIL(%rdi), %rax
 	cmp $RINGCAP, %rax
 	jb 1f
 	dec %edx
 	jnz 2b
+	push %r11
+	mov $24, %eax           # sched_yield (clobbers rcx, r11)
+	syscall
+	pop %r11
+	rdtsc
+	shl $32, %rdx
+	or %rdx, %rax
+	mov $1, %edx            # from now on, yield after every check
+	cmp %r8, %rax
+	jb 2b
 	movq $1, STALL(%rdi)
 1:	ret
+
+# held: a signal came while the guard was set, and rtrace holds it. The
+# int3 stops for rtrace to deliver one held signal; it clears HELD with
+# the last.
+held:
+	int3
+	cmpq $0, HELD(%rdi)
+	jne held
+	ret
 
 # emit appends the record {%r8, %rsi} to the ring of state %rdi, or counts
 # it lost when the ring is full (room waited already). Clobbers rax, rcx,

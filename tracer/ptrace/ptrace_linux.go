@@ -67,6 +67,21 @@ func EventMsg(pid int) (uint64, error) {
 	return msg, err
 }
 
+// SigInfo is a siginfo_t as PTRACE_GETSIGINFO reads it (128 bytes,
+// include/uapi/asm-generic/siginfo.h).
+type SigInfo [128]byte
+
+// GetSigInfo reads the siginfo of the signal pid is stopped for.
+func GetSigInfo(pid int, info *SigInfo) error {
+	return ptracePtr(unix.PTRACE_GETSIGINFO, pid, 0, unsafe.Pointer(info))
+}
+
+// SetSigInfo replaces the siginfo of the signal pid is stopped for: with
+// Cont's signal, what the program's handler receives.
+func SetSigInfo(pid int, info *SigInfo) error {
+	return ptracePtr(unix.PTRACE_SETSIGINFO, pid, 0, unsafe.Pointer(info))
+}
+
 // GetRegs reads the general registers of pid.
 func GetRegs(pid int, regs *unix.PtraceRegs) error {
 	return ptracePtr(unix.PTRACE_GETREGS, pid, 0, unsafe.Pointer(regs))

@@ -24,6 +24,7 @@ var offsets = []struct{ name, sym string }{
 	{"offExitMiss", "exit_miss"},
 	{"offExitStop", "exit_stop_trap"},
 	{"offExitEmpty", "exit_empty"},
+	{"offHeldTrap", "held"},
 }
 
 func main() {
