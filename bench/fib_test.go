@@ -38,11 +38,14 @@ func wall(b *testing.B, name string, args ...string) time.Duration {
 // event of
 //   - floor: the bare ptrace breakpoint loop (int3 → wait4 → PTRACE_CONT)
 //     on testdata/int3loop.c, measured by this program, pinned like rtrace;
-//   - rtrace: `rtrace record` of fib(N), from start to a closed trace;
+//   - rtrace int3: `rtrace record --engine=int3` of fib(N), from start to a
+//     closed trace (a stop per event: the floor is its bound);
+//   - rtrace: the same with the default engine (fast: no stop per event);
 //   - ltrace: `ltrace -x fib` of fib(N), as users run it, and pinned to one
 //     CPU with taskset (the advantage rtrace gives itself);
 //
-// with the ratios rtrace/floor (target ≤ 1.3) and ltrace/rtrace (target ≥ 7).
+// with the ratios rtrace-int3/floor (target ≤ 1.3) and ltrace/rtrace-int3
+// (target ≥ 7). bench/suite compares the fast engine with uftrace.
 // The native run time of fib(N) is subtracted from the traced ones.
 func BenchmarkFib(b *testing.B) {
 	n := 25
@@ -67,7 +70,7 @@ func BenchmarkFib(b *testing.B) {
 	per := func(d, native time.Duration, events int) float64 {
 		return float64(d-native) / float64(events)
 	}
-	var floor, rt, lt, ltPinned float64
+	var floor, rt, rtFast, lt, ltPinned float64
 	for i := 0; i < b.N; i++ {
 		native := wall(b, fib, arg)
 		d, err := Floor(loop, min(events, 200000), true)
@@ -77,9 +80,14 @@ func BenchmarkFib(b *testing.B) {
 		floor = float64(d)
 		out := filepath.Join(tmp, "uftrace.data")
 		// rtrace records the two library calls too, as ltrace does.
-		rt = per(wall(b, rtrace, "record", "-q", "-d", out, "--", fib, arg), native, events+4)
-		if entries, exits := testutil.CountRecords(b, out); entries+exits != events+4 {
-			b.Fatalf("rtrace recorded %d entries and %d exits of fib(%d) and its 2 library calls, want %d events", entries, exits, n, events+4)
+		for _, engine := range []struct {
+			flag string
+			ns   *float64
+		}{{"--engine=int3", &rt}, {"--engine=fast", &rtFast}} {
+			*engine.ns = per(wall(b, rtrace, "record", "-q", engine.flag, "-d", out, "--", fib, arg), native, events+4)
+			if entries, exits := testutil.CountRecords(b, out); entries+exits != events+4 {
+				b.Fatalf("rtrace %s recorded %d entries and %d exits of fib(%d) and its 2 library calls, want %d events", engine.flag, entries, exits, n, events+4)
+			}
 		}
 		// ltrace also shows the two library calls (atoi, printf).
 		lt = per(wall(b, ltrace, "-x", "fib", "-o", os.DevNull, fib, arg), native, events+4)
@@ -88,16 +96,18 @@ func BenchmarkFib(b *testing.B) {
 		}
 	}
 	b.ReportMetric(floor, "floor-ns/event")
-	b.ReportMetric(rt, "rtrace-ns/event")
+	b.ReportMetric(rt, "rtrace-int3-ns/event")
+	b.ReportMetric(rtFast, "rtrace-ns/event")
 	b.ReportMetric(lt, "ltrace-ns/event")
-	b.ReportMetric(rt/floor, "rtrace/floor")
-	b.ReportMetric(lt/rt, "ltrace/rtrace")
+	b.ReportMetric(rt/floor, "rtrace-int3/floor")
+	b.ReportMetric(lt/rt, "ltrace/rtrace-int3")
 	summary := fmt.Sprintf("fib(%d), %d events, ns per event:\n"+
-		"  floor   %8.0f\n  rtrace  %8.0f  (%.2fx the floor; target <= 1.3)\n"+
-		"  ltrace  %8.0f  (%.1fx rtrace; target >= 7)\n", n, events, floor, rt, rt/floor, lt, lt/rt)
+		"  floor        %8.0f\n  rtrace int3  %8.0f  (%.2fx the floor; target <= 1.3)\n"+
+		"  ltrace       %8.0f  (%.1fx rtrace int3; target >= 7)\n"+
+		"  rtrace       %8.1f  (the fast engine, the default)\n", n, events, floor, rt, rt/floor, lt, lt/rt, rtFast)
 	if taskset != "" {
-		b.ReportMetric(ltPinned/rt, "ltrace-pinned/rtrace")
-		summary += fmt.Sprintf("  ltrace pinned (taskset -c 0) %8.0f  (%.1fx rtrace)\n", ltPinned, ltPinned/rt)
+		b.ReportMetric(ltPinned/rt, "ltrace-pinned/rtrace-int3")
+		summary += fmt.Sprintf("  ltrace pinned (taskset -c 0) %8.0f  (%.1fx rtrace int3)\n", ltPinned, ltPinned/rt)
 	}
 	b.Log(summary)
 }

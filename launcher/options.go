@@ -20,6 +20,7 @@ import (
 	"rtrace/postproc"
 	"rtrace/resolver"
 	"rtrace/tracer"
+	"rtrace/tracer/fast"
 )
 
 // Options are the options of a tracing session: `rtrace record` (Args
@@ -50,10 +51,11 @@ type Options struct {
 	Verbose bool // -v
 	NoPin   bool // --no-pin
 	// Engine is how calls are recorded: "int3" (a ptrace stop per event)
-	// or "fast" (code in the process, docs/FAST-PATH.md); "": int3, or
-	// fast with PreferFast where the options allow it.
-	Engine     string
-	PreferFast bool
+	// or "fast" (code in the process, docs/FAST-PATH.md). "": DefaultEngine,
+	// else fast; a default of fast falls back to int3 where fast cannot
+	// apply (-e, a TSC that is not a clock).
+	Engine        string
+	DefaultEngine string // $RTRACE_ENGINE
 
 	// Resource tracing (sp-rtrace's options).
 	Modules      []string // -e
@@ -177,18 +179,8 @@ func check(o Options) (*config, error) {
 			notFast = append(notFast, u.name)
 		}
 	}
-	switch o.Engine {
-	case "int3":
-	case "":
-		if o.PreferFast && len(notFast) == 0 {
-			c.Engine = "fast"
-		}
-	case "fast":
-		if len(notFast) > 0 {
-			return nil, &UsageError{fmt.Sprintf("--engine=fast does not support %s yet: use --engine=int3", strings.Join(notFast, ", "))}
-		}
-	default:
-		return nil, &UsageError{fmt.Sprintf("--engine %q: want fast or int3", o.Engine)}
+	if c.Engine, err = chooseEngine(o, notFast); err != nil {
+		return nil, err
 	}
 	if attach {
 		return c, checkAttach(o.Pid)
@@ -347,6 +339,35 @@ func moveAside(dir string) (done <-chan struct{}, err error) {
 		close(ch)
 	}
 	return ch, os.Rename(dir, old)
+}
+
+// chooseEngine returns the engine of o: the one --engine names, refused
+// where it cannot apply; else $RTRACE_ENGINE's or fast, with int3 where
+// fast cannot apply (notFast: the options it does not support).
+func chooseEngine(o Options, notFast []string) (string, error) {
+	engine, from := o.Engine, "--engine"
+	if engine == "" {
+		engine, from = o.DefaultEngine, "$RTRACE_ENGINE"
+	}
+	switch engine {
+	case "int3":
+		return engine, nil
+	case "fast", "":
+		if len(notFast) > 0 {
+			if o.Engine == "" {
+				return "int3", nil
+			}
+			return "", &UsageError{fmt.Sprintf("--engine=fast does not support %s yet: use --engine=int3", strings.Join(notFast, ", "))}
+		}
+		if err := fast.CheckTSC(); err != nil {
+			if o.Engine == "" {
+				return "int3", nil
+			}
+			return "", &UsageError{fmt.Sprintf("--engine=fast: %v: use --engine=int3", err)}
+		}
+		return "fast", nil
+	}
+	return "", &UsageError{fmt.Sprintf("%s %q: want fast or int3", from, engine)}
 }
 
 // lookPath finds the program as a shell would: a name with a slash as

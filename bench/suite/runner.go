@@ -113,7 +113,7 @@ func (r *Runner) Run(w *Workload) *Report {
 		if t.Name == "rtrace" {
 			rtIdx = len(rep.Rows) - 1
 		}
-		if t.Name == "rtrace fast" && row.Err == nil && row.Skipped == "" {
+		if t.Name == "rtrace" && row.Err == nil && row.Skipped == "" {
 			if note := r.fastFraction(w, t, bin); note != "" {
 				rep.Notes = append(rep.Notes, note)
 			}
@@ -170,7 +170,7 @@ func (r *Runner) Run(w *Workload) *Report {
 	// against uftrace -pg's, the closest to the truth a trace gives.
 	pg := rowNamed(rep, "uftrace -pg")
 	if w.Hot != "" && pg != nil && pg.HotAvg > 0 {
-		for _, name := range []string{"rtrace", "rtrace fast"} {
+		for _, name := range []string{"rtrace", "rtrace int3"} {
 			if row := rowNamed(rep, name); row != nil && row.HotAvg > 0 {
 				rep.Notes = append(rep.Notes, fmt.Sprintf("an average %s() call lasts %s in %s's trace, %s in uftrace -pg's (%s)",
 					w.Hot, row.HotAvg, name, pg.HotAvg, ratio(float64(row.HotAvg)/float64(pg.HotAvg))))
@@ -195,8 +195,8 @@ func (r *Runner) Run(w *Workload) *Report {
 		}
 	}
 	// The fast engine's goal: at most half of uftrace -pg's cost per event.
-	if fr := rowNamed(rep, "rtrace fast"); fr != nil && pg != nil && fr.PerEvent > 0 && pg.PerEvent > 0 {
-		rep.Notes = append(rep.Notes, fmt.Sprintf("rtrace fast costs %.0f ns per event, uftrace -pg %.0f: %s of uftrace -pg's cost (goal: 0.5×)",
+	if fr := rowNamed(rep, "rtrace"); fr != nil && pg != nil && fr.PerEvent > 0 && pg.PerEvent > 0 {
+		rep.Notes = append(rep.Notes, fmt.Sprintf("rtrace costs %.0f ns per event, uftrace -pg %.0f: %s of uftrace -pg's cost (goal: 0.5×)",
 			fr.PerEvent, pg.PerEvent, ratio(fr.PerEvent/pg.PerEvent)))
 	}
 	if r.FloorBin != "" && w.Kind == Functions && events > 0 {
@@ -262,7 +262,7 @@ func (r *Runner) fastFraction(w *Workload, t Tool, bin string) string {
 	if of == 0 {
 		return ""
 	}
-	return fmt.Sprintf("rtrace fast: %d of %d instrumented functions (%.1f%%) are recorded without a stop; the others keep an int3 entry (rtrace record -v lists them with the reason)", n, of, 100*float64(n)/float64(of))
+	return fmt.Sprintf("rtrace: %d of %d instrumented functions (%.1f%%) are recorded without a stop; the others keep an int3 entry (rtrace record -v lists them with the reason)", n, of, 100*float64(n)/float64(of))
 }
 
 // measure runs w under t Runs times; the last run's trace stays.

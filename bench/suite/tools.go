@@ -42,10 +42,10 @@ func with(prog string, args []string, argv ...string) []string {
 func Tools(rtrace string) []Tool {
 	return []Tool{
 		{Name: "rtrace", Kind: Functions, Bin: rtrace, Dir: true, Argv: func(bin, prog string, args []string, out string) []string {
-			return with(prog, args, bin, "record", "-q", "-d", filepath.Join(out, "data"), "--")
-		}},
-		{Name: "rtrace fast", Kind: Functions, Bin: rtrace, Dir: true, Argv: func(bin, prog string, args []string, out string) []string {
 			return with(prog, args, bin, "record", "-q", "--engine=fast", "-d", filepath.Join(out, "data"), "--")
+		}},
+		{Name: "rtrace int3", Kind: Functions, Bin: rtrace, Dir: true, Argv: func(bin, prog string, args []string, out string) []string {
+			return with(prog, args, bin, "record", "-q", "--engine=int3", "-d", filepath.Join(out, "data"), "--")
 		}},
 		{Name: "uftrace -pg", Kind: Functions, Bin: "uftrace", Pkg: "uftrace", PG: true, Dir: true, Argv: func(bin, prog string, args []string, out string) []string {
 			return with(prog, args, bin, "record", "-d", filepath.Join(out, "data"))

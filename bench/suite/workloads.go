@@ -97,7 +97,7 @@ func Workloads(b *Builder, s Scale) ([]*Workload, map[string]error) {
 		if p, ok := fixture("fib-long", "fib.c", "-O0", "-g"); ok {
 			list = append(list, &Workload{Name: "fib-long", Kind: Functions, Prog: p, Args: []string{strconv.Itoa(fibLongN)}, Hot: "fib",
 				What:  fmt.Sprintf("fib(%d), testdata/fib.c at -O0: %d calls of fib (the fast tracers only)", fibLongN, fibCalls(fibLongN)),
-				Tools: []string{"untraced", "rtrace fast", "uftrace -pg", "uftrace -P ."}})
+				Tools: []string{"untraced", "rtrace", "uftrace -pg", "uftrace -P ."}})
 		}
 	}
 	if want("fib-threads") {

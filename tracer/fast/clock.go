@@ -51,15 +51,24 @@ func pair() (uint64, int64) {
 // frequency changes and idle states, so it cannot be a clock.
 var ErrUnstableTSC = errors.New("the CPU's TSC is not constant and nonstop (no constant_tsc and nonstop_tsc in /proc/cpuinfo)")
 
+// CheckTSC reports whether the TSC can serve as the stubs' clock
+// (ErrUnstableTSC when not).
+func CheckTSC() error {
+	info, err := os.ReadFile("/proc/cpuinfo")
+	if err != nil {
+		return err
+	}
+	if !bytes.Contains(info, []byte(" constant_tsc")) || !bytes.Contains(info, []byte(" nonstop_tsc")) {
+		return ErrUnstableTSC
+	}
+	return nil
+}
+
 // NewClock checks that the TSC is usable as a clock and starts measuring
 // its rate.
 func NewClock() (*Clock, error) {
-	info, err := os.ReadFile("/proc/cpuinfo")
-	if err != nil {
+	if err := CheckTSC(); err != nil {
 		return nil, err
-	}
-	if !bytes.Contains(info, []byte(" constant_tsc")) || !bytes.Contains(info, []byte(" nonstop_tsc")) {
-		return nil, ErrUnstableTSC
 	}
 	c := &Clock{}
 	c.tsc0, c.ns0 = pair()
