@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"rtrace/tracer/fast"
 )
 
 func TestWindowDir(t *testing.T) {
@@ -62,4 +64,36 @@ func FuzzStatusField(f *testing.F) {
 	f.Add([]byte("TracerPid:\t12\n"), "TracerPid:")
 	f.Add([]byte("TracerPid:"), "TracerPid:")
 	f.Fuzz(func(t *testing.T, status []byte, key string) { statusField(status, key) })
+}
+
+func TestChooseEngine(t *testing.T) {
+	fastHere := "fast"
+	if fast.CheckTSC() != nil {
+		fastHere = "int3" // the default falls back; the test still checks the rest
+	}
+	for _, c := range []struct {
+		engine, def string
+		notFast     []string
+		want, err   string
+	}{
+		{"", "", nil, fastHere, ""},
+		{"", "fast", nil, fastHere, ""},
+		{"", "int3", nil, "int3", ""},
+		{"int3", "fast", nil, "int3", ""},
+		{"", "", []string{"-e"}, "int3", ""},
+		{"fast", "", []string{"-e"}, "", "--engine=fast does not support -e"},
+		{"", "bogus", nil, "", `$RTRACE_ENGINE "bogus"`},
+		{"bogus", "int3", nil, "", `--engine "bogus"`},
+	} {
+		got, err := chooseEngine(Options{Engine: c.engine, DefaultEngine: c.def}, c.notFast)
+		if c.err != "" {
+			if err == nil || !strings.Contains(err.Error(), c.err) {
+				t.Errorf("--engine %q, $RTRACE_ENGINE %q, not fast %v: error %v, want %q", c.engine, c.def, c.notFast, err, c.err)
+			}
+			continue
+		}
+		if err != nil || got != c.want {
+			t.Errorf("--engine %q, $RTRACE_ENGINE %q, not fast %v: %q, %v; want %q", c.engine, c.def, c.notFast, got, err, c.want)
+		}
+	}
 }
