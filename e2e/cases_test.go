@@ -244,15 +244,23 @@ func TestStatusLineTerminal(t *testing.T) {
 	}
 }
 
-// replay --srcline shows the same source lines as for uftrace's own
-// recording of the -pg build: rtrace's .dbg file is read.
+// With --srcline, replay --srcline shows the same source lines as for
+// uftrace's own recording of the -pg build: rtrace's .dbg file is read.
+// Without it, neither writes a .dbg file.
 func TestRecordSrcline(t *testing.T) {
 	uft := testutil.RequireTool(t, "uftrace")
 	tmp := t.TempDir()
 	plain := build(t, "chain.c", variants[0], false, nil)
 	pg := build(t, "chain.c", variants[0], true, nil)
+	runCmd(t, tmp, uft, "record", "--no-libcall", "--no-event", "-d", "U0", pg)
+	runCmd(t, tmp, rtraceBin, "record", "--no-libcall", "-q", "-d", "R0", "--", plain)
+	for _, dir := range []string{"U0", "R0"} {
+		if dbg, _ := filepath.Glob(filepath.Join(tmp, dir, "*.dbg")); len(dbg) > 0 {
+			t.Errorf("%s: .dbg files without --srcline: %v", dir, dbg)
+		}
+	}
 	runCmd(t, tmp, uft, "record", "--srcline", "--no-libcall", "--no-event", "-d", "U", pg)
-	runCmd(t, tmp, rtraceBin, "record", "--no-libcall", "-q", "-d", "R", "--", plain)
+	runCmd(t, tmp, rtraceBin, "record", "--srcline", "--no-libcall", "-q", "-d", "R", "--", plain)
 	want := testutil.Run(t, tmp, uft, "replay", "--no-pager", "--srcline", "-f", "none", "-d", "U")
 	got := testutil.Run(t, tmp, uft, "replay", "--no-pager", "--srcline", "-f", "none", "-d", "R")
 	if !strings.Contains(got, "d(); /* "+filepath.Join(testutil.Root(), "testdata", "chain.c")+":4 */") || got != want {

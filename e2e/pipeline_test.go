@@ -28,7 +28,7 @@ func TestPipelineStreamEqualsInProcess(t *testing.T) {
 		opts      []string
 		args      []string
 	}{
-		{"fib", "fib.c", nil, []string{"7"}},
+		{"fib", "fib.c", []string{"--srcline"}, []string{"7"}},
 		{"filters", "fib.c", []string{"-F", "fib", "-D", "3", "-t", "100ns"}, []string{"7"}},
 		{"args", "args.c", argSpecs, nil},
 		{"threads", "threads.c", nil, nil},

@@ -266,7 +266,7 @@ func TestResolveUftraceDir(t *testing.T) {
 	uft := testutil.RequireTool(t, "uftrace")
 	prog := testutil.BuildC(t, "slow.c", "-O0", "-g")
 	tmp := t.TempDir()
-	if r := runCmd(t, tmp, rtraceBin, "record", "-d", "full", "--", prog); r.code != 0 {
+	if r := runCmd(t, tmp, rtraceBin, "record", "--srcline", "-d", "full", "--", prog); r.code != 0 {
 		t.Fatalf("record: exit %d\n%s", r.code, r.stderr)
 	}
 	want := testutil.Run(t, tmp, uft, "replay", "--srcline", "-d", "full")

@@ -42,7 +42,7 @@ func newFuncChain(dir, rawDir string, filters postproc.FuncOptions, warn io.Writ
 		os.Remove(path)
 		return nil, err
 	}
-	c.pre.Next = postproc.NewFuncStage(filters, resolver.NewModuleStage(path, warn, c.data))
+	c.pre.Next = postproc.NewFuncStage(filters, resolver.NewModuleStage(path, filters.Srcline, warn, c.data))
 	return c, nil
 }
 

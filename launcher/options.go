@@ -50,6 +50,9 @@ type Options struct {
 	Quiet   bool // -q
 	Verbose bool // -v
 	NoPin   bool // --no-pin
+	// Srcline (--srcline): write each module's source lines (.dbg), as
+	// uftrace record --srcline does.
+	Srcline bool
 	// Engine is how calls are recorded: "int3" (a ptrace stop per event)
 	// or "fast" (code in the process, docs/FAST-PATH.md). "": DefaultEngine,
 	// else fast; a default of fast falls back to int3 where fast cannot
@@ -214,7 +217,7 @@ func funcOptions(o Options) (postproc.FuncOptions, error) {
 	if o.Depth < 0 {
 		return f, &UsageError{fmt.Sprintf("-D %d: the depth must be positive", o.Depth)}
 	}
-	f.Depth, f.MaxStack = o.Depth, o.MaxStack
+	f.Depth, f.MaxStack, f.Srcline = o.Depth, o.MaxStack, o.Srcline
 	if o.Time != "" {
 		if f.Threshold, err = uftrace.ParseTime(o.Time); err != nil {
 			return f, &UsageError{"-t: " + err.Error()}

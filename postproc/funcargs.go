@@ -40,6 +40,9 @@ func (o FuncOptions) String() string {
 		slices.Sort(tids)
 		args = append(args, "--tid", strings.Join(tids, ","))
 	}
+	if o.Srcline {
+		args = append(args, "--srcline")
+	}
 	return shellquote.Join(args...)
 }
 
@@ -94,6 +97,8 @@ func (o *FuncOptions) set(long, val string) error {
 			}
 			o.Tids[tid] = true
 		}
+	case "srcline":
+		o.Srcline = true
 	default:
 		return fmt.Errorf("unknown option --%s", long)
 	}

@@ -14,6 +14,7 @@ func TestFuncOptionsString(t *testing.T) {
 		{},
 		{Filters: f, NoTrace: n, Depth: 3, Threshold: 1500, MaxStack: 40, Tids: map[int]bool{42: true, 7: true}},
 		{Threshold: 1},
+		{Depth: 2, Srcline: true},
 	} {
 		s := o.String()
 		got, err := ParseFuncOptionString(s)
@@ -21,7 +22,7 @@ func TestFuncOptionsString(t *testing.T) {
 			t.Fatalf("%q: %v", s, err)
 		}
 		if got.String() != s || got.Depth != o.Depth || got.Threshold != o.Threshold || got.MaxStack != o.MaxStack ||
-			!reflect.DeepEqual(got.Tids, o.Tids) || len(got.Filters) != len(o.Filters) || len(got.NoTrace) != len(o.NoTrace) {
+			!reflect.DeepEqual(got.Tids, o.Tids) || got.Srcline != o.Srcline || len(got.Filters) != len(o.Filters) || len(got.NoTrace) != len(o.NoTrace) {
 			t.Errorf("%q read back as %+v", s, got)
 		}
 	}

@@ -15,6 +15,10 @@ type FuncOptions struct {
 	// MaxStack (--max-stack): drop calls nested this many levels deep or
 	// deeper, counting every recorded level (0: any).
 	MaxStack int
+	// Srcline (--srcline): the trace keeps each module's source lines, a
+	// .dbg file for `uftrace replay --srcline`, as uftrace record --srcline
+	// does. Not a filter; without it the DWARF is not read.
+	Srcline bool
 }
 
 // Active says whether any filter is set.

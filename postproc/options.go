@@ -138,6 +138,7 @@ var options = []Option{
 	{Short: 't', Long: "time-filter", Arg: "TIME", Usage: "drop calls shorter than `TIME` (100us, 2ms, 1s; a bare number is ns)", Category: CategoryFunc, scope: inCLI | inFunc},
 	{Long: "max-stack", Arg: "N", Usage: "drop calls `N` or more recorded levels deep", Category: CategoryFunc, scope: inCLI | inFunc},
 	{Long: "tid", Arg: "TID[,TID...]", Repeat: true, Usage: "keep only the threads `TID[,TID...]` (repeatable)", Category: CategoryFunc, scope: inCLI | inFunc},
+	{Long: "srcline", Category: CategoryFunc, scope: inFunc}, // record --srcline: write .dbg files
 }
 
 // Flags is the table of rtrace postproc's options, in help order.

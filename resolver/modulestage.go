@@ -30,6 +30,7 @@ type ModuleStage struct {
 	next     trace.Writer
 	warn     io.Writer
 	autoArgs bool              // the trace records every function's arguments (-a)
+	lines    bool              // write .dbg files (-a needs them too)
 	owners   map[string]string // file name -> the module path owning it
 	done     map[string]bool   // module paths handled
 	writing  sync.WaitGroup    // the modules' files being written
@@ -39,9 +40,11 @@ type ModuleStage struct {
 }
 
 // NewModuleStage returns the stage writing into dir, passing items on to
-// next. Warnings (a module without usable DWARF) go to warn (nil: none).
-func NewModuleStage(dir string, warn io.Writer, next trace.Writer) *ModuleStage {
-	return &ModuleStage{dir: dir, next: next, warn: warn, owners: map[string]string{}, done: map[string]bool{}}
+// next. lines: write each module's .dbg (source lines), as uftrace record
+// --srcline does; a trace with -a gets them anyway (its specs are there).
+// Warnings (a module without usable DWARF) go to warn (nil: none).
+func NewModuleStage(dir string, lines bool, warn io.Writer, next trace.Writer) *ModuleStage {
+	return &ModuleStage{dir: dir, lines: lines, next: next, warn: warn, owners: map[string]string{}, done: map[string]bool{}}
 }
 
 // Write handles one item and passes it on.
@@ -146,6 +149,9 @@ func (s *ModuleStage) files(path, name string, exe, auto bool) error {
 	}
 	if err := writeAtomic(filepath.Join(s.dir, name+".sym"), sym.Bytes()); err != nil {
 		return err
+	}
+	if !s.lines && !auto {
+		return nil // reading the DWARF was most of a large module's cost
 	}
 	return s.debugFile(path, name, f, auto)
 }
