@@ -121,7 +121,7 @@ func (t *Tracer) attach(pid int) error {
 		if th.groupStop {
 			ptrace.Listen(tid) // it was stopped (SIGSTOP) before rtrace came
 		} else {
-			resume(tid, t.pending[tid])
+			t.deliver(th, t.pending[tid])
 		}
 		delete(t.pending, tid)
 	}

@@ -513,19 +513,15 @@ func (t *Tracer) fastHold(th *thread, sig unix.Signal) bool {
 // with the signal's own siginfo. The handler returns to the stub, which
 // stops again while signals are held.
 func (t *Tracer) fastDeliver(th *thread) {
-	st := th.fastView()
+	if st := th.fastView(); st != nil && len(th.held) <= 1 {
+		st.Release() // the last one goes now
+	}
 	if len(th.held) == 0 {
-		if st != nil {
-			st.Release()
-		}
 		resume(th.tid, 0)
 		return
 	}
 	h := th.held[0]
 	th.held = th.held[1:]
-	if len(th.held) == 0 && st != nil {
-		st.Release()
-	}
 	if ptrace.SetSigInfo(th.tid, &h.info) != nil {
 		return // it died meanwhile: wait4 reports it
 	}

@@ -112,6 +112,17 @@ func resume(tid int, sig unix.Signal) {
 	ptrace.Cont(tid, int(sig)) // ESRCH: it died meanwhile; wait4 reports it
 }
 
+// deliver continues th, stopped for sig (0: none), giving the program its
+// signal: at once, or once th leaves a stub's critical section (fastHold).
+// Every signal rtrace passes on, also those kept while threads were
+// parked, goes through here.
+func (t *Tracer) deliver(th *thread, sig unix.Signal) {
+	if sig != 0 && t.fastHold(th, sig) {
+		return
+	}
+	resume(th.tid, sig)
+}
+
 func (t *Tracer) stopped(th *thread, ws unix.WaitStatus, regs *unix.PtraceRegs, ts uint64) error {
 	sig := ws.StopSignal()
 	event := ptraceEvent(ws)
@@ -168,10 +179,7 @@ func (t *Tracer) stopped(th *thread, ws unix.WaitStatus, regs *unix.PtraceRegs, 
 		resume(th.tid, 0)
 		return nil
 	}
-	if t.fastHold(th, sig) {
-		return nil
-	}
-	resume(th.tid, sig)
+	t.deliver(th, sig)
 	return nil
 }
 

@@ -79,7 +79,7 @@ func (t *Tracer) whileParked(first *thread, f func()) {
 		if th.groupStop {
 			ptrace.Listen(tid)
 		} else {
-			resume(tid, t.pending[tid])
+			t.deliver(th, t.pending[tid])
 		}
 		delete(t.pending, tid)
 	}
