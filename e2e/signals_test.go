@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"rtrace/internal/testutil"
+	"rtrace/tracer/fast"
 
 	"golang.org/x/sys/unix"
 )
@@ -324,9 +325,9 @@ func TestFastRingOverflowLosesRecords(t *testing.T) {
 			break
 		}
 	}
-	// The ring holds 2^20 records: at least 2^22 - 2^20 did not fit.
-	if lost < 3<<20 || records+lost < 2*calls+2 {
-		t.Errorf("rtrace says %d records, %d lost, want at least %d lost of %d:\n%s", records, lost, 3<<20, 2*calls+2, stderr.String())
+	// The ring holds fast.RingCap records: the others did not fit.
+	if lost < 2*calls-fast.RingCap || records+lost < 2*calls+2 {
+		t.Errorf("rtrace says %d records, %d lost, want at least %d lost of %d:\n%s", records, lost, 2*calls-fast.RingCap, 2*calls+2, stderr.String())
 	}
 	replay := testutil.Run(t, dir, uft, "replay", "--no-pager", "-f", "none", "-d", "R")
 	// One LOST line per loss: the ring may fill more than once.

@@ -26,7 +26,7 @@ const (
 	// untraced (their entry is not recorded, their return not hijacked).
 	MaxStack = 4096
 	// RingCap is the number of records a thread's ring holds.
-	RingCap = 0x100000
+	RingCap = 0x10000
 	// StateSize is the size of a thread's state mapping.
 	StateSize = offRing + RingCap*recSize
 

@@ -17,7 +17,7 @@
 	.set FRAMES,  0x1000  # shadow stack: {ret, slot, word, flags} per frame
 	.set MAXSTACK, 4096
 	.set RING,    0x21000 # ring: {tsc, word} per record
-	.set RINGCAP, 0x100000
+	.set RINGCAP, 0x10000
 	.set TMASK,   0xffff0 # thread table: 65536 {key, state} entries
 
 	.text
