@@ -25,6 +25,8 @@ type Writer struct {
 	dir      string
 	info     Info
 	taskTxt  *os.File
+	infoFile *os.File
+	infoLen  int
 	tasks    map[int]*taskFile
 	eventTxt *os.File
 	extern   *os.File
@@ -70,8 +72,13 @@ func Create(dir string, info Info) (*Writer, error) {
 	if w.taskTxt, err = os.OpenFile(w.path("task.txt"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644); err != nil {
 		return nil, fmt.Errorf("creating task.txt: %w", err)
 	}
+	if w.infoFile, err = os.OpenFile(w.path("info"), os.O_CREATE|os.O_RDWR|os.O_TRUNC, 0o644); err != nil {
+		w.taskTxt.Close()
+		return nil, fmt.Errorf("creating info: %w", err)
+	}
 	if err := w.writeInfo(); err != nil {
 		w.taskTxt.Close()
+		w.infoFile.Close()
 		return nil, err
 	}
 	return w, nil
@@ -98,13 +105,26 @@ func (w *Writer) Dir() string { return w.dir }
 
 func (w *Writer) path(name string) string { return filepath.Join(w.dir, name) }
 
-// writeInfo replaces the info file atomically.
+// writeInfo rewrites the info file in place, so that the directory is
+// readable whenever rtrace stops: at each new task, feature and at the
+// end. One pwrite of a page or so: a new file renamed over it, as
+// writeFileAtomic does, cost 0.3 ms per task on ext4 here (allocating the
+// inode), the most of a new thread's cost in a 4-thread fib(25).
 func (w *Writer) writeInfo() error {
 	b, err := w.info.MarshalBinary()
 	if err != nil {
 		return fmt.Errorf("encoding info: %w", err)
 	}
-	return writeFileAtomic(w.path("info"), b)
+	if _, err := w.infoFile.WriteAt(b, 0); err != nil {
+		return fmt.Errorf("writing info: %w", err)
+	}
+	if len(b) < w.infoLen {
+		if err := w.infoFile.Truncate(int64(len(b))); err != nil {
+			return fmt.Errorf("writing info: %w", err)
+		}
+	}
+	w.infoLen = len(b)
+	return nil
 }
 
 func writeFileAtomic(path string, b []byte) error {
@@ -460,6 +480,6 @@ func (w *Writer) Close() error {
 			errs = append(errs, f.Close())
 		}
 	}
-	errs = append(errs, w.writeInfo())
+	errs = append(errs, w.writeInfo(), w.infoFile.Close())
 	return errors.Join(errs...)
 }
