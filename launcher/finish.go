@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"rtrace/internal/timeline"
 	"rtrace/internal/uftrace"
 	"rtrace/tracer"
 )
@@ -94,6 +95,7 @@ func (s *session) finish(res *tracer.Result, runErr error) (int, error) {
 			ended = res
 		}
 		o, err := s.fs.finish(ended)
+		timeline.Mark("finished")
 		outs, errs = append(outs, o...), append(errs, err)
 	}
 	if s.rs != nil {

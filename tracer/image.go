@@ -9,6 +9,7 @@ import (
 	"os"
 
 	"rtrace/internal/elfx"
+	"rtrace/internal/timeline"
 	"rtrace/internal/uftrace"
 	"rtrace/tracer/bp"
 	"rtrace/tracer/ptrace"
@@ -252,6 +253,7 @@ func (t *Tracer) setupImage(tid int) (*image, []byte, error) {
 		im.gotCalls = gotCalls(f, cm)
 	}
 	scratch, end, err := t.plantFuncs(tid, mem, im, cm, cands, size)
+	timeline.Mark("exe planted")
 	if err != nil {
 		return nil, nil, err
 	}

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"rtrace/internal/elfx"
+	"rtrace/internal/timeline"
 	"rtrace/internal/uftrace"
 	"rtrace/tracer/bp"
 )
@@ -96,6 +97,7 @@ func (t *Tracer) syncModules(th *thread, ts uint64) {
 			t.traceLibrary(th.tid, mem, im, f, bias)
 		}
 		t.plantProbes(mem, im, f, bias)
+		timeline.Mark("lib %s done", mod.Path)
 		m.hi = len(im.funcs)
 		if !t.on {
 			t.arm(mem, im, m.lo, m.hi, false)
@@ -126,6 +128,7 @@ func (t *Tracer) syncModules(th *thread, ts uint64) {
 		delete(im.mods, path)
 		changed = true
 	}
+	timeline.Mark("modules synced")
 	if changed {
 		t.announce(p)
 		t.sinks(func(s Sink) error { return s.Maps(p.sid, maps) })

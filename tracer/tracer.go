@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"rtrace/internal/elfx"
+	"rtrace/internal/timeline"
 	"rtrace/internal/trace"
 	"rtrace/internal/uftrace"
 	"rtrace/tracer/fast"
@@ -192,6 +193,7 @@ func (t *Tracer) onThread(trace func() error) (*Result, error) {
 
 // run is the whole trace, on the tracer thread.
 func (t *Tracer) run(path string) error {
+	timeline.Mark("tracer run")
 	if t.cfg.Pin && t.drain == nil {
 		ptrace.PinToCurrentCPU()
 	}
@@ -224,7 +226,9 @@ func (t *Tracer) run(path string) error {
 	if t.drain != nil {
 		go t.drain.run()
 		defer func() {
+			timeline.Mark("loop done")
 			t.emit(t.drain.close())
+			timeline.Mark("drain closed")
 			t.result.Lost = t.drain.lost
 		}()
 	}
@@ -255,6 +259,7 @@ func (t *Tracer) start(pid int) error {
 	if !ws.Stopped() || ws.StopSignal() != unix.SIGTRAP || ptraceEvent(ws) != 0 {
 		return fmt.Errorf("pid %d did not stop at exec (%v)", pid, ws)
 	}
+	timeline.Mark("exec stop")
 	p, err := t.newImage(pid, now())
 	if err != nil {
 		return err
@@ -269,6 +274,7 @@ func (t *Tracer) start(pid int) error {
 		return fmt.Errorf("seizing pid %d: %w", pid, err)
 	}
 	p.swallowCont = true
+	timeline.Mark("seized")
 	return unix.Kill(pid, unix.SIGCONT)
 }
 

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"runtime/pprof"
+
+	"rtrace/internal/timeline"
 )
 
 func main() { os.Exit(profiled(func() int { return run(os.Args) })) }
@@ -14,6 +16,8 @@ func main() { os.Exit(profiled(func() int { return run(os.Args) })) }
 // file to write the profile to (`go tool pprof -top rtrace FILE`): where
 // rtrace's own time goes, for the benchmarks (bench/README.md).
 func profiled(f func() int) int {
+	timeline.Mark("main")
+	defer timeline.Mark("end")
 	path := os.Getenv("RTRACE_CPUPROFILE")
 	if path == "" {
 		return f()
