@@ -9,18 +9,19 @@ import (
 
 // Layout of a thread's state, as stub.S uses it.
 const (
-	offGuard  = 0x00
-	offDepth  = 0x08
-	offUnhook = 0x10
-	offHead   = 0x40
-	offTail   = 0x80
-	offLost   = 0xc0
-	offStall  = 0xc8
-	offHeld   = 0xd0
-	offFrames = 0x1000
-	frameSize = 32
-	offRing   = 0x21000
-	recSize   = 16
+	offGuard   = 0x00
+	offDepth   = 0x08
+	offUnhook  = 0x10
+	offHead    = 0x40
+	offTail    = 0x80
+	offLost    = 0xc0
+	offStall   = 0xc8
+	offHeld    = 0xd0
+	offWaiting = 0xd8
+	offFrames  = 0x1000
+	frameSize  = 32
+	offRing    = 0x21000
+	recSize    = 16
 
 	// MaxStack is the depth of a thread's shadow stack: deeper calls run
 	// untraced (their entry is not recorded, their return not hijacked).

@@ -60,7 +60,7 @@ func TestBlobMatchesSource(t *testing.T) {
 		name string
 		off  int
 	}{{"GUARD", offGuard}, {"DEPTH", offDepth}, {"UNHOOK", offUnhook}, {"HEAD", offHead}, {"TAIL", offTail},
-		{"LOST", offLost}, {"STALL", offStall}, {"HELD", offHeld}, {"FRAMES", offFrames}, {"MAXSTACK", MaxStack}, {"RING", offRing}, {"RINGCAP", RingCap},
+		{"LOST", offLost}, {"STALL", offStall}, {"HELD", offHeld}, {"WAITING", offWaiting}, {"FRAMES", offFrames}, {"MAXSTACK", MaxStack}, {"RING", offRing}, {"RINGCAP", RingCap},
 		{"TMASK", (TableEntries - 1) * 16}} {
 		found := false
 		for _, s := range syms {
@@ -201,24 +201,24 @@ func TestStateDrain(t *testing.T) {
 	}
 	st.store(offHead, RingCap+2)
 	st.store(offLost, 5)
-	recs, lost := st.Drain(nil, 3)
+	recs, lost := drainCopy(st, 3)
 	if len(recs) != 3 || recs[0].TSC != 100 || recs[2].TSC != 102 || lost != 0 {
 		t.Fatalf("first drain: %v lost %d", recs, lost)
 	}
 	// The 5 lost came after every record the ring held when they were
 	// counted, and before what the thread writes once there is room.
 	st.Emit(Rec{104, Word(TypeExit, 3, 0x1000)})
-	recs, lost = st.Drain(nil, 100)
+	recs, lost = drainCopy(st, 100)
 	if len(recs) != 1 || recs[0].TSC != 103 || lost != 5 || !st.Pending() {
 		t.Fatalf("second drain: %v lost %d pending %v", recs, lost, st.Pending())
 	}
-	recs, lost = st.Drain(nil, 100)
+	recs, lost = drainCopy(st, 100)
 	if len(recs) != 1 || recs[0].TSC != 104 || lost != 0 || st.Pending() {
 		t.Fatalf("third drain: %v lost %d pending %v", recs, lost, st.Pending())
 	}
 	// A loss with nothing before it in the ring, then another.
 	st.store(offLost, 7)
-	if recs, lost = st.Drain(nil, 100); len(recs) != 0 || lost != 2 {
+	if recs, lost = drainCopy(st, 100); len(recs) != 0 || lost != 2 {
 		t.Fatalf("loss alone: %v lost %d", recs, lost)
 	}
 }
@@ -258,12 +258,12 @@ func FuzzState(f *testing.F) {
 		st.store(offTail, tail)
 		st.store(offDepth, depth)
 		st.store(offLost, lost)
-		if recs, _ := st.Drain(nil, 1<<10); len(recs) > 1<<10 {
+		if recs, _ := drainCopy(st, 1<<10); len(recs) > 1<<10 {
 			t.Fatalf("%d records past the limit", len(recs))
 		}
 		// Whatever the head said, one more drain empties the ring.
 		for range RingCap>>10 + 1 {
-			st.Drain(nil, 1<<10)
+			drainCopy(st, 1<<10)
 		}
 		if st.Pending() {
 			t.Fatalf("head %#x tail %#x: still pending after a ring's worth of drains", head, tail)
@@ -272,4 +272,10 @@ func FuzzState(f *testing.F) {
 			st.Pop()
 		}
 	})
+}
+
+// drainCopy drains at most most records of st into a new slice.
+func drainCopy(st *State, most int) (recs []Rec, lost uint64) {
+	lost = st.Drain(most, func(part []Rec) { recs = append(recs, part...) })
+	return recs, lost
 }

@@ -3,6 +3,8 @@ package fast
 import (
 	"sync/atomic"
 	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 // State is rtrace's view of one thread's state: the StateSize bytes of the
@@ -122,7 +124,7 @@ func (s *State) SetUnhooked(on bool) {
 
 // Reset empties the state for a new thread: no frames, an empty ring.
 func (s *State) Reset() {
-	for _, off := range []int{offGuard, offDepth, offUnhook, offHead, offTail, offLost, offStall, offHeld} {
+	for _, off := range []int{offGuard, offDepth, offUnhook, offHead, offTail, offLost, offStall, offHeld, offWaiting} {
 		s.store(off, 0)
 	}
 	s.seenLost = 0
@@ -132,12 +134,14 @@ func (s *State) Reset() {
 // Rec is one ring record: a TSC reading and a packed word (Unword).
 type Rec struct{ TSC, Word uint64 }
 
-// Drain appends the records written since the last drain to recs (at most
-// most) and frees their room. lost is a number of records the ring had no
-// room for right after those of recs: a loss happens only with the ring
-// full, so every record below the head read before the lost counter came
-// before the loss, and a batch stops at that head to report it.
-func (s *State) Drain(recs []Rec, most int) (_ []Rec, lost uint64) {
+// Drain hands the records written since the last drain (at most most) to
+// f, in at most two parts of the ring, and then frees their room: f reads
+// them in place and must not keep the parts. lost is a number of records
+// the ring had no room for right after those handed to f: a loss happens
+// only with the ring full, so every record below the head read before the
+// lost counter came before the loss, and a batch stops at that head to
+// report it.
+func (s *State) Drain(most int, f func(part []Rec)) (lost uint64) {
 	tail := s.load(offTail)
 	head := s.load(offHead) // acquire: the records below it are written
 	if l := s.load(offLost); l != s.seenLost {
@@ -148,26 +152,30 @@ func (s *State) Drain(recs []Rec, most int) (_ []Rec, lost uint64) {
 		// More than the ring holds: not the stubs' writing (the process
 		// overwrote its state). Skip to it, counting the records lost.
 		s.store(offTail, head)
+		s.wake()
 		lost = head - tail
 		for _, l := range s.losses {
 			lost += l.n
 		}
 		s.losses = s.losses[:0]
-		return recs, lost
+		return lost
 	}
 	end := min(head, tail+uint64(most))
 	if len(s.losses) > 0 && s.losses[0].at < end {
 		end = max(s.losses[0].at, tail)
 	}
-	// The records between tail and end are the thread's no more: a plain
-	// copy, in at most two parts of the ring.
+	// The records between tail and end, in at most two parts of the ring,
+	// are the thread's until the tail moves past them.
 	for i := tail; i < end; {
 		at := i % RingCap
 		n := min(end-i, RingCap-at)
-		recs = append(recs, s.ring[at:at+n]...)
+		f(s.ring[at : at+n])
 		i += n
 	}
 	s.store(offTail, end) // release: the producer may reuse the room
+	if end != tail {
+		s.wake()
+	}
 	if len(s.losses) > 0 && s.losses[0].at <= end {
 		lost = s.losses[0].n
 		s.losses = s.losses[1:]
@@ -175,7 +183,23 @@ func (s *State) Drain(recs []Rec, most int) (_ []Rec, lost uint64) {
 	if end != tail || lost > 0 {
 		s.store(offStall, 0) // a full ring waits for room again
 	}
-	return recs, lost
+	return lost
+}
+
+// wake wakes the thread when it sleeps for room in its ring (stub.S,
+// room): it set WAITING, then read the tail it sleeps on. The store of the
+// tail before this load, and the thread's xchg of WAITING before its load
+// of the tail, are full barriers: either the thread saw the new tail, or
+// this sees WAITING (and FUTEX_WAIT fails at once if the tail moved since
+// the thread read it: futex(2)).
+func (s *State) wake() {
+	const futexWake = 1 // FUTEX_WAKE, linux/futex.h
+	if s.load(offWaiting) == 0 {
+		return
+	}
+	s.store(offWaiting, 0)
+	// Not FUTEX_PRIVATE: the thread's process maps the same memfd.
+	unix.Syscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(s.word(offTail))), futexWake, 1, 0, 0, 0)
 }
 
 // Emit appends a record as the stubs' emit does, or counts it lost when
@@ -195,6 +219,9 @@ func (s *State) Emit(r Rec) {
 func (s *State) Lost() bool { return s.load(offLost) != 0 }
 
 // Pending reports whether the ring holds records not drained yet.
+// Len is the number of records in the ring, not drained yet.
+func (s *State) Len() uint64 { return s.load(offHead) - s.load(offTail) }
+
 func (s *State) Pending() bool {
 	return s.load(offHead) != s.load(offTail) || s.load(offLost) != s.seenLost || len(s.losses) > 0
 }

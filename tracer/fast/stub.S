@@ -12,7 +12,8 @@
 	.set LOST,    0xc0    # records dropped on a full ring
 	.set STALL,   0xc8    # nonzero: a wait for room timed out; rtrace clears it
 	.set HELD,    0xd0    # nonzero: rtrace holds signals until the guard clears
-	.set SPIN,    0x1000  # pauses before a wait for room yields the CPU
+	.set WAITING, 0xd8    # nonzero: the thread sleeps on TAIL (futex); rtrace wakes it
+	.set SPIN,    0x100   # pauses before a wait for room sleeps
 	.set WAIT,    0x80000000 # TSC ticks a record waits for room at most (~1 s)
 	.set FRAMES,  0x1000  # shadow stack: {ret, slot, word, flags} per frame
 	.set MAXSTACK, 4096
@@ -24,7 +25,8 @@
 consts:
 table:	.quad 0                     # the thread table's address (rtrace writes it)
 hashk:	.quad 0x9E3779B97F4A7C15
-	.quad 0, 0, 0, 0, 0, 0
+nap:	.quad 0, 1000000            # a futex wait's timeout: 1 ms
+	.quad 0, 0, 0, 0
 
 # CALLCLEAR calls \fn, then clears the return address the call left below the
 # stack pointer: no address of rtrace's code stays on a stack (a detach
@@ -155,12 +157,13 @@ entry_unhooked:
 	jmp entry_hooked
 
 # room waits until the ring of state %rdi has room for a record: SPIN
-# pauses, then yielding the CPU (the drainer may need it), for WAIT ticks
-# at most, after which it marks the state stalled; a stalled state does
-# not wait (rtrace clears the flag when it drains). Entry and exit wait
-# here before they change the shadow stack, so a thread killed while it
-# waits (exit_group) leaves its state consistent. Clobbers rax, rcx, rdx,
-# r8.
+# pauses, then sleeping on the ring's tail (a futex rtrace wakes when it
+# drains: a CPU spent spinning is one the drainer lacks when threads
+# outnumber CPUs), for WAIT ticks at most, after which it marks the state
+# stalled; a stalled state does not wait (rtrace clears the flag when it
+# drains). Entry and exit wait here before they change the shadow stack,
+# so a thread killed while it waits (exit_group) leaves its state
+# consistent. Clobbers rax, rcx, rdx, r8.
 room:
 	mov HEAD(%rdi), %rcx
 	mov %rcx, %rax
@@ -186,13 +189,29 @@ room:
 	dec %edx
 	jnz 2b
 	push %r11
-	mov $24, %eax           # sched_yield (clobbers rcx, r11)
+	push %r10
+	push %rsi
+	push %rdi
+	mov $1, %eax
+	xchg %rax, WAITING(%rdi) # a full barrier: rtrace sees WAITING or we see its tail
+	mov TAIL(%rdi), %rdx    # the value the futex sleeps on (its low 32 bits)
+	mov HEAD(%rdi), %rax
+	sub %rdx, %rax
+	cmp $RINGCAP, %rax
+	jb 3f                   # drained meanwhile
+	lea TAIL(%rdi), %rdi
+	xor %esi, %esi          # FUTEX_WAIT, shared: rtrace maps the state too
+	lea nap(%rip), %r10
+	mov $202, %eax          # futex (clobbers rcx, r11)
 	syscall
+3:	pop %rdi
+	pop %rsi
+	pop %r10
 	pop %r11
 	rdtsc
 	shl $32, %rdx
 	or %rdx, %rax
-	mov $1, %edx            # from now on, yield after every check
+	mov $1, %edx            # from now on, sleep after every check
 	cmp %r8, %rax
 	jb 2b
 	movq $1, STALL(%rdi)
