@@ -881,6 +881,36 @@ func (t *Tracer) fastFork(th *thread, frames []fast.Frame) {
 	}
 }
 
+// fastStart registers a new thread of a traced process at its first stop,
+// under the key its stubs will look up: its %fs base, which clone set
+// from its tls argument (CLONE_SETTLS), or the word there without
+// rdfsbase (glibc's TCB points to itself before the thread starts). Its
+// first call then finds its state instead of stopping at entry_miss. A
+// thread that shares a registered key (no CLONE_SETTLS) is left to
+// entry_miss as before.
+func (t *Tracer) fastStart(th *thread) {
+	fi := th.proc.image.fast
+	if fi == nil || fi.disabled || fi.dead || th.fs != nil || th.vforked || th.vfork != nil {
+		return
+	}
+	var regs unix.PtraceRegs
+	if ptrace.GetRegs(th.tid, &regs) != nil || regs.Fs_base == 0 {
+		return
+	}
+	key := regs.Fs_base
+	if !fi.rdfsbase {
+		w, err := ptrace.PeekWord(th.tid, key)
+		if err != nil || w == 0 {
+			return
+		}
+		key = w
+	}
+	if _, ok := fi.table.Lookup(key); ok {
+		return
+	}
+	t.fastRegister(th, key)
+}
+
 // drainer moves the records of every thread's ring to the function sink
 // while the program runs, and orders them before what the tracer hands
 // the sink (lockedSink). One goroutine polls; the tracer thread syncs.

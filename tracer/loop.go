@@ -7,6 +7,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"rtrace/internal/timeline"
 	"rtrace/internal/uftrace"
 	"rtrace/tracer/bp"
 	"rtrace/tracer/ptrace"
@@ -95,6 +96,7 @@ func (t *Tracer) fastEvent(th *thread, event int, ts uint64) {
 			}
 		}
 	case unix.PTRACE_EVENT_EXIT:
+		timeline.Mark("exit event %d", th.tid)
 		// Close its frames before its TLS, the key of its state, can be
 		// reused by a new thread.
 		t.closeAll(th, ts)
@@ -154,6 +156,10 @@ func (t *Tracer) stopped(th *thread, ws unix.WaitStatus, regs *unix.PtraceRegs, 
 			ptrace.Listen(th.tid)
 		default:
 			if th.proc != nil {
+				if sig == unix.SIGTRAP && !th.started {
+					th.started = true
+					t.fastStart(th)
+				}
 				resume(th.tid, 0)
 			}
 		}
@@ -395,6 +401,10 @@ func (t *Tracer) spawned(th *thread, event int, ts uint64) error {
 		}
 	}
 	if earlyStop {
+		if nc := t.threads[child]; event == unix.PTRACE_EVENT_CLONE && !nc.started {
+			nc.started = true
+			t.fastStart(nc)
+		}
 		resume(child, 0)
 	}
 	resume(th.tid, 0)

@@ -42,6 +42,7 @@ type thread struct {
 	jmpbufs  map[uint64]int // shadow stack depth at setjmp, by jmp_buf address
 	inRes    int            // resource calls open: a nested one is not reported
 	parked   bool           // stopped by rtrace for an attach or detach
+	started  bool           // its first stop was seen (fastStart)
 	// groupStop: it was in a group-stop (SIGSTOP) when attached.
 	groupStop bool
 	// The fast engine: the thread's state and its key in the table; in a
