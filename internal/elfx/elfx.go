@@ -11,6 +11,8 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
+	"syscall"
 
 	"rtrace/internal/elfnote"
 	"rtrace/internal/usdt"
@@ -55,7 +57,8 @@ type File struct {
 // ErrNotELF is returned for files that are not 64-bit x86-64 ELF objects.
 var ErrNotELF = errors.New("not an x86-64 ELF file")
 
-// Open reads path.
+// Open reads path. The File may be shared with other callers that opened
+// the same file (Open keeps what it parsed): it must not be changed.
 func Open(path string) (*File, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -66,13 +69,70 @@ func Open(path string) (*File, error) {
 	if err != nil {
 		return nil, err
 	}
+	key, keyed := identity(path, st)
+	if keyed {
+		if ef := parsed.get(key); ef != nil {
+			return ef, nil
+		}
+	}
 	ef, err := Parse(f)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	ef.Path = path
 	ef.Setuid = st.Mode()&(os.ModeSetuid|os.ModeSetgid) != 0
+	if keyed {
+		parsed.put(key, ef)
+	}
 	return ef, nil
+}
+
+// fileKey names a file's contents as Open saw them: a file replaced or
+// rewritten since has another inode, size or change time.
+type fileKey struct {
+	path               string
+	dev, ino           uint64
+	size, mtime, ctime int64
+	mode               uint32
+}
+
+func identity(path string, st os.FileInfo) (fileKey, bool) {
+	sys, ok := st.Sys().(*syscall.Stat_t)
+	if !ok {
+		return fileKey{}, false
+	}
+	return fileKey{path: path, dev: sys.Dev, ino: sys.Ino, size: sys.Size,
+		mtime: sys.Mtim.Nano(), ctime: sys.Ctim.Nano(), mode: sys.Mode}, true
+}
+
+// parsed keeps the files Open parsed: a record opens the executable in
+// the launcher, the tracer and the resolver, and libc in the tracer and
+// the resolver (libc's symbols take about a millisecond). Two callers
+// parsing the same file at once both parse it.
+var parsed = fileCache{m: map[fileKey]*File{}}
+
+// maxParsed bounds the cache for a run over many programs (batch
+// resolution): past it, the cache starts again empty.
+const maxParsed = 256
+
+type fileCache struct {
+	mu sync.Mutex
+	m  map[fileKey]*File
+}
+
+func (c *fileCache) get(k fileKey) *File {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.m[k]
+}
+
+func (c *fileCache) put(k fileKey, f *File) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.m) >= maxParsed {
+		clear(c.m)
+	}
+	c.m[k] = f
 }
 
 // Parse reads an ELF object from r. Corrupt input yields an error, never a panic.
@@ -156,19 +216,33 @@ func funcs(f *elf.File) []Func {
 			Weak:  elf.ST_BIND(s.Info) == elf.STB_WEAK,
 		})
 	}
-	// Sorted through indices, the table order breaking ties: a stable sort
-	// of the structs themselves took most of libc's 2 ms parse.
-	order := make([]int32, len(out))
-	for i := range order {
-		order[i] = int32(i)
-	}
-	slices.SortFunc(order, func(a, b int32) int {
-		x, y := &out[a], &out[b]
-		if x.Value != y.Value {
-			return cmp.Compare(x.Value, y.Value)
+	// Sorted through keys, the table order breaking ties: a stable sort
+	// of the structs themselves took most of libc's 2 ms parse. A key
+	// packs address, rank and index in one word when they fit (they do
+	// in every object but one with an address past 2^40 or 2^21
+	// functions), which sorts twice as fast as a pair.
+	order := make([]uint64, len(out))
+	packed := len(out) < 1<<21
+	for i := range out {
+		if out[i].Value >= 1<<40 {
+			packed = false
 		}
-		return cmp.Or(cmp.Compare(rank(*x), rank(*y)), cmp.Compare(a, b))
-	})
+		order[i] = out[i].Value<<24 | uint64(rank(out[i]))<<21 | uint64(i)
+	}
+	if packed {
+		slices.Sort(order)
+		for i, k := range order {
+			order[i] = k & (1<<21 - 1)
+		}
+	} else {
+		for i := range order {
+			order[i] = uint64(i)
+		}
+		slices.SortFunc(order, func(a, b uint64) int {
+			x, y := &out[a], &out[b]
+			return cmp.Or(cmp.Compare(x.Value, y.Value), cmp.Compare(rank(*x), rank(*y)), cmp.Compare(a, b))
+		})
+	}
 	dedup := make([]Func, 0, len(out))
 	for _, i := range order {
 		fn := out[i]

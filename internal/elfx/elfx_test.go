@@ -3,6 +3,7 @@ package elfx
 import (
 	"bytes"
 	"os"
+	"path/filepath"
 	"testing"
 
 	"rtrace/internal/testutil"
@@ -34,6 +35,38 @@ func TestOpenFixture(t *testing.T) {
 		if err != nil || len(subs) < 5 {
 			t.Errorf("%v: %d subprograms, %v", flags, len(subs), err)
 		}
+	}
+}
+
+// Open parses a file once, and again when its contents change.
+func TestOpenKeepsParsed(t *testing.T) {
+	chain := testutil.BuildC(t, "chain.c", "-O0")
+	other := testutil.BuildC(t, "chain.c", "-O2")
+	path := filepath.Join(t.TempDir(), "prog")
+	copyFile := func(from string) {
+		b, err := os.ReadFile(from)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, b, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	copyFile(chain)
+	a, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, err := Open(path); err != nil || b != a {
+		t.Errorf("a second Open parsed the file again (%v)", err)
+	}
+	copyFile(other)
+	c, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c == a || c.BuildID == a.BuildID {
+		t.Errorf("Open of a rewritten file returned the old parse (build id %s)", c.BuildID)
 	}
 }
 
