@@ -197,6 +197,7 @@ func check(o Options) (*config, error) {
 	if c.exe, err = elfx.Open(c.prog); err != nil {
 		return nil, &ExitError{126, fmt.Errorf("%s: cannot trace it: %w", o.Args[0], err)}
 	}
+	elfx.Prefetch(c.exe)
 	return c, nil
 }
 

@@ -201,6 +201,7 @@ func (t *Tracer) setupImage(tid int) (*image, []byte, error) {
 	if err := checkTraceable(f); err != nil {
 		return nil, nil, err
 	}
+	elfx.Prefetch(f)
 	maps, err := readMaps(tid)
 	if err != nil {
 		return nil, nil, err

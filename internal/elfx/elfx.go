@@ -6,13 +6,9 @@ import (
 	"debug/elf"
 	"encoding/hex"
 	"errors"
-	"fmt"
 	"io"
-	"os"
 	"slices"
 	"strings"
-	"sync"
-	"syscall"
 
 	"rtrace/internal/elfnote"
 	"rtrace/internal/usdt"
@@ -41,7 +37,8 @@ type File struct {
 	Path    string
 	Type    elf.Type // ET_EXEC or ET_DYN
 	Entry   uint64
-	Interp  string // PT_INTERP, "" for static executables
+	Interp  string   // PT_INTERP, "" for static executables
+	Needed  []string // DT_NEEDED: the libraries it names
 	Loads   []Load
 	BuildID string
 	Funcs   []Func   // sorted by Value; from .symtab, else .dynsym
@@ -56,84 +53,6 @@ type File struct {
 
 // ErrNotELF is returned for files that are not 64-bit x86-64 ELF objects.
 var ErrNotELF = errors.New("not an x86-64 ELF file")
-
-// Open reads path. The File may be shared with other callers that opened
-// the same file (Open keeps what it parsed): it must not be changed.
-func Open(path string) (*File, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	key, keyed := identity(path, st)
-	if keyed {
-		if ef := parsed.get(key); ef != nil {
-			return ef, nil
-		}
-	}
-	ef, err := Parse(f)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	ef.Path = path
-	ef.Setuid = st.Mode()&(os.ModeSetuid|os.ModeSetgid) != 0
-	if keyed {
-		parsed.put(key, ef)
-	}
-	return ef, nil
-}
-
-// fileKey names a file's contents as Open saw them: a file replaced or
-// rewritten since has another inode, size or change time.
-type fileKey struct {
-	path               string
-	dev, ino           uint64
-	size, mtime, ctime int64
-	mode               uint32
-}
-
-func identity(path string, st os.FileInfo) (fileKey, bool) {
-	sys, ok := st.Sys().(*syscall.Stat_t)
-	if !ok {
-		return fileKey{}, false
-	}
-	return fileKey{path: path, dev: sys.Dev, ino: sys.Ino, size: sys.Size,
-		mtime: sys.Mtim.Nano(), ctime: sys.Ctim.Nano(), mode: sys.Mode}, true
-}
-
-// parsed keeps the files Open parsed: a record opens the executable in
-// the launcher, the tracer and the resolver, and libc in the tracer and
-// the resolver (libc's symbols take about a millisecond). Two callers
-// parsing the same file at once both parse it.
-var parsed = fileCache{m: map[fileKey]*File{}}
-
-// maxParsed bounds the cache for a run over many programs (batch
-// resolution): past it, the cache starts again empty.
-const maxParsed = 256
-
-type fileCache struct {
-	mu sync.Mutex
-	m  map[fileKey]*File
-}
-
-func (c *fileCache) get(k fileKey) *File {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.m[k]
-}
-
-func (c *fileCache) put(k fileKey, f *File) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if len(c.m) >= maxParsed {
-		clear(c.m)
-	}
-	c.m[k] = f
-}
 
 // Parse reads an ELF object from r. Corrupt input yields an error, never a panic.
 func Parse(r io.ReaderAt) (*File, error) {
@@ -163,6 +82,7 @@ func Parse(r io.ReaderAt) (*File, error) {
 		ef.BuildID = buildID(f)
 		ef.IsGo = f.Section(".go.buildinfo") != nil || f.Section(".gopclntab") != nil
 		ef.Funcs = funcs(f)
+		ef.Needed, _ = f.ImportedLibraries()
 		ef.Imports = imports(f)
 		ef.Probes, ef.ProbeErr = usdt.Probes(f)
 		return nil

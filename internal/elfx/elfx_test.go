@@ -70,6 +70,25 @@ func TestOpenKeepsParsed(t *testing.T) {
 	}
 }
 
+// Prefetch parses the loader and libc of a dynamic executable.
+func TestLibPaths(t *testing.T) {
+	f, err := Open(testutil.BuildC(t, "chain.c", "-O0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	paths := libPaths(f)
+	if len(paths) != 2 || paths[0] != f.Interp || filepath.Base(paths[1]) != "libc.so.6" {
+		t.Errorf("libPaths = %q, want the loader %s and libc.so.6 (needed %q)", paths, f.Interp, f.Needed)
+	}
+	static, err := Open(testutil.BuildC(t, "chain.c", "-O0", "-static"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if paths := libPaths(static); len(paths) != 0 {
+		t.Errorf("libPaths of a static executable = %q", paths)
+	}
+}
+
 func FuzzParse(f *testing.F) {
 	if b, err := os.ReadFile("/bin/true"); err == nil {
 		f.Add(b[:min(len(b), 8192)])
