@@ -15,20 +15,27 @@ func nanotime() int64
 func rdtsc() uint64
 
 // Clock converts the TSC readings the stubs write to CLOCK_MONOTONIC
-// nanoseconds, the clock of uftrace and of rtrace's other records: ns =
-// ns0 + (tsc - tsc0) * nsPerTick. The ratio is measured between NewClock
-// and the first conversion (at least minInterval apart), then fixed: a
-// fixed ratio keeps converted times monotonic.
+// nanoseconds, the clock of uftrace and of rtrace's other records. The
+// conversion is piecewise linear and continuous: the first piece's ratio
+// is measured from NewClock to the first conversion (at least
+// firstInterval later); then, each time the run has lasted four times
+// longer, the ratio is measured again from NewClock, for a piece that
+// starts where the previous one ends. Each piece is more precise than
+// the last, and converted times never jump.
 type Clock struct {
-	tsc0      uint64
-	ns0       int64
-	once      sync.Once
-	nsPerTick float64
+	mu   sync.Mutex
+	tsc0 uint64 // the pair every ratio is measured from
+	ns0  int64
+	cur  Scale // the piece in use
+	next int64 // nanotime at which the next piece starts (0: not calibrated)
 }
 
-// minInterval bounds the calibration's error: two readings of the pair
-// agree within about 100 ns, 1e-5 of it.
-const minInterval = 10 * time.Millisecond
+// firstInterval bounds the first piece's error: two readings of a pair
+// agree within about 100 ns, 5e-5 of it. The first conversion is made
+// when the program has run (5 ms or more after NewClock): waiting for a
+// longer interval made the drain wait, and a ring of 2^16 records filled
+// meanwhile and held the program up.
+const firstInterval = 2 * time.Millisecond
 
 // pair reads the TSC and the clock together: the TSC reading is the
 // midpoint of two around the clock's.
@@ -75,30 +82,41 @@ func NewClock() (*Clock, error) {
 	return c, nil
 }
 
-func (c *Clock) calibrate() {
-	if d := time.Duration(nanotime() - c.ns0); d < minInterval {
-		time.Sleep(minInterval - d)
-	}
-	tsc1, ns1 := pair()
-	c.nsPerTick = float64(ns1-c.ns0) / float64(tsc1-c.tsc0)
-}
-
 // Nanos converts a TSC reading.
 func (c *Clock) Nanos(tsc uint64) uint64 { return c.Scale().Nanos(tsc) }
 
-// Scale is the conversion, fixed once calibrated: its Nanos inlines in a
-// loop over a batch.
+// Scale is one piece of the conversion: its Nanos inlines in a loop over
+// a batch.
 type Scale struct {
 	tsc0      uint64
 	ns0       int64
 	nsPerTick float64
 }
 
-// Scale returns the calibrated conversion (the first call may wait for
-// the calibration).
+// Scale returns the conversion in use (the first call may wait for the
+// first interval; one that starts a new piece reads the clocks).
 func (c *Clock) Scale() Scale {
-	c.once.Do(c.calibrate)
-	return Scale{c.tsc0, c.ns0, c.nsPerTick}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.next == 0 {
+		if d := time.Duration(nanotime() - c.ns0); d < firstInterval {
+			time.Sleep(firstInterval - d)
+		}
+		tsc, ns := pair()
+		c.cur = Scale{c.tsc0, c.ns0, float64(ns-c.ns0) / float64(tsc-c.tsc0)}
+		c.next = ns + 3*(ns-c.ns0)
+	} else if nanotime() >= c.next {
+		c.refine()
+	}
+	return c.cur
+}
+
+// refine starts a new piece at the current TSC, where the current one
+// ends, with the ratio measured over the whole run.
+func (c *Clock) refine() {
+	tsc, ns := pair()
+	c.cur = Scale{tsc, int64(c.cur.Nanos(tsc)), float64(ns-c.ns0) / float64(tsc-c.tsc0)}
+	c.next = ns + 3*(ns-c.ns0)
 }
 
 // Nanos converts a TSC reading.

@@ -279,3 +279,31 @@ func drainCopy(st *State, most int) (recs []Rec, lost uint64) {
 	lost = st.Drain(most, func(part []Rec) { recs = append(recs, part...) })
 	return recs, lost
 }
+
+// The clock converts TSC readings to the monotonic clock's nanoseconds,
+// and a new piece starts where the previous one ends.
+func TestClockPieces(t *testing.T) {
+	c, err := NewClock()
+	if err != nil {
+		t.Skip(err)
+	}
+	first := c.Scale()
+	tsc, ns := pair()
+	if d := int64(first.Nanos(tsc)) - ns; d < -100_000 || d > 100_000 {
+		t.Errorf("a TSC reading converts %d ns away from the clock read with it", d)
+	}
+	c.mu.Lock()
+	c.next = 1 // due: the next Scale starts a piece
+	c.mu.Unlock()
+	second := c.Scale()
+	if second == first {
+		t.Fatal("no new piece")
+	}
+	at := second.tsc0
+	if a, b := first.Nanos(at), second.Nanos(at); a != b && a != b+1 && a+1 != b {
+		t.Errorf("at the new piece's start, %d ns by the first piece and %d by the second", a, b)
+	}
+	if c.next <= second.ns0 {
+		t.Errorf("the next piece is due at %d, not after this one's start %d", c.next, second.ns0)
+	}
+}
