@@ -26,14 +26,15 @@ func main() {
 	quick := flag.Bool("quick", os.Getenv("RTRACE_BENCH_QUICK") == "1", "small workloads (also RTRACE_BENCH_QUICK=1)")
 	runs := flag.Int("runs", 5, "runs of each tool on each workload; the table shows the median and the range")
 	only := flag.String("only", "", "run only these workloads (comma-separated: "+strings.Join(suite.Names, ",")+")")
+	tools := flag.String("tools", "", "run only these tools (comma-separated rows, e.g. 'rtrace,uftrace -pg'; the untraced row always runs)")
 	flag.Parse()
-	if err := run(*quick, *runs, *only); err != nil {
+	if err := run(*quick, *runs, *only, *tools); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
 }
 
-func run(quick bool, runs int, only string) error {
+func run(quick bool, runs int, only, tools string) error {
 	if runs < 1 {
 		return fmt.Errorf("-runs %d: want 1 or more", runs)
 	}
@@ -94,7 +95,11 @@ func run(quick bool, runs int, only string) error {
 	if quick {
 		budget, timeout = 5*time.Second, 30*time.Second
 	}
-	r := &suite.Runner{Tools: suite.Tools(rtrace), Runs: runs, Scratch: scratch, Log: log, FloorBin: floor, Budget: budget, Timeout: timeout}
+	all, err := pickTools(suite.Tools(rtrace), tools)
+	if err != nil {
+		return err
+	}
+	r := &suite.Runner{Tools: all, Runs: runs, Scratch: scratch, Log: log, FloorBin: floor, Budget: budget, Timeout: timeout}
 	fmt.Printf("rtrace bench: %s, %d runs each; %s\n", map[bool]string{true: "quick", false: "full"}[quick], runs, machine())
 	for _, w := range ws {
 		if len(want) > 0 && !want[w.Name] {
@@ -109,6 +114,33 @@ func run(quick bool, runs int, only string) error {
 	}
 	fmt.Printf("\nbench: done in %s\n", time.Since(start).Round(time.Second))
 	return nil
+}
+
+// pickTools keeps the tools named in the comma-separated list (all when
+// it is empty).
+func pickTools(all []suite.Tool, list string) ([]suite.Tool, error) {
+	if list == "" {
+		return all, nil
+	}
+	var names []string
+	for _, t := range all {
+		if !slices.Contains(names, t.Name) {
+			names = append(names, t.Name)
+		}
+	}
+	var kept []suite.Tool
+	for _, n := range strings.Split(list, ",") {
+		n = strings.TrimSpace(n)
+		if !slices.Contains(names, n) {
+			return nil, fmt.Errorf("-tools %q: no such tool (%s)", n, strings.Join(names, ", "))
+		}
+		for _, t := range all {
+			if t.Name == n {
+				kept = append(kept, t)
+			}
+		}
+	}
+	return kept, nil
 }
 
 // machine names the CPU, the cores and the kernel.
