@@ -890,7 +890,7 @@ func (t *Tracer) fastFork(th *thread, frames []fast.Frame) {
 // entry_miss as before.
 func (t *Tracer) fastStart(th *thread) {
 	fi := th.proc.image.fast
-	if fi == nil || fi.disabled || fi.dead || th.fs != nil || th.vforked || th.vfork != nil {
+	if fi == nil || fi.disabled || fi.dead || th.fs != nil || th.vforked || th.vfork != nil || t.detached {
 		return
 	}
 	var regs unix.PtraceRegs
@@ -1024,12 +1024,10 @@ func (d *drainer) drainRound(least uint64) bool {
 	d.mu.Unlock()
 	any := false
 	for i, st := range d.states {
-		if st.Len() < least {
-			continue
-		}
 		d.mu.Lock()
-		// The state may have gone or changed owner since the list was made.
-		if tid, ok := d.owner[st]; ok && tid == d.tids[i] && d.drainBatchLocked(st, tid) {
+		// The state may have gone (unmapped: not to be read) or changed
+		// owner since the list was made.
+		if tid, ok := d.owner[st]; ok && tid == d.tids[i] && st.Len() >= least && d.drainBatchLocked(st, tid) {
 			any = true
 		}
 		d.mu.Unlock()

@@ -121,7 +121,7 @@ func (th *thread) clone(tid int, p *process) *thread {
 	c.batch = nil
 	c.jmpbufs = maps.Clone(th.jmpbufs) // a longjmp in the child may use them
 	c.unwinds = slices.Clone(th.unwinds)
-	c.inRes = 0
+	c.inRes, c.started = 0, false
 	c.fsKeys, c.vforkFrames = nil, nil
 	c.fs, c.fsKey, c.vfork, c.vforkParent, c.forkFrames, c.forkNeeded, c.vforked = nil, 0, nil, nil, nil, false, false
 	for i := range c.stack {

@@ -26,11 +26,22 @@ func Open(path string) (*File, error) {
 	}
 	e, parser := parsed.entry(key)
 	if parser {
-		e.f, e.err = parseFile(f, path, st)
-		if e.err != nil {
-			parsed.drop(key, e)
-		}
-		close(e.done)
+		func() {
+			// A panic out of Parse (Guard catches debug/elf's own) must
+			// not leave the entry open: later Opens would wait forever.
+			defer close(e.done)
+			ok := false
+			defer func() {
+				if !ok {
+					if e.err == nil {
+						e.err = fmt.Errorf("%s: parsing failed", path)
+					}
+					parsed.drop(key, e)
+				}
+			}()
+			e.f, e.err = parseFile(f, path, st)
+			ok = e.err == nil
+		}()
 	}
 	<-e.done
 	if e.err != nil || e.f.Path == path {

@@ -103,7 +103,11 @@ func (s *State) Truncate(d int) {
 
 // Stall makes a thread waiting for room in its ring give up (the record is
 // counted lost) and lose the next records of a full ring at once.
-func (s *State) Stall() { s.store(offStall, 1) }
+func (s *State) Stall() {
+	s.store(offStall, 1)
+	s.store(offWaiting, 0)
+	futexWake(s.word(offTail)) // a thread asleep in room sees it now, not at its timeout
+}
 
 // Hold marks that rtrace holds a signal for the thread: it stops at the
 // end of its critical section (Sites.Held) for the delivery.
@@ -193,13 +197,18 @@ func (s *State) Drain(most int, f func(part []Rec)) (lost uint64) {
 // this sees WAITING (and FUTEX_WAIT fails at once if the tail moved since
 // the thread read it: futex(2)).
 func (s *State) wake() {
-	const futexWake = 1 // FUTEX_WAKE, linux/futex.h
 	if s.load(offWaiting) == 0 {
 		return
 	}
 	s.store(offWaiting, 0)
-	// Not FUTEX_PRIVATE: the thread's process maps the same memfd.
-	unix.Syscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(s.word(offTail))), futexWake, 1, 0, 0, 0)
+	futexWake(s.word(offTail))
+}
+
+// futexWake wakes the thread sleeping on w, if one is. Not FUTEX_PRIVATE:
+// the thread's process maps the same memfd.
+func futexWake(w *uint64) {
+	const wake = 1 // FUTEX_WAKE, linux/futex.h
+	unix.Syscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(w)), wake, 1, 0, 0, 0)
 }
 
 // Emit appends a record as the stubs' emit does, or counts it lost when
@@ -218,10 +227,10 @@ func (s *State) Emit(r Rec) {
 // Lost reports whether the ring ever had no room for a record.
 func (s *State) Lost() bool { return s.load(offLost) != 0 }
 
-// Pending reports whether the ring holds records not drained yet.
 // Len is the number of records in the ring, not drained yet.
 func (s *State) Len() uint64 { return s.load(offHead) - s.load(offTail) }
 
+// Pending reports whether the ring holds records not drained yet.
 func (s *State) Pending() bool {
 	return s.load(offHead) != s.load(offTail) || s.load(offLost) != s.seenLost || len(s.losses) > 0
 }
