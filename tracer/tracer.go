@@ -260,7 +260,8 @@ func (t *Tracer) start(pid int) error {
 		return fmt.Errorf("pid %d did not stop at exec (%v)", pid, ws)
 	}
 	timeline.Mark("exec stop")
-	p, err := t.newImage(pid, now())
+	ts := now()
+	p, maps, err := t.setupProcess(pid)
 	if err != nil {
 		return err
 	}
@@ -275,17 +276,35 @@ func (t *Tracer) start(pid int) error {
 	}
 	p.swallowCont = true
 	timeline.Mark("seized")
-	return unix.Kill(pid, unix.SIGCONT)
+	if err := unix.Kill(pid, unix.SIGCONT); err != nil {
+		return err
+	}
+	// The program's loader runs meanwhile: making the trace directory and
+	// its first files took 1 ms. Nothing of the program reaches the sinks
+	// before the tracer handles its next stop.
+	t.startSession(p, ts, maps)
+	return nil
 }
 
 // newImage records a new session for pid, stopped right after an exec, and
 // plants its breakpoints.
 func (t *Tracer) newImage(pid int, ts uint64) (*process, error) {
-	im, maps, err := t.setupImage(pid)
+	p, maps, err := t.setupProcess(pid)
 	if err != nil {
 		return nil, err
 	}
-	p := &process{pid: pid, sid: newSID(), image: im}
+	t.startSession(p, ts, maps)
+	return p, nil
+}
+
+// setupProcess sets up the image of pid, stopped after an exec, and
+// records the process; maps is its /proc/PID/maps.
+func (t *Tracer) setupProcess(pid int) (p *process, maps []byte, err error) {
+	im, maps, err := t.setupImage(pid)
+	if err != nil {
+		return nil, nil, err
+	}
+	p = &process{pid: pid, sid: newSID(), image: im}
 	t.procs[pid] = p
 	th := t.threads[pid]
 	if th == nil {
@@ -293,12 +312,17 @@ func (t *Tracer) newImage(pid int, ts uint64) (*process, error) {
 		t.threads[pid] = th
 	}
 	th.proc = p
+	return p, maps, nil
+}
+
+// startSession hands the sinks p's new session, at ts, and its first task.
+func (t *Tracer) startSession(p *process, ts uint64, maps []byte) {
+	im, pid := p.image, p.pid
 	t.sinks(func(s Sink) error {
 		return s.Session(Session{Time: ts, Pid: pid, SID: p.sid, Exe: im.exe, Maps: maps, ELF: im.elf, Bias: im.bias})
 	})
 	t.sinks(func(s Sink) error { return s.Task(ts+1, pid, pid) })
 	t.announce(p)
-	return p, nil
 }
 
 // sinks hands an event of the traced processes to every sink.
