@@ -63,7 +63,7 @@ func run(quick bool, runs int, only, tools string) error {
 	if _, err := os.Stat(goBin); err != nil {
 		goBin = "go"
 	}
-	cmd := exec.Command(goBin, "build", "-o", rtrace, "./cmd/rtrace")
+	cmd := exec.Command(goBin, "build", "-tags", testutil.BuildTags, "-o", rtrace, "./cmd/rtrace")
 	cmd.Dir = root
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("building rtrace: %v\n%s", err, out)

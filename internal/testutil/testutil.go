@@ -120,11 +120,15 @@ func clip(s string) string {
 	return s
 }
 
+// BuildTags are the build tags of the rtrace command, as the Makefile
+// builds it.
+const BuildTags = "urfave_cli_no_docs"
+
 // BuildRtrace builds the rtrace command into dir and returns its path: tests
 // and benchmarks run it as users do, so signals and exit codes are real.
 func BuildRtrace(dir string) (string, error) {
 	bin := filepath.Join(dir, "rtrace")
-	cmd := exec.Command("go", "build", "-o", bin, "./cmd/rtrace")
+	cmd := exec.Command("go", "build", "-tags", BuildTags, "-o", bin, "./cmd/rtrace")
 	cmd.Dir = Root()
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("building rtrace: %v\n%s", err, out)
