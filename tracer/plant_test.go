@@ -187,15 +187,15 @@ func TestPlanFuncsFull(t *testing.T) {
 	}
 }
 
-// fakeMem is a process's memory: a sparse byte map whose write at failAt
-// fails.
+// fakeMem is a process's memory: a sparse byte map whose write over
+// failAt fails.
 type fakeMem struct {
 	b      map[uint64]byte
 	failAt uint64
 }
 
 func (m *fakeMem) WriteAt(p []byte, off int64) (int, error) {
-	if uint64(off) == m.failAt {
+	if m.failAt >= uint64(off) && m.failAt < uint64(off)+uint64(len(p)) {
 		return 0, errors.New("EIO")
 	}
 	for i, c := range p {
@@ -424,5 +424,32 @@ func TestPlanFuncsFast(t *testing.T) {
 	}
 	if len(p.entries) != 4 || len(p.int3s) != 1 || p.int3s[0].Func != "symbol_inside" || !strings.HasSuffix(p.int3s[0].Reason, "(its 1 direct call site(s) call its stub without a stop)") {
 		t.Errorf("%d entries, int3 entries %v", len(p.entries), p.int3s)
+	}
+}
+
+// coalesce writes each page's patches at once, with the text between them.
+func TestCoalesce(t *testing.T) {
+	data := make([]byte, 0x3000)
+	for i := range data {
+		data[i] = byte(i)
+	}
+	text := textImage{{start: 0x10000, data: data}}
+	w := func(at uint64, b ...byte) write { return write{at, b} }
+	cases := []struct {
+		name    string
+		patches []write
+		want    []write
+	}{
+		{"one page", []write{w(0x10010, 0xe9, 1, 2, 3, 4), w(0x10003, 0xcc)},
+			[]write{w(0x10003, append(append([]byte{0xcc}, data[4:0x10]...), 0xe9, 1, 2, 3, 4)...)}},
+		{"two pages", []write{w(0x10ff0, 0xcc), w(0x11000, 0xcc)}, []write{w(0x10ff0, 0xcc), w(0x11000, 0xcc)}},
+		{"adjacent", []write{w(0x10000, 1, 2), w(0x10002, 3)}, []write{w(0x10000, 1, 2, 3)}},
+		{"overlapping", []write{w(0x10004, 9), w(0x10000, 1, 2, 3, 4, 5)}, []write{w(0x10004, 9), w(0x10000, 1, 2, 3, 4, 5)}},
+		{"outside the text", []write{w(0x20000, 1), w(0x20010, 2)}, []write{w(0x20000, 1), w(0x20010, 2)}},
+	}
+	for _, c := range cases {
+		if got := coalesce(text, c.patches); fmt.Sprint(got) != fmt.Sprint(c.want) {
+			t.Errorf("%s: %x, want %x", c.name, got, c.want)
+		}
 	}
 }
