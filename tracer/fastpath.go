@@ -303,7 +303,7 @@ func (t *Tracer) unmapAll(p *process) {
 	for _, st := range states {
 		guarded = guarded || st.Guarded()
 	}
-	if tid == 0 || guarded || im.keepScratch || fi != nil && fi.cloned || t.stacksRefer(p, im.scratch) {
+	if tid == 0 || guarded || im.keepScratch || fi != nil && fi.cloned || t.stacksRefer(p, im.scratch, im.rets) {
 		// A thread inside a stub, a return address or a signal frame's pc
 		// in rtrace's code (a call made from a function's copy, a handler
 		// that interrupted a trampoline): the code stays, with the table
@@ -368,7 +368,12 @@ func restartable(nr uint64) bool {
 // stacksRefer reports whether a word on the stack of a thread of p, from
 // its stack pointer to the end of the mapping holding it (4 MiB at most),
 // lies in one of ranges: a return address or a signal frame's saved pc.
-func (t *Tracer) stacksRefer(p *process, ranges [][2]uint64) bool {
+// The return breakpoints (rets) do not count: every return hijacked to
+// one was put back (restoreReturns), so a copy left is a stale word in a
+// frame's unwritten slot (a deeper call's return address, from before),
+// which TestAttachDetachLoop met under load; and a return to one after a
+// detach would hit its int3 whether the mapping stays or not.
+func (t *Tracer) stacksRefer(p *process, ranges [][2]uint64, rets []uint64) bool {
 	if len(ranges) == 0 {
 		return false
 	}
@@ -400,6 +405,9 @@ func (t *Tracer) stacksRefer(p *process, ranges [][2]uint64) bool {
 		}
 		for i := 0; i+8 <= len(buf); i += 8 {
 			v := binary.LittleEndian.Uint64(buf[i:])
+			if slices.Contains(rets, v) {
+				continue
+			}
 			for _, r := range ranges {
 				if v >= r[0] && v < r[1] {
 					return true
