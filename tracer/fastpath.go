@@ -405,11 +405,8 @@ func (t *Tracer) stacksRefer(p *process, ranges [][2]uint64, rets []uint64) bool
 		}
 		for i := 0; i+8 <= len(buf); i += 8 {
 			v := binary.LittleEndian.Uint64(buf[i:])
-			if slices.Contains(rets, v) {
-				continue
-			}
 			for _, r := range ranges {
-				if v >= r[0] && v < r[1] {
+				if v >= r[0] && v < r[1] && !slices.Contains(rets, v) {
 					return true
 				}
 			}

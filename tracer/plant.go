@@ -375,11 +375,23 @@ func planFuncs(cm *codeMap, cands []cand, scratch, size, entry uint64, exe bool,
 	return p
 }
 
-// commitPlan writes plan p into the process whose memory is mem and adds
-// its functions and breakpoints to im. /proc/<pid>/mem writes go through
-// FOLL_FORCE: they reach read-only text. The trampolines go first: a patch
-// is live as soon as written. On error nothing stays patched and im is as
-// it was; the caller unmaps the scratch.
+// firstIn names the first function whose patch or call-site redirect w
+// writes.
+func (p *plantPlan) firstIn(w write) string {
+	in := func(at uint64) bool { return at >= w.at && at < w.at+uint64(len(w.b)) }
+	for _, e := range p.entries {
+		if in(e.patch) {
+			return fmt.Sprintf("%s at %#x", e.c.name, e.patch)
+		}
+		for _, r := range e.redirects {
+			if in(r.at) {
+				return fmt.Sprintf("the call at %#x to %s", r.at-1, e.c.name)
+			}
+		}
+	}
+	return "the code"
+}
+
 // write is bytes to write at an address of the process.
 type write struct {
 	at uint64
@@ -417,6 +429,16 @@ func coalesce(text textImage, patches []write) []write {
 	return out
 }
 
+// commitPlan writes plan p into the process whose memory is mem and adds
+// its functions and breakpoints to im. /proc/<pid>/mem writes go through
+// FOLL_FORCE: they reach read-only text. The trampolines go first: a patch
+// is live as soon as written. On error nothing stays patched and im is as
+// it was; the caller unmaps the scratch.
+//
+// The patches are written a page at a time with the bytes between them
+// from p.text (coalesce): nothing may write the module's text between
+// scanModule's read and this commit (the hooks of a library are planted
+// before its scan, its probes and the entry breakpoint after).
 func (t *Tracer) commitPlan(mem io.WriterAt, im *image, p *plantPlan) error {
 	if _, err := mem.WriteAt(p.code, int64(p.scratch)); err != nil {
 		return fmt.Errorf("writing scratch memory for %s: %w", p.f.Path, err)
@@ -439,9 +461,10 @@ func (t *Tracer) commitPlan(mem io.WriterAt, im *image, p *plantPlan) error {
 	for _, w := range coalesce(p.text, patches) {
 		if _, err := mem.WriteAt(w.b, int64(w.at)); err != nil {
 			// Undo: the caller may leave this process untraced, and a jmp to
-			// a trampoline's int3 would kill it.
+			// a trampoline's int3 would kill it. Every entry's bytes go back,
+			// written or not (the same bytes over a page not written).
 			undo(len(p.entries))
-			return fmt.Errorf("instrumenting the code at %#x: %w", w.at, err)
+			return fmt.Errorf("instrumenting %s: writing %d bytes at %#x: %w", p.firstIn(w), len(w.b), w.at, err)
 		}
 	}
 	for _, e := range p.entries {
