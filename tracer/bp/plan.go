@@ -386,6 +386,42 @@ func Branches(body []byte, addr uint64) (refs Refs, err error) {
 	return refs, err
 }
 
+// TailJump reports where the code at addr jumps unconditionally within
+// its first three instructions, before any other branch, call or return:
+// a wrapper that sets an argument and jumps to the function doing the
+// work (glibc's setjmp: mov $1,%esi; jmp __sigsetjmp).
+func TailJump(code []byte, addr uint64) (uint64, bool) {
+	off := 0
+	if bytes.HasPrefix(code, endbr64) {
+		off = 4
+	}
+	for range 3 {
+		if off >= len(code) {
+			return 0, false
+		}
+		inst, err := x86asm.Decode(code[off:], 64)
+		if err != nil {
+			return 0, false
+		}
+		off += inst.Len
+		switch inst.Op {
+		case x86asm.JMP:
+			if rel, ok := inst.Args[0].(x86asm.Rel); ok {
+				return addr + uint64(off) + uint64(int64(rel)), true
+			}
+			return 0, false
+		case x86asm.CALL, x86asm.RET, x86asm.LCALL, x86asm.LJMP, x86asm.LRET, x86asm.SYSCALL, x86asm.INT:
+			return 0, false
+		}
+		if len(inst.Args) > 0 && inst.Args[0] != nil {
+			if _, ok := inst.Args[0].(x86asm.Rel); ok {
+				return 0, false // a conditional branch
+			}
+		}
+	}
+	return 0, false
+}
+
 // PrepareClone plans a detour to a copy of the whole function at addr
 // (body, its whole symbol size), for a function whose own branches land
 // inside the 5 bytes the jmp overwrites (a loop back to its first

@@ -210,3 +210,30 @@ func TestPrepareClone(t *testing.T) {
 		}
 	}
 }
+
+// TailJump finds glibc's setjmp wrappers' jump to __sigsetjmp, and
+// nothing in a function that does its own work.
+func TestTailJump(t *testing.T) {
+	cases := []struct {
+		name string
+		code []byte
+		addr uint64
+		to   uint64
+		ok   bool
+	}{
+		{"setjmp", []byte{0xbe, 0x01, 0, 0, 0, 0xe9, 0x66, 0xff, 0xff, 0xff}, 0x3bd80, 0x3bcf0, true},
+		{"_setjmp", []byte{0x31, 0xf6, 0xe9, 0x59, 0xff, 0xff, 0xff}, 0x3bd90, 0x3bcf0, true},
+		{"endbr64, jmp rel8", []byte{0xf3, 0x0f, 0x1e, 0xfa, 0xeb, 0x10}, 0x1000, 0x1016, true},
+		{"__sigsetjmp's own work", []byte{0x48, 0x89, 0x1f, 0x48, 0x89, 0xe8, 0x64, 0x48, 0x33, 0x04, 0x25, 0x30, 0, 0, 0}, 0x3bcf0, 0, false},
+		{"a conditional branch first", []byte{0x74, 0x02, 0xe9, 0, 0, 0, 0}, 0x1000, 0, false},
+		{"a call first", []byte{0xe8, 0, 0, 0, 0, 0xe9, 0, 0, 0, 0}, 0x1000, 0, false},
+		{"indirect jump", []byte{0xff, 0xe0}, 0x1000, 0, false},
+		{"empty", nil, 0x1000, 0, false},
+	}
+	for _, c := range cases {
+		to, ok := TailJump(c.code, c.addr)
+		if to != c.to || ok != c.ok {
+			t.Errorf("%s: %#x %v, want %#x %v", c.name, to, ok, c.to, c.ok)
+		}
+	}
+}
