@@ -63,31 +63,39 @@ const hookSlots = 32
 // hookModule plants the hook breakpoints of one module of im loaded at
 // bias: the executable (a static one holds libc) or a library.
 func (t *Tracer) hookModule(mem *os.File, im *image, f *elfx.File, bias uint64) {
-	setjmps := map[uint64]bool{}
-	for _, fn := range f.Funcs {
-		if hookNames[fn.Name] == hookSetjmp {
-			setjmps[fn.Value+bias] = true
+	plant := func(fn elfx.Func, kind hookKind) {
+		if err := t.plantHook(mem, im, fn.Value+bias, kind); err != nil {
+			fmt.Fprintf(t.cfg.Warn, "rtrace: warning: cannot hook %s in %s: %v\n", fn.Name, f.Path, err)
 		}
 	}
+	// glibc's setjmp and _setjmp set %esi and jump to __sigsetjmp: a hook
+	// on a wrapper was a second stop per call (one more per thread, in
+	// start_thread) for the same jmp_buf at the same depth. A wrapper is
+	// hooked only if what it jumps to has no setjmp hook.
+	type wrapper struct {
+		fn elfx.Func
+		to uint64
+	}
+	var wrappers []wrapper
 	for _, fn := range f.Funcs {
 		kind := hookNames[fn.Name]
 		if kind == 0 {
 			continue
 		}
 		if kind == hookSetjmp {
-			// glibc's setjmp and _setjmp set %esi and jump to __sigsetjmp,
-			// hooked too: a hook on the wrapper was a second stop per call
-			// (one more per thread, in start_thread), for the same jmp_buf
-			// at the same depth.
 			code := make([]byte, 16)
 			if n, _ := mem.ReadAt(code, int64(fn.Value+bias)); n > 0 {
-				if to, ok := bp.TailJump(code[:n], fn.Value+bias); ok && to != fn.Value+bias && setjmps[to] {
+				if to, ok := bp.TailJump(code[:n], fn.Value+bias); ok && to != fn.Value+bias {
+					wrappers = append(wrappers, wrapper{fn, to})
 					continue
 				}
 			}
 		}
-		if err := t.plantHook(mem, im, fn.Value+bias, kind); err != nil {
-			fmt.Fprintf(t.cfg.Warn, "rtrace: warning: cannot hook %s in %s: %v\n", fn.Name, f.Path, err)
+		plant(fn, kind)
+	}
+	for _, w := range wrappers {
+		if b := im.bps.At(w.to); b == nil || b.Kind&bp.Hook == 0 || hookKind(b.Hook) != hookSetjmp {
+			plant(w.fn, hookSetjmp)
 		}
 	}
 }
