@@ -66,6 +66,7 @@ func scanModule(mem *os.File, f *elfx.File, bias uint64, events []string) *codeM
 	type part struct {
 		refs      []bp.Refs
 		undecoded map[uint64]error
+		targets   []uint64 // sorted in the worker: the merge is linear
 	}
 	workers := min(runtime.GOMAXPROCS(0), max(1, len(f.Funcs)/256))
 	parts := make([]part, workers)
@@ -86,15 +87,25 @@ func scanModule(mem *os.File, f *elfx.File, bias uint64, events []string) *codeM
 						refs.Sites = nil
 					}
 					p.refs = append(p.refs, refs)
+					p.targets = append(p.targets, refs.Targets...)
 				}
 			}
+			slices.Sort(p.targets)
 			parts[w] = p
 		}()
 	}
 	wg.Wait()
+	nslots, nloads, nsites := 0, 0, 0
 	for _, p := range parts {
 		for _, refs := range p.refs {
-			cm.targets = append(cm.targets, refs.Targets...)
+			nslots, nloads, nsites = nslots+len(refs.Slots), nloads+len(refs.Loads), nsites+len(refs.Sites)
+		}
+	}
+	cm.slots, cm.loads = make(map[uint64]bool, nslots), make(map[uint64]bool, nloads)
+	cm.callers = make(map[uint64][]uint64, nsites/2)
+	for _, p := range parts {
+		cm.targets = mergeSorted(cm.targets, p.targets)
+		for _, refs := range p.refs {
 			for _, s := range refs.Slots {
 				cm.slots[s] = true
 			}
@@ -108,11 +119,26 @@ func scanModule(mem *os.File, f *elfx.File, bias uint64, events []string) *codeM
 		maps.Copy(cm.undecoded, p.undecoded)
 	}
 	slices.Sort(cm.starts)
-	slices.Sort(cm.targets)
 	for _, c := range cm.callers {
 		slices.Sort(c)
 	}
 	return cm
+}
+
+// mergeSorted merges two sorted slices into a new sorted one.
+func mergeSorted(a, b []uint64) []uint64 {
+	if len(a) == 0 {
+		return b
+	}
+	out := make([]uint64, 0, len(a)+len(b))
+	for len(a) > 0 && len(b) > 0 {
+		if a[0] <= b[0] {
+			out, a = append(out, a[0]), a[1:]
+		} else {
+			out, b = append(out, b[0]), b[1:]
+		}
+	}
+	return append(append(out, a...), b...)
 }
 
 // plantFuncs maps size bytes of scratch just below the module of cm (so

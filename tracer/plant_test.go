@@ -453,3 +453,15 @@ func TestCoalesce(t *testing.T) {
 		}
 	}
 }
+
+func TestMergeSorted(t *testing.T) {
+	for _, c := range []struct{ a, b, want []uint64 }{
+		{nil, []uint64{1, 3}, []uint64{1, 3}},
+		{[]uint64{1, 3}, nil, []uint64{1, 3}},
+		{[]uint64{1, 4, 4, 9}, []uint64{2, 4, 10}, []uint64{1, 2, 4, 4, 4, 9, 10}},
+	} {
+		if got := mergeSorted(c.a, c.b); !slices.Equal(got, c.want) {
+			t.Errorf("mergeSorted(%v, %v) = %v, want %v", c.a, c.b, got, c.want)
+		}
+	}
+}
