@@ -886,14 +886,18 @@ func (t *Tracer) fastFork(th *thread, frames []fast.Frame) {
 	}
 }
 
-// fastStart registers a new thread of a traced process at its first stop,
-// under the key its stubs will look up: its %fs base, which clone set
-// from its tls argument (CLONE_SETTLS), or the word there without
-// rdfsbase (glibc's TCB points to itself before the thread starts). Its
-// first call then finds its state instead of stopping at entry_miss. A
-// thread that shares a registered key (no CLONE_SETTLS) is left to
-// entry_miss as before.
+// fastStart registers a new thread of a traced process at its first stop
+// (at later stops it does nothing), under the key its stubs will look
+// up: its %fs base, which clone set from its tls argument (CLONE_SETTLS),
+// or the word there without rdfsbase (glibc's TCB points to itself before
+// the thread starts). Its first call then finds its state instead of
+// stopping at entry_miss. A thread that shares a registered key (no
+// CLONE_SETTLS) is left to entry_miss as before.
 func (t *Tracer) fastStart(th *thread) {
+	if th.started {
+		return
+	}
+	th.started = true
 	fi := th.proc.image.fast
 	if fi == nil || fi.disabled || fi.dead || th.fs != nil || th.vforked || th.vfork != nil || t.detached {
 		return

@@ -156,8 +156,7 @@ func (t *Tracer) stopped(th *thread, ws unix.WaitStatus, regs *unix.PtraceRegs, 
 			ptrace.Listen(th.tid)
 		default:
 			if th.proc != nil {
-				if sig == unix.SIGTRAP && !th.started {
-					th.started = true
+				if sig == unix.SIGTRAP {
 					t.fastStart(th)
 				}
 				resume(th.tid, 0)
@@ -401,9 +400,8 @@ func (t *Tracer) spawned(th *thread, event int, ts uint64) error {
 		}
 	}
 	if earlyStop {
-		if nc := t.threads[child]; event == unix.PTRACE_EVENT_CLONE && !nc.started {
-			nc.started = true
-			t.fastStart(nc)
+		if event == unix.PTRACE_EVENT_CLONE {
+			t.fastStart(t.threads[child])
 		}
 		resume(child, 0)
 	}
