@@ -29,7 +29,9 @@ func run(o Options) (int, error) {
 	if err != nil {
 		return exitCode(err), err
 	}
-	s := newSession(c)
+	ready := startupGC()
+	defer ready()
+	s := newSession(c, ready)
 	return s.run()
 }
 
@@ -65,7 +67,7 @@ type session struct {
 	files   []string      // control files to remove at the end
 }
 
-func newSession(c *config) *session {
+func newSession(c *config, ready func()) *session {
 	s := &session{c: c, con: tty.NewLine(c.Stderr)}
 	info := uftrace.Info{Cmdline: c.Cmdline, Version: "rtrace " + c.Version, ArgSpecs: c.specLine, PatternType: uftrace.PatternRegex}
 	if c.exe != nil {
@@ -99,6 +101,7 @@ func newSession(c *config) *session {
 		BacktraceAll: c.BacktraceAll,
 		Monitor:      c.Monitor,
 		Started:      s.started,
+		Ready:        ready,
 		Fast:         c.Engine == "fast",
 	}, funcs, res)
 	return s

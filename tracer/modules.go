@@ -129,6 +129,10 @@ func (t *Tracer) syncModules(th *thread, ts uint64) {
 		changed = true
 	}
 	timeline.Mark("modules synced")
+	if atEntry && t.cfg.Ready != nil {
+		t.cfg.Ready()
+		t.cfg.Ready = nil
+	}
 	if changed {
 		t.announce(p)
 		t.sinks(func(s Sink) error { return s.Maps(p.sid, maps) })

@@ -43,6 +43,10 @@ type Config struct {
 	Specs func(exe *elfx.File, name string) (args, rets []uftrace.ArgSpec)
 	// Started is called with the target's pid once it runs.
 	Started func(pid int)
+	// Ready is called once the first image is set up: the executable and
+	// the libraries the loader mapped are planted (at the program's entry
+	// point, or at once when attaching). nil: not called.
+	Ready func()
 	// Modules are the resource modules whose calls are reported (-e).
 	Modules []*ResModule
 	// Start: trace from the start; otherwise only once toggled on.
