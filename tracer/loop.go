@@ -63,7 +63,7 @@ func (t *Tracer) gone(th *thread, ws unix.WaitStatus, ru *unix.Rusage, ts uint64
 	}
 	if p := t.procs[th.tid]; p != nil {
 		if fi := p.image.fast; fi != nil && !th.vforked {
-			fi.release()
+			t.releaseFast(fi)
 		}
 		delete(t.procs, th.tid)
 		if th.tid == t.root {
@@ -423,7 +423,7 @@ func (t *Tracer) execed(th *thread, ts uint64) error {
 	}
 	if old != nil && old.image.fast != nil && !th.vforked {
 		old.image.fast.dead = true // its memory is gone: nothing to write there
-		defer old.image.fast.release()
+		defer t.releaseFast(old.image.fast)
 	}
 	t.closeAll(th, ts)
 	t.flush(th)
