@@ -370,6 +370,9 @@ func TestAttachDetachLoop(t *testing.T) {
 				}
 				if after := mapsOf(t, pid); after != maps {
 					t.Logf("rtrace said: %s", errs.String())
+					if after == "" { // a zombie: how it ended says what went wrong
+						t.Fatalf("round %d: the program ended at the detach: %v\n%s", round, cmd.Wait(), out.String())
+					}
 					t.Fatalf("round %d: the maps after the detach differ from before the first attach:\nbefore:\n%s\nafter:\n%s", round, maps, after)
 				}
 				if m := regexp.MustCompile(`; (\d+) records`).FindStringSubmatch(errs.String()); m != nil {
