@@ -1,6 +1,8 @@
 package tracer
 
 import (
+	"fmt"
+	"slices"
 	"testing"
 
 	"rtrace/internal/datadir"
@@ -62,5 +64,81 @@ func BenchmarkDrain(b *testing.B) {
 	b.StopTimer()
 	if err := w.Close(); err != nil {
 		b.Fatal(err)
+	}
+}
+
+// logSink notes what reaches a function sink, in order.
+type logSink struct {
+	FuncSink
+	log []string
+}
+
+func (s *logSink) Records(tid int, recs []Rec) error {
+	for _, r := range recs {
+		s.log = append(s.log, fmt.Sprintf("%d %s d%d %#x", tid, r.Type, r.Depth, r.Addr))
+	}
+	return nil
+}
+
+func (s *logSink) Exit(time uint64, tid int) error {
+	s.log = append(s.log, fmt.Sprintf("%d exit", tid))
+	return nil
+}
+
+// A thread that exited with records in its ring and frames open: the
+// drainer hands on its records, then the exits of its open frames (the
+// top one half-pushed, its ENTRY not written, has none), then the task's
+// Exit that the tracer made meanwhile; the state comes back reset.
+func TestRetireOrder(t *testing.T) {
+	clock, err := fast.NewClock()
+	if err != nil {
+		t.Skip(err)
+	}
+	sink := &logSink{}
+	var events uint64
+	d := newDrainer(sink, clock, func(n uint64) { events += n })
+	l := &lockedSink{d}
+	st := fast.NewState(make([]byte, fast.StateSize), 0)
+	d.add(st, 7)
+	st.Push(fast.Frame{Depth: 0, Addr: 0x1000, Slot: 0x7ff0})
+	st.Emit(fast.Rec{TSC: 1, Word: fast.Word(fast.TypeEntry, 0, 0x1000)})
+	st.Push(fast.Frame{Depth: 1, Addr: 0x2000, Slot: 0x7fe0})
+	st.Emit(fast.Rec{TSC: 2, Word: fast.Word(fast.TypeEntry, 1, 0x2000)})
+	st.Push(fast.Frame{Depth: 2, Addr: 0x3000, Slot: 0x7fd0}) // killed before its ENTRY
+	fi := &fastImage{}
+	d.retire(st, 7, 100, fi, true)
+	if err := l.Exit(200, 7); err != nil {
+		t.Fatal(err)
+	}
+	if len(sink.log) != 0 {
+		t.Fatalf("the Exit call did not wait for the retired state: %q", sink.log)
+	}
+	if reuse, drop := d.reclaim(fi, false); len(reuse)+len(drop) != 0 {
+		t.Fatalf("reclaim without force returned an unfinished state")
+	}
+	reuse, drop := d.reclaim(fi, true)
+	want := []string{"7 entry d0 0x1000", "7 entry d1 0x2000", "7 exit d1 0x2000", "7 exit d0 0x1000", "7 exit"}
+	if !slices.Equal(sink.log, want) {
+		t.Errorf("the sink got\n%q\nwant\n%q", sink.log, want)
+	}
+	if len(reuse) != 1 || reuse[0] != st || len(drop) != 0 {
+		t.Errorf("reclaim: reuse %v, drop %v; want the state to reuse", reuse, drop)
+	}
+	if st.Depth() != 0 || st.Pending() {
+		t.Errorf("the reclaimed state is not reset: depth %d, pending %v", st.Depth(), st.Pending())
+	}
+	if events != 4 {
+		t.Errorf("%d events counted, want 4 (2 ENTRY from the ring, 2 EXIT)", events)
+	}
+	if _, ok := d.owner[st]; ok || len(d.retiring) != 0 {
+		t.Errorf("the drainer still holds the state")
+	}
+	// A state whose entries stayed in the process is handed back to unmap.
+	st2 := fast.NewState(make([]byte, fast.StateSize), 0)
+	d.add(st2, 8)
+	d.retire(st2, 8, 100, fi, false)
+	d.sync()
+	if reuse, drop := d.reclaim(fi, false); len(reuse) != 0 || len(drop) != 1 {
+		t.Errorf("reclaim: reuse %v, drop %v; want one to drop", reuse, drop)
 	}
 }
