@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/signal"
 	"strconv"
 	"sync"
 	"time"
@@ -25,14 +26,16 @@ func Attach(o Options) (int, error) { return run(o) }
 
 // run checks o, then runs one session.
 func run(o Options) (int, error) {
+	sigs := catchSignals()
 	c, err := check(o)
 	if err != nil {
+		signal.Stop(sigs)
 		return exitCode(err), err
 	}
 	ready := startupGC()
 	defer ready()
 	s := newSession(c, ready)
-	return s.run()
+	return s.run(sigs)
 }
 
 // exitCode is the status an error calls for: 2 for usage, the code of an
@@ -179,9 +182,9 @@ func ControlPath(pid int) string { return FIFOPath(pid) + ".ctl" }
 
 // run traces until the target ends, a signal stops it, or (attach) the
 // duration passes; then finishes the outputs and reports.
-func (s *session) run() (int, error) {
+func (s *session) run(sigs chan os.Signal) (int, error) {
 	s.start = time.Now()
-	stopSignals := s.watchSignals()
+	stopSignals := s.watchSignals(sigs)
 	stopStatus := s.startStatus()
 	type outcome struct {
 		res *tracer.Result
