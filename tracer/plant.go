@@ -313,7 +313,9 @@ func (p *plantPlan) end() uint64 { return (p.scratch + uint64(len(p.code)) + 15)
 // calls in the process (fast.Head): a detour jumps to it, an int3 entry
 // sends the thread there.
 func planFuncs(cm *codeMap, cands []cand, scratch, size, entry uint64, exe bool, fc *fastCode) *plantPlan {
-	p := &plantPlan{f: cm.f, text: cm.text, scratch: scratch, size: size, code: make([]byte, 16, size)}
+	// entries sized first: an entryPlan is large, and growing the slice
+	// one function at a time was a quarter of planning sqlite3.
+	p := &plantPlan{f: cm.f, text: cm.text, scratch: scratch, size: size, code: make([]byte, 16, size), entries: make([]entryPlan, 0, len(cands))}
 	p.code[0] = bp.Int3
 	copy(p.code[gadgetOff:], syscallGadget)
 	ret := scratch

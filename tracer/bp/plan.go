@@ -145,8 +145,11 @@ func PrepareDetourWith(body []byte, addr, slot uint64, head func(slot uint64) ([
 		patch += 4
 	}
 	start := int(patch - addr)
-	// Instructions covering the 5 bytes of the jmp.
-	var insts []x86asm.Inst
+	// Instructions covering the 5 bytes of the jmp: at most 5 (an
+	// x86asm.Inst is large; a growing slice of them was a third of this
+	// function's time).
+	var buf [5]x86asm.Inst
+	insts := buf[:0]
 	n := start
 	for n < start+5 {
 		if n >= len(body) {
@@ -165,9 +168,12 @@ func PrepareDetourWith(body []byte, addr, slot uint64, head func(slot uint64) ([
 		return Plan{}, err
 	}
 	off := start
-	moved := map[uint64]uint64{}
+	var moved map[uint64]uint64 // most displace one instruction: none moved
 	for _, inst := range insts {
 		if off > start {
+			if moved == nil {
+				moved = map[uint64]uint64{}
+			}
 			moved[addr+uint64(off)] = slot + uint64(len(t))
 		}
 		var err error
