@@ -142,3 +142,42 @@ func TestRetireOrder(t *testing.T) {
 		t.Errorf("reclaim: reuse %v, drop %v; want one to drop", reuse, drop)
 	}
 }
+
+// A tid reused before the drainer finished the old thread's state: the
+// new thread's records wait for the old one's records, exits and Exit,
+// whichever way the drainer gets to them (its polling rounds here).
+func TestRetireTidReuse(t *testing.T) {
+	clock, err := fast.NewClock()
+	if err != nil {
+		t.Skip(err)
+	}
+	sink := &logSink{}
+	d := newDrainer(sink, clock, func(uint64) {})
+	l := &lockedSink{d}
+	old := fast.NewState(make([]byte, fast.StateSize), 0)
+	d.add(old, 7)
+	old.Push(fast.Frame{Depth: 0, Addr: 0x1000, Slot: 0x7ff0})
+	old.Emit(fast.Rec{TSC: 1, Word: fast.Word(fast.TypeEntry, 0, 0x1000)})
+	d.retire(old, 7, 100, &fastImage{}, true)
+	if err := l.Exit(150, 7); err != nil {
+		t.Fatal(err)
+	}
+	// A polling round takes the old ring's records; the state is not
+	// finished yet (its exits and Exit wait for retireRound).
+	if !d.drainRound(1) {
+		t.Fatal("the first round found nothing")
+	}
+	cur := fast.NewState(make([]byte, fast.StateSize), 0)
+	d.add(cur, 7)
+	cur.Emit(fast.Rec{TSC: 2, Word: fast.Word(fast.TypeEntry, 0, 0x2000)})
+	if d.drainRound(1) {
+		t.Errorf("a round drained the new thread's ring before the old thread's end: %q", sink.log)
+	}
+	if !d.retireRound() || !d.drainRound(1) {
+		t.Fatalf("the rounds found nothing to do: %q", sink.log)
+	}
+	want := []string{"7 entry d0 0x1000", "7 exit d0 0x1000", "7 exit", "7 entry d0 0x2000"}
+	if !slices.Equal(sink.log, want) {
+		t.Errorf("the sink got\n%q\nwant\n%q", sink.log, want)
+	}
+}

@@ -972,6 +972,7 @@ type drainer struct {
 	// retiring are the states of threads that exited, handed over at
 	// their exit event (retire) and finished here, off the tracer's path.
 	retiring []*retiree
+	pending  []*retiree // retireRound's list
 	stop     chan struct{}
 	done     chan struct{}
 }
@@ -1044,6 +1045,43 @@ func (d *drainer) retireAllLocked() {
 	for _, r := range d.retiring {
 		d.retireLocked(r)
 	}
+}
+
+// retireRound moves each retired state on by one batch of its ring, or
+// finishes it once its ring is empty, taking the lock for each step only
+// (as drainRound does), and reports whether it did anything.
+func (d *drainer) retireRound() bool {
+	d.mu.Lock()
+	d.pending = d.pending[:0]
+	for _, r := range d.retiring {
+		if !r.done {
+			d.pending = append(d.pending, r)
+		}
+	}
+	d.mu.Unlock()
+	for _, r := range d.pending {
+		d.mu.Lock()
+		if !r.done && !d.retiringBefore(r.tid, r.st) && !d.drainBatchLocked(r.st, r.tid) {
+			d.retireLocked(r)
+		}
+		d.mu.Unlock()
+	}
+	return len(d.pending) > 0
+}
+
+// retiringBefore reports whether tid has a state retired before st (a
+// live one, or one retired later) not finished yet: st's records, a
+// later thread's under a reused tid, wait for it.
+func (d *drainer) retiringBefore(tid int, st *fast.State) bool {
+	for _, r := range d.retiring {
+		if r.st == st {
+			return false
+		}
+		if r.tid == tid && !r.done {
+			return true
+		}
+	}
+	return false
 }
 
 // deferExit keeps the Exit call for tid until its retired state is
@@ -1204,7 +1242,7 @@ func (d *drainer) drainRound(least uint64) bool {
 		d.mu.Lock()
 		// The state may have gone (unmapped: not to be read) or changed
 		// owner since the list was made.
-		if tid, ok := d.owner[st]; ok && tid == d.tids[i] && st.Len() >= least && d.drainBatchLocked(st, tid) {
+		if tid, ok := d.owner[st]; ok && tid == d.tids[i] && st.Len() >= least && !d.retiringBefore(tid, st) && d.drainBatchLocked(st, tid) {
 			any = true
 		}
 		d.mu.Unlock()
@@ -1332,13 +1370,7 @@ func (d *drainer) run() {
 			return
 		default:
 		}
-		d.mu.Lock()
-		retired := false
-		for _, r := range d.retiring {
-			retired = retired || !r.done
-			d.retireLocked(r)
-		}
-		d.mu.Unlock()
+		retired := d.retireRound()
 		if d.drainRound(least) || retired {
 			idle, least = 50*time.Microsecond, drainLeast
 			continue
@@ -1402,7 +1434,10 @@ func (l *lockedSink) Task(time uint64, tid, pid int) error {
 	return l.do(tid, func(f FuncSink) error { return f.Task(time, tid, pid) })
 }
 func (l *lockedSink) Fork(time uint64, pid, ppid int) error {
-	return l.do(ppid, func(f FuncSink) error { return f.Fork(time, pid, ppid) })
+	return l.do(ppid, func(f FuncSink) error {
+		l.d.retireTidLocked(pid) // a reused tid: its old task ends first
+		return f.Fork(time, pid, ppid)
+	})
 }
 func (l *lockedSink) Exit(time uint64, tid int) error {
 	l.d.mu.Lock()

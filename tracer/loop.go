@@ -98,8 +98,11 @@ func (t *Tracer) fastEvent(th *thread, event int, ts uint64) {
 	case unix.PTRACE_EVENT_EXIT:
 		timeline.Mark("exit event %d", th.tid)
 		// Close its frames before its TLS, the key of its state, can be
-		// reused by a new thread.
-		t.closeAll(th, ts)
+		// reused by a new thread: its table entries now, the rest in the
+		// drainer (fastRetire) when it can.
+		if !t.fastRetire(th, ts) {
+			t.closeAll(th, ts)
+		}
 		t.flush(th)
 	}
 }

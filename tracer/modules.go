@@ -50,6 +50,11 @@ func systemLib(base string) bool {
 // DLOP line. A library gone has its breakpoints dropped: its memory is
 // unmapped, there is nothing to restore.
 func (t *Tracer) syncModules(th *thread, ts uint64) {
+	// The first sync ends the set-up, however it ends.
+	if ready := t.cfg.Ready; ready != nil {
+		t.cfg.Ready = nil
+		defer ready()
+	}
 	p := th.proc
 	im := p.image
 	maps, err := readMaps(p.pid)
@@ -129,10 +134,6 @@ func (t *Tracer) syncModules(th *thread, ts uint64) {
 		changed = true
 	}
 	timeline.Mark("modules synced")
-	if atEntry && t.cfg.Ready != nil {
-		t.cfg.Ready()
-		t.cfg.Ready = nil
-	}
 	if changed {
 		t.announce(p)
 		t.sinks(func(s Sink) error { return s.Maps(p.sid, maps) })
