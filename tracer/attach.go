@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"sync/atomic"
 
 	"golang.org/x/sys/unix"
@@ -234,6 +235,18 @@ func (t *Tracer) park() error {
 			sig, event := ws.StopSignal(), ptraceEvent(ws)
 			switch {
 			case event == unix.PTRACE_EVENT_STOP:
+				if sig == unix.SIGTRAP && th.proc != nil && trapPending(tid) {
+					// It ran an int3 as it was interrupted: get_signal
+					// reports the interrupt's stop before it takes the
+					// SIGTRAP (kernel/signal.c), which stays pending,
+					// its pc past the int3. Parked so, it would stay in
+					// rtrace's code and get the SIGTRAP after the detach.
+					// Let it report the SIGTRAP, handled as in the loop,
+					// then stop it again.
+					th.trapFirst = true
+					resume(tid, 0)
+					break
+				}
 				th.parked = true
 				switch sig {
 				case unix.SIGSTOP, unix.SIGTSTP, unix.SIGTTIN, unix.SIGTTOU:
@@ -241,6 +254,10 @@ func (t *Tracer) park() error {
 				}
 			case sig == unix.SIGTRAP && event == 0 && th.proc != nil:
 				t.trap(th, &regs, now())
+				if th.trapFirst {
+					th.trapFirst = false
+					ptrace.Interrupt(tid)
+				}
 			case event != 0:
 				if th.proc != nil && (event == unix.PTRACE_EVENT_CLONE || event == unix.PTRACE_EVENT_FORK || event == unix.PTRACE_EVENT_VFORK) {
 					t.spawned(th, event, now())
@@ -263,6 +280,25 @@ func (t *Tracer) park() error {
 		}
 	}
 	return nil
+}
+
+// trapPending reports whether thread tid has a SIGTRAP pending
+// (/proc/<tid>/status, SigPnd: the signals sent to the thread itself).
+func trapPending(tid int) bool {
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", tid))
+	return err == nil && pendingSignal(status, unix.SIGTRAP)
+}
+
+// pendingSignal reports whether the SigPnd mask of a /proc status text
+// holds sig.
+func pendingSignal(status []byte, sig unix.Signal) bool {
+	for _, line := range strings.Split(string(status), "\n") {
+		if v, ok := strings.CutPrefix(line, "SigPnd:"); ok {
+			mask, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
+			return err == nil && sig >= 1 && sig <= 64 && mask&(1<<(sig-1)) != 0
+		}
+	}
+	return false
 }
 
 // allParked reports whether every thread is stopped for good.

@@ -30,11 +30,13 @@ type frame struct {
 
 // thread is one traced thread with its shadow stack.
 type thread struct {
-	tid   int
-	proc  *process
-	stack []frame
-	batch []Rec // not yet handed to the sink
-	depth int   // recorded frames open
+	tid  int
+	proc *process
+	// trapFirst: park let it report a pending SIGTRAP before parking it.
+	trapFirst bool
+	stack     []frame
+	batch     []Rec // not yet handed to the sink
+	depth     int   // recorded frames open
 	// unhooked: the real return addresses are back on the stack while an
 	// exception unwinds it (see hookUnwind).
 	unhooked bool
