@@ -7,6 +7,7 @@ import (
 
 	"rtrace/internal/datadir"
 	"rtrace/internal/trace"
+	"rtrace/internal/uftrace"
 	"rtrace/tracer/fast"
 )
 
@@ -179,5 +180,66 @@ func TestRetireTidReuse(t *testing.T) {
 	want := []string{"7 entry d0 0x1000", "7 exit d0 0x1000", "7 exit", "7 entry d0 0x2000"}
 	if !slices.Equal(sink.log, want) {
 		t.Errorf("the sink got\n%q\nwant\n%q", sink.log, want)
+	}
+}
+
+// countSink counts what reaches a function sink.
+type countSink struct {
+	FuncSink
+	recs, lost int
+}
+
+func (s *countSink) Records(tid int, recs []Rec) error {
+	for _, r := range recs {
+		if r.Type == uftrace.Lost {
+			s.lost++
+		} else {
+			s.recs++
+		}
+	}
+	return nil
+}
+
+func (s *countSink) Exit(time uint64, tid int) error { return nil }
+
+// A retired state finished at once (the process ended) with a full ring
+// and losses pending between its records: every record and every LOST
+// reaches the sink before the state is reset (each loss ends a batch, so
+// a bound on batches fell short).
+func TestRetireDrainsAll(t *testing.T) {
+	clock, err := fast.NewClock()
+	if err != nil {
+		t.Skip(err)
+	}
+	sink := &countSink{}
+	d := newDrainer(sink, clock, func(uint64) {})
+	st := fast.NewState(make([]byte, fast.StateSize), 0)
+	d.add(st, 7)
+	emitted, losses := 0, 7
+	batch := drainBatch
+	defer func() { drainBatch = batch }()
+	for k := range losses {
+		for st.Len() < fast.RingCap {
+			st.Emit(fast.Rec{TSC: uint64(emitted + 1), Word: fast.Word(fast.TypeEntry, 0, 0x1000)})
+			emitted++
+		}
+		st.Emit(fast.Rec{TSC: 1, Word: 0}) // no room: counted lost
+		// Drained in part, off the batches' grid: the loss stays pending
+		// after the ring's records.
+		drainBatch = 1000 + 37*k
+		d.mu.Lock()
+		d.drainBatchLocked(st, 7)
+		d.mu.Unlock()
+	}
+	drainBatch = batch
+	for st.Len() < fast.RingCap {
+		st.Emit(fast.Rec{TSC: uint64(emitted + 1), Word: fast.Word(fast.TypeEntry, 0, 0x1000)})
+		emitted++
+	}
+	fi := &fastImage{}
+	d.retire(st, 7, uint64(emitted+1), fi, true)
+	d.reclaim(fi, true)
+	if sink.recs != emitted || sink.lost != losses {
+		t.Errorf("the sink got %d records and %d LOST; want %d and %d", sink.recs, sink.lost, emitted, losses)
 	}
 }

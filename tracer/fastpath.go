@@ -750,8 +750,8 @@ func (t *Tracer) fastRetire(th *thread, ts uint64) bool {
 		return false
 	}
 	fi := th.proc.image.fast
-	if fi == nil || fi.dead || fi.ended {
-		return false
+	if fi == nil || fi.dead || fi.ended || t.drain.ownerOf(st) != th.tid {
+		return false // not its own now: lent to a vfork child
 	}
 	reuse := t.dropEntries(th, fi)
 	th.fs = nil
@@ -990,6 +990,13 @@ type retiree struct {
 	done   bool
 }
 
+// ownerOf returns the tid st's records go to (0: none).
+func (d *drainer) ownerOf(st *fast.State) int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.owner[st]
+}
+
 // retire hands the drainer st, the state of tid, which exited at ts: a
 // thread's last records (up to a ring of them) were drained at its exit
 // event, on the tracer thread, while the program's other threads waited
@@ -1009,7 +1016,12 @@ func (d *drainer) retireLocked(r *retiree) {
 	}
 	r.done = true
 	st := r.st
-	d.drainLocked(st, r.tid)
+	// All of it: a batch ends early at each loss, and what is left would
+	// be reset away. The thread is gone and its entries with it: nothing
+	// refills the ring. With entries left in the process (not reused),
+	// a bound.
+	for i := 0; (r.reuse || i < 4*fast.RingCap/drainBatch) && d.drainBatchLocked(st, r.tid); i++ {
+	}
 	if n := d.openFramesLocked(r.tid, st); n < st.Depth() {
 		st.Pop() // a half-done step's frame: no EXIT to write
 	}
@@ -1024,6 +1036,7 @@ func (d *drainer) retireLocked(r *retiree) {
 	}
 	if r.exit {
 		d.noteErr(d.sink.Exit(r.exitTS, r.tid))
+		delete(d.latest, r.tid) // a reused tid starts afresh
 	}
 	delete(d.owner, st)
 	if r.reuse {
@@ -1446,7 +1459,10 @@ func (l *lockedSink) Exit(time uint64, tid int) error {
 	if deferred {
 		return nil
 	}
-	return l.do(tid, func(f FuncSink) error { return f.Exit(time, tid) })
+	return l.do(tid, func(f FuncSink) error {
+		delete(l.d.latest, tid) // a reused tid starts afresh
+		return f.Exit(time, tid)
+	})
 }
 func (l *lockedSink) Toggle(on bool, pid int) error {
 	return l.do(drainAll, func(f FuncSink) error { return f.Toggle(on, pid) })
