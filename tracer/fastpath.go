@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -973,8 +974,9 @@ type drainer struct {
 	// their exit event (retire) and finished here, off the tracer's path.
 	retiring []*retiree
 	pending  []*retiree // retireRound's list
+	closing  uint32     // set by close: nap's futex word
+	closed   bool       // the last drain is done: the goroutine hands nothing more
 	stop     chan struct{}
-	done     chan struct{}
 }
 
 // retiree is the state of a thread that exited: its ring to drain, then
@@ -1074,6 +1076,10 @@ func (d *drainer) retireRound() bool {
 	d.mu.Unlock()
 	for _, r := range d.pending {
 		d.mu.Lock()
+		if d.closed {
+			d.mu.Unlock()
+			return false
+		}
 		if !r.done && !d.retiringBefore(r.tid, r.st) && !d.drainBatchLocked(r.st, r.tid) {
 			d.retireLocked(r)
 		}
@@ -1161,7 +1167,7 @@ func (d *drainer) openFramesLocked(tid int, st *fast.State) int {
 
 func newDrainer(sink FuncSink, clock *fast.Clock, events func(uint64)) *drainer {
 	return &drainer{sink: sink, clock: clock, owner: map[*fast.State]int{}, last: map[int]uint64{}, latest: map[int]uftrace.Record{},
-		events: events, stop: make(chan struct{}), done: make(chan struct{})}
+		events: events, stop: make(chan struct{})}
 }
 
 func (d *drainer) add(st *fast.State, tid int) {
@@ -1253,6 +1259,10 @@ func (d *drainer) drainRound(least uint64) bool {
 	any := false
 	for i, st := range d.states {
 		d.mu.Lock()
+		if d.closed {
+			d.mu.Unlock()
+			return false
+		}
 		// The state may have gone (unmapped: not to be read) or changed
 		// owner since the list was made.
 		if tid, ok := d.owner[st]; ok && tid == d.tids[i] && st.Len() >= least && !d.retiringBefore(tid, st) && d.drainBatchLocked(st, tid) {
@@ -1284,14 +1294,24 @@ func (d *drainer) drainLocked(st *fast.State, tid int) bool {
 	return any
 }
 
-// nap sleeps d in a nanosleep of the calling thread: a time.Sleep under
-// a millisecond lasts a millisecond when the Go runtime has nothing else
-// to wake for (it waits in epoll_wait, whose timeout counts milliseconds),
-// and a ring of 2^16 records fills in 0.8 ms at fib(30)'s pace.
-func nap(d time.Duration) {
-	ts := unix.NsecToTimespec(d.Nanoseconds())
-	for unix.Nanosleep(&ts, &ts) == unix.EINTR {
-	}
+// nap sleeps for dur in the calling thread, or until close wakes it: a
+// time.Sleep under a millisecond lasts a millisecond when the Go runtime
+// has nothing else to wake for (it waits in epoll_wait, whose timeout
+// counts milliseconds), and a ring of 2^16 records fills in 0.8 ms at
+// fib(30)'s pace. The sleep is a FUTEX_WAIT on d.closing with a timeout
+// (futex(2)): close sets the word and wakes it, and a trace's end no
+// longer waits for the rest of a sleep of up to 1 ms.
+func (d *drainer) nap(dur time.Duration) {
+	const waitPrivate = 0 | 128 // FUTEX_WAIT | FUTEX_PRIVATE_FLAG, linux/futex.h
+	ts := unix.NsecToTimespec(dur.Nanoseconds())
+	unix.Syscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(&d.closing)), waitPrivate, 0, uintptr(unsafe.Pointer(&ts)), 0, 0)
+}
+
+// wakeNap ends the drainer's sleep, and any later one, at once.
+func (d *drainer) wakeNap() {
+	const wakePrivate = 1 | 128 // FUTEX_WAKE | FUTEX_PRIVATE_FLAG
+	atomic.StoreUint32(&d.closing, 1)
+	unix.Syscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(&d.closing)), wakePrivate, 1, 0, 0, 0)
 }
 
 // drainLeast is the fewest records the drain takes from a ring right
@@ -1373,7 +1393,6 @@ func (d *drainer) handLocked(tid int, recs []Rec) error {
 // run polls the rings until stopped: at once while they fill, backing off
 // to 1 ms when they stay empty.
 func (d *drainer) run() {
-	defer close(d.done)
 	d.clock.Nanos(0) // the clock's calibration sleeps: not under the lock
 	idle := 50 * time.Microsecond
 	least := uint64(1)
@@ -1388,7 +1407,7 @@ func (d *drainer) run() {
 			idle, least = 50*time.Microsecond, drainLeast
 			continue
 		}
-		nap(idle)
+		d.nap(idle)
 		idle, least = min(2*idle, time.Millisecond), 1
 	}
 }
@@ -1399,10 +1418,17 @@ func (d *drainer) close() error {
 	if d == nil {
 		return nil
 	}
+	// The last drain here, not after the goroutine's end: waking the
+	// tracer's locked thread once the goroutine ended took 0.03–0.25 ms.
+	// The goroutine stops at its next turn of the lock (d.closed).
+	d.mu.Lock()
+	d.closed = true
+	d.drainAllLocked()
+	err := d.err
+	d.mu.Unlock()
 	close(d.stop)
-	<-d.done
-	d.sync()
-	return d.err
+	d.wakeNap()
+	return err
 }
 
 // lockedSink is the function sink the tracer uses with the fast engine:
