@@ -235,19 +235,20 @@ func (t *Tracer) park() error {
 			sig, event := ws.StopSignal(), ptraceEvent(ws)
 			switch {
 			case event == unix.PTRACE_EVENT_STOP:
-				if sig == unix.SIGTRAP && th.proc != nil && trapPending(tid) {
-					// It ran an int3 as it was interrupted: get_signal
-					// reports the interrupt's stop before it takes the
-					// SIGTRAP (kernel/signal.c), which stays pending,
-					// its pc past the int3. Parked so, it would stay in
-					// rtrace's code and get the SIGTRAP after the detach.
-					// Let it report the SIGTRAP, handled as in the loop,
-					// then stop it again.
+				if sig == unix.SIGTRAP && t.afterOwnInt3(th) && trapPending(tid) {
+					// It ran one of rtrace's int3 as it was interrupted:
+					// get_signal reports the interrupt's stop before it
+					// takes the SIGTRAP (kernel/signal.c), which stays
+					// pending, its pc past the int3 (an int3's SIGTRAP is
+					// never blocked: force_sig). Parked so, it would stay
+					// in rtrace's code and get the SIGTRAP after the
+					// detach. Let it report the SIGTRAP, handled as in
+					// the loop, then stop it again.
 					th.trapFirst = true
 					resume(tid, 0)
 					break
 				}
-				th.parked = true
+				th.parked, th.trapFirst = true, false
 				switch sig {
 				case unix.SIGSTOP, unix.SIGTSTP, unix.SIGTTIN, unix.SIGTTOU:
 					th.groupStop = true
@@ -282,18 +283,42 @@ func (t *Tracer) park() error {
 	return nil
 }
 
-// trapPending reports whether thread tid has a SIGTRAP pending
-// (/proc/<tid>/status, SigPnd: the signals sent to the thread itself).
-func trapPending(tid int) bool {
-	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", tid))
-	return err == nil && pendingSignal(status, unix.SIGTRAP)
+// afterOwnInt3 reports whether th, stopped, has its pc right after one of
+// rtrace's int3: a breakpoint, a return breakpoint or an int3 of the fast
+// engine's code.
+func (t *Tracer) afterOwnInt3(th *thread) bool {
+	if th.proc == nil {
+		return false
+	}
+	var regs unix.PtraceRegs
+	if ptrace.GetRegs(th.tid, &regs) != nil || regs.Rip == 0 {
+		return false
+	}
+	im, pc := th.proc.image, regs.Rip-1
+	if b := im.bps.At(pc); b != nil || im.isRet(pc) {
+		return true
+	}
+	if im.fast != nil {
+		if _, ok := im.fast.site(pc); ok {
+			return true
+		}
+	}
+	return false
 }
 
-// pendingSignal reports whether the SigPnd mask of a /proc status text
-// holds sig.
-func pendingSignal(status []byte, sig unix.Signal) bool {
+// trapPending reports whether thread tid has a SIGTRAP pending and not
+// blocked (/proc/<tid>/status: SigPnd, the signals sent to the thread
+// itself, and SigBlk): resumed, it will report it at once.
+func trapPending(tid int) bool {
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", tid))
+	return err == nil && statusMask(status, "SigPnd:", unix.SIGTRAP) && !statusMask(status, "SigBlk:", unix.SIGTRAP)
+}
+
+// statusMask reports whether the signal mask on the line key of a /proc
+// status text holds sig.
+func statusMask(status []byte, key string, sig unix.Signal) bool {
 	for _, line := range strings.Split(string(status), "\n") {
-		if v, ok := strings.CutPrefix(line, "SigPnd:"); ok {
+		if v, ok := strings.CutPrefix(line, key); ok {
 			mask, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
 			return err == nil && sig >= 1 && sig <= 64 && mask&(1<<(sig-1)) != 0
 		}
