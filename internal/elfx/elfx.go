@@ -81,9 +81,14 @@ func Parse(r io.ReaderAt) (*File, error) {
 		}
 		ef.BuildID = buildID(f)
 		ef.IsGo = f.Section(".go.buildinfo") != nil || f.Section(".gopclntab") != nil
-		ef.Funcs = funcs(f)
+		// .dynsym once: a stripped library's functions and every
+		// object's imports both read it (libc's took half of its parse).
+		dyn, dynErr := f.DynamicSymbols()
+		ef.Funcs = funcs(f, dyn)
 		ef.Needed, _ = f.ImportedLibraries()
-		ef.Imports = imports(f)
+		if dynErr == nil {
+			ef.Imports = imports(f, dyn)
+		}
 		ef.Probes, ef.ProbeErr = usdt.Probes(f)
 		return nil
 	})
@@ -112,13 +117,13 @@ func buildID(f *elf.File) string {
 	return ""
 }
 
-// funcs returns the defined function symbols of .symtab, or of .dynsym when
-// the object is stripped, sorted by address, one name per address (globals
+// funcs returns the defined function symbols of .symtab, or of .dynsym
+// (dyn) when the object is stripped, sorted by address, one name per address (globals
 // win over locals, strong over weak).
-func funcs(f *elf.File) []Func {
+func funcs(f *elf.File, dyn []elf.Symbol) []Func {
 	syms, err := f.Symbols()
 	if err != nil || len(syms) == 0 {
-		syms, _ = f.DynamicSymbols()
+		syms = dyn
 	}
 	var out []Func
 	for _, s := range syms {

@@ -28,12 +28,8 @@ const (
 
 // imports returns f's imported functions sorted by GOT slot: the function
 // symbols of JUMP_SLOT and GLOB_DAT relocations, each with the PLT stub that
-// jumps through its slot, if any.
-func imports(f *elf.File) []Import {
-	dyn, err := f.DynamicSymbols()
-	if err != nil {
-		return nil
-	}
+// jumps through its slot, if any. dyn is f.DynamicSymbols().
+func imports(f *elf.File, dyn []elf.Symbol) []Import {
 	bySlot := map[uint64]*Import{}
 	var out []*Import
 	for _, s := range f.Sections {
