@@ -64,9 +64,8 @@ func scanModule(mem *os.File, f *elfx.File, bias uint64, events []string) *codeM
 	// Decoding every function is most of the set-up time of a large
 	// program: it runs on every CPU, the target waiting at its exec.
 	type part struct {
-		refs      []bp.Refs
+		refs      bp.Refs // of all its functions; Targets sorted in the worker: the merge is linear
 		undecoded map[uint64]error
-		targets   []uint64 // sorted in the worker: the merge is linear
 	}
 	workers := min(runtime.GOMAXPROCS(0), max(1, len(f.Funcs)/256))
 	parts := make([]part, workers)
@@ -79,42 +78,36 @@ func scanModule(mem *os.File, f *elfx.File, bias uint64, events []string) *codeM
 			for i := w; i < len(f.Funcs); i += workers {
 				fn := f.Funcs[i]
 				if b := cm.text.code(fn.Value+bias, fn.Size); b != nil {
-					refs, err := bp.Branches(b, fn.Value+bias)
-					if err != nil {
+					sites := len(p.refs.Sites)
+					if err := p.refs.Add(b, fn.Value+bias); err != nil {
 						// Past the bytes that did not decode, instructions may
 						// be misread: none of its call sites is rewritten.
 						p.undecoded[fn.Value] = err
-						refs.Sites = nil
+						p.refs.Sites = p.refs.Sites[:sites]
 					}
-					p.refs = append(p.refs, refs)
-					p.targets = append(p.targets, refs.Targets...)
 				}
 			}
-			slices.Sort(p.targets)
+			slices.Sort(p.refs.Targets)
 			parts[w] = p
 		}()
 	}
 	wg.Wait()
 	nslots, nloads, nsites := 0, 0, 0
 	for _, p := range parts {
-		for _, refs := range p.refs {
-			nslots, nloads, nsites = nslots+len(refs.Slots), nloads+len(refs.Loads), nsites+len(refs.Sites)
-		}
+		nslots, nloads, nsites = nslots+len(p.refs.Slots), nloads+len(p.refs.Loads), nsites+len(p.refs.Sites)
 	}
 	cm.slots, cm.loads = make(map[uint64]bool, nslots), make(map[uint64]bool, nloads)
 	cm.callers = make(map[uint64][]uint64, nsites/2)
 	for _, p := range parts {
-		cm.targets = mergeSorted(cm.targets, p.targets)
-		for _, refs := range p.refs {
-			for _, s := range refs.Slots {
-				cm.slots[s] = true
-			}
-			for _, s := range refs.Loads {
-				cm.loads[s] = true
-			}
-			for _, s := range refs.Sites {
-				cm.callers[s.Target] = append(cm.callers[s.Target], s.At)
-			}
+		cm.targets = mergeSorted(cm.targets, p.refs.Targets)
+		for _, s := range p.refs.Slots {
+			cm.slots[s] = true
+		}
+		for _, s := range p.refs.Loads {
+			cm.loads[s] = true
+		}
+		for _, s := range p.refs.Sites {
+			cm.callers[s.Target] = append(cm.callers[s.Target], s.At)
 		}
 		maps.Copy(cm.undecoded, p.undecoded)
 	}
