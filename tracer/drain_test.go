@@ -91,13 +91,9 @@ func (s *logSink) Exit(time uint64, tid int) error {
 // top one half-pushed, its ENTRY not written, has none), then the task's
 // Exit that the tracer made meanwhile; the state comes back reset.
 func TestRetireOrder(t *testing.T) {
-	clock, err := fast.NewClock()
-	if err != nil {
-		t.Skip(err)
-	}
 	sink := &logSink{}
 	var events uint64
-	d := newDrainer(sink, clock, func(n uint64) { events += n })
+	d := newDrainer(sink, testClock(t), func(n uint64) { events += n })
 	l := &lockedSink{d}
 	st := fast.NewState(make([]byte, fast.StateSize), 0)
 	d.add(st, 7)
@@ -148,12 +144,8 @@ func TestRetireOrder(t *testing.T) {
 // new thread's records wait for the old one's records, exits and Exit,
 // whichever way the drainer gets to them (its polling rounds here).
 func TestRetireTidReuse(t *testing.T) {
-	clock, err := fast.NewClock()
-	if err != nil {
-		t.Skip(err)
-	}
 	sink := &logSink{}
-	d := newDrainer(sink, clock, func(uint64) {})
+	d := newDrainer(sink, testClock(t), func(uint64) {})
 	l := &lockedSink{d}
 	old := fast.NewState(make([]byte, fast.StateSize), 0)
 	d.add(old, 7)
@@ -207,22 +199,21 @@ func (s *countSink) Exit(time uint64, tid int) error { return nil }
 // reaches the sink before the state is reset (each loss ends a batch, so
 // a bound on batches fell short).
 func TestRetireDrainsAll(t *testing.T) {
-	clock, err := fast.NewClock()
-	if err != nil {
-		t.Skip(err)
-	}
 	sink := &countSink{}
-	d := newDrainer(sink, clock, func(uint64) {})
+	d := newDrainer(sink, testClock(t), func(uint64) {})
 	st := fast.NewState(make([]byte, fast.StateSize), 0)
 	d.add(st, 7)
 	emitted, losses := 0, 7
-	batch := drainBatch
-	defer func() { drainBatch = batch }()
-	for k := range losses {
+	fill := func() {
 		for st.Len() < fast.RingCap {
 			st.Emit(fast.Rec{TSC: uint64(emitted + 1), Word: fast.Word(fast.TypeEntry, 0, 0x1000)})
 			emitted++
 		}
+	}
+	batch := drainBatch
+	defer func() { drainBatch = batch }()
+	for k := range losses {
+		fill()
 		st.Emit(fast.Rec{TSC: 1, Word: 0}) // no room: counted lost
 		// Drained in part, off the batches' grid: the loss stays pending
 		// after the ring's records.
@@ -232,14 +223,22 @@ func TestRetireDrainsAll(t *testing.T) {
 		d.mu.Unlock()
 	}
 	drainBatch = batch
-	for st.Len() < fast.RingCap {
-		st.Emit(fast.Rec{TSC: uint64(emitted + 1), Word: fast.Word(fast.TypeEntry, 0, 0x1000)})
-		emitted++
-	}
+	fill()
 	fi := &fastImage{}
 	d.retire(st, 7, uint64(emitted+1), fi, true)
 	d.reclaim(fi, true)
 	if sink.recs != emitted || sink.lost != losses {
 		t.Errorf("the sink got %d records and %d LOST; want %d and %d", sink.recs, sink.lost, emitted, losses)
 	}
+}
+
+// testClock is a calibrated-on-demand TSC clock, or a skip where the TSC
+// cannot be used.
+func testClock(t *testing.T) *fast.Clock {
+	t.Helper()
+	clock, err := fast.NewClock()
+	if err != nil {
+		t.Skip(err)
+	}
+	return clock
 }
