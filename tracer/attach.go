@@ -317,13 +317,23 @@ func trapPending(tid int) bool {
 // statusMask reports whether the signal mask on the line key of a /proc
 // status text holds sig.
 func statusMask(status []byte, key string, sig unix.Signal) bool {
+	v, ok := statusValue(status, key)
+	if !ok {
+		return false
+	}
+	mask, err := strconv.ParseUint(v, 16, 64)
+	return err == nil && sig >= 1 && sig <= 64 && mask&(1<<(sig-1)) != 0
+}
+
+// statusValue returns the value on the line key (with its colon) of a
+// /proc status text.
+func statusValue(status []byte, key string) (string, bool) {
 	for _, line := range strings.Split(string(status), "\n") {
 		if v, ok := strings.CutPrefix(line, key); ok {
-			mask, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
-			return err == nil && sig >= 1 && sig <= 64 && mask&(1<<(sig-1)) != 0
+			return strings.TrimSpace(v), true
 		}
 	}
-	return false
+	return "", false
 }
 
 // allParked reports whether every thread is stopped for good.

@@ -7,7 +7,6 @@ import (
 	"os"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -856,13 +855,12 @@ func otherGroup(tid, pid int) bool {
 	if err != nil {
 		return false
 	}
-	for _, l := range strings.Split(string(status), "\n") {
-		if v, ok := strings.CutPrefix(l, "Tgid:"); ok {
-			n, err := strconv.Atoi(strings.TrimSpace(v))
-			return err == nil && n != pid
-		}
+	v, ok := statusValue(status, "Tgid:")
+	if !ok {
+		return false
 	}
-	return false
+	n, err := strconv.Atoi(v)
+	return err == nil && n != pid
 }
 
 // sameVM reports whether two tasks share their memory
