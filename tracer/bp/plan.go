@@ -367,7 +367,6 @@ func Branches(body []byte, addr uint64) (refs Refs, err error) {
 // 18,000 of the 50,000 allocations of decoding sqlite3). On error, r
 // holds what decoded.
 func (r *Refs) Add(body []byte, addr uint64) (err error) {
-	refs := r
 	for off := 0; off < len(body); {
 		if body[off] == endbr64[0] && bytes.HasPrefix(body[off:], endbr64) {
 			off += 4
@@ -389,14 +388,14 @@ func (r *Refs) Add(body []byte, addr uint64) (err error) {
 		switch {
 		case q.rel:
 			target := next + uint64(q.disp)
-			refs.Targets = append(refs.Targets, target)
+			r.Targets = append(r.Targets, target)
 			if q.len == 5 && (body[off] == 0xe8 || body[off] == 0xe9) {
-				refs.Sites = append(refs.Sites, Site{At: addr + uint64(off), Target: target})
+				r.Sites = append(r.Sites, Site{At: addr + uint64(off), Target: target})
 			}
 		case q.slot:
-			refs.Slots = append(refs.Slots, next+uint64(q.disp))
+			r.Slots = append(r.Slots, next+uint64(q.disp))
 		case q.rip:
-			refs.Loads = append(refs.Loads, next+uint64(q.disp))
+			r.Loads = append(r.Loads, next+uint64(q.disp))
 		}
 		off += q.len
 	}
