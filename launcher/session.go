@@ -27,13 +27,13 @@ func Attach(o Options) (int, error) { return run(o) }
 // run checks o, then runs one session.
 func run(o Options) (int, error) {
 	sigs := catchSignals()
+	ready := startupGC() // check parses the executable: its heap too
+	defer ready()
 	c, err := check(o)
 	if err != nil {
 		signal.Stop(sigs)
 		return exitCode(err), err
 	}
-	ready := startupGC()
-	defer ready()
 	s := newSession(c, ready)
 	return s.run(sigs)
 }
