@@ -27,11 +27,13 @@ type codeMap struct {
 	f    *elfx.File
 	bias uint64
 	text textImage
-	// starts are the symbols' link-time addresses; targets the runtime
-	// addresses direct branches land on, both sorted. A detour must not put
-	// the middle of its jmp where a function jumps to: its own loops or
-	// another function (glibc's __mempcpy_* jump into __memcpy_*+3).
-	starts, targets []uint64
+	// starts are the symbols' link-time addresses, sorted; targets count
+	// the direct branches landing on each byte of the text. A detour must
+	// not put the middle of its jmp where a function jumps to: its own
+	// loops or another function (glibc's __mempcpy_* jump into
+	// __memcpy_*+3).
+	starts  []uint64
+	targets landings
 	// slots are the runtime addresses indirect calls and jumps read their
 	// target from (the GOT slots -fno-plt code calls through); loads those
 	// other instructions read (a function's address taken).
@@ -42,15 +44,15 @@ type codeMap struct {
 	// undecoded: functions whose code does not all decode. They are not
 	// detoured: their own branches are not all known.
 	undecoded map[uint64]error
-	// callers are the 5-byte direct calls and jumps, by target (runtime
-	// addresses).
-	callers map[uint64][]uint64
+	// callers are the 5-byte direct calls and jumps (runtime addresses),
+	// sorted by target, then address.
+	callers []bp.Site
 }
 
 // scanModule reads the code of f, loaded at bias, and decodes every
 // function. events are the -E patterns.
 func scanModule(mem *os.File, f *elfx.File, bias uint64, events []string) *codeMap {
-	cm := &codeMap{f: f, bias: bias, text: readText(mem, f, bias), slots: map[uint64]bool{}, loads: map[uint64]bool{}, undecoded: map[uint64]error{}, callers: map[uint64][]uint64{}}
+	cm := &codeMap{f: f, bias: bias, text: readText(mem, f, bias), slots: map[uint64]bool{}, loads: map[uint64]bool{}, undecoded: map[uint64]error{}}
 	for _, p := range f.Probes {
 		if matchEvent(events, p) {
 			cm.probes = append(cm.probes, p.PC+bias)
@@ -64,74 +66,153 @@ func scanModule(mem *os.File, f *elfx.File, bias uint64, events []string) *codeM
 	// Decoding every function is most of the set-up time of a large
 	// program: it runs on every CPU, the target waiting at its exec.
 	type part struct {
-		refs      bp.Refs // of all its functions; Targets sorted in the worker: the merge is linear
+		refs      bp.Refs // of all its functions
 		undecoded map[uint64]error
 	}
 	workers := min(runtime.GOMAXPROCS(0), max(1, len(f.Funcs)/256))
 	parts := make([]part, workers)
+	// Only the GOT's slots matter of what indirect branches and other
+	// instructions read (gotCalls): the rest is dropped as it is found.
+	gotLo, gotHi := ^uint64(0), uint64(0)
+	for _, imp := range f.Imports {
+		gotLo, gotHi = min(gotLo, imp.GOT+bias), max(gotHi, imp.GOT+bias)
+	}
+	inGOT := func(refs []uint64, from int) []uint64 {
+		keep := refs[:from]
+		for _, r := range refs[from:] {
+			if r >= gotLo && r <= gotHi {
+				keep = append(keep, r)
+			}
+		}
+		return keep
+	}
+	// Sized for the code's share of each worker: sqlite3 and Lua have a
+	// branch target per 19 bytes of code, a 5-byte call or jump per 45.
+	share := 0
+	for _, t := range cm.text {
+		share += len(t.data) / workers
+	}
 	var wg sync.WaitGroup
 	for w := range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			p := part{undecoded: map[uint64]error{}}
+			p.refs.Targets, p.refs.Sites = make([]uint64, 0, share/16), make([]bp.Site, 0, share/40)
 			for i := w; i < len(f.Funcs); i += workers {
 				fn := f.Funcs[i]
 				if b := cm.text.code(fn.Value+bias, fn.Size); b != nil {
-					sites := len(p.refs.Sites)
+					sites, slots, loads := len(p.refs.Sites), len(p.refs.Slots), len(p.refs.Loads)
 					if err := p.refs.Add(b, fn.Value+bias); err != nil {
 						// Past the bytes that did not decode, instructions may
 						// be misread: none of its call sites is rewritten.
 						p.undecoded[fn.Value] = err
 						p.refs.Sites = p.refs.Sites[:sites]
 					}
+					p.refs.Slots, p.refs.Loads = inGOT(p.refs.Slots, slots), inGOT(p.refs.Loads, loads)
 				}
 			}
-			slices.Sort(p.refs.Targets)
+			slices.SortFunc(p.refs.Sites, bySite)
 			parts[w] = p
 		}()
 	}
 	wg.Wait()
-	nslots, nloads, nsites := 0, 0, 0
+	nslots, nloads := 0, 0
 	for _, p := range parts {
-		nslots, nloads, nsites = nslots+len(p.refs.Slots), nloads+len(p.refs.Loads), nsites+len(p.refs.Sites)
+		nslots, nloads = nslots+len(p.refs.Slots), nloads+len(p.refs.Loads)
 	}
 	cm.slots, cm.loads = make(map[uint64]bool, nslots), make(map[uint64]bool, nloads)
-	cm.callers = make(map[uint64][]uint64, nsites/2)
+	cm.targets = newLandings(cm.text)
 	for _, p := range parts {
-		cm.targets = mergeSorted(cm.targets, p.refs.Targets)
+		for _, t := range p.refs.Targets {
+			cm.targets.add(t)
+		}
 		for _, s := range p.refs.Slots {
 			cm.slots[s] = true
 		}
 		for _, s := range p.refs.Loads {
 			cm.loads[s] = true
 		}
-		for _, s := range p.refs.Sites {
-			cm.callers[s.Target] = append(cm.callers[s.Target], s.At)
-		}
+		cm.callers = mergeSites(cm.callers, p.refs.Sites)
 		maps.Copy(cm.undecoded, p.undecoded)
 	}
 	slices.Sort(cm.starts)
-	for _, c := range cm.callers {
-		slices.Sort(c)
-	}
 	return cm
 }
 
-// mergeSorted merges two sorted slices into a new sorted one.
-func mergeSorted(a, b []uint64) []uint64 {
+// bySite orders call sites by target, then address.
+func bySite(a, b bp.Site) int {
+	if c := cmp.Compare(a.Target, b.Target); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.At, b.At)
+}
+
+// mergeSites merges two lists of call sites sorted by bySite into one.
+func mergeSites(a, b []bp.Site) []bp.Site {
 	if len(a) == 0 {
 		return b
 	}
-	out := make([]uint64, 0, len(a)+len(b))
+	out := make([]bp.Site, 0, len(a)+len(b))
 	for len(a) > 0 && len(b) > 0 {
-		if a[0] <= b[0] {
+		if bySite(a[0], b[0]) <= 0 {
 			out, a = append(out, a[0]), a[1:]
 		} else {
 			out, b = append(out, b[0]), b[1:]
 		}
 	}
 	return append(append(out, a...), b...)
+}
+
+// landings count, for each byte of a module's text, the direct branches
+// that land there (at most maxLandings: more count as maxLandings), by
+// runtime address. Counting in place of a sorted list of targets: sorting
+// sqlite3's 58,000 was an eighth of decoding it.
+type landings []struct {
+	start uint64
+	n     []uint8
+}
+
+const maxLandings = math.MaxUint8
+
+func newLandings(text textImage) landings {
+	l := make(landings, len(text))
+	for i, t := range text {
+		l[i].start, l[i].n = t.start, make([]uint8, len(t.data))
+	}
+	return l
+}
+
+// add counts a branch landing at addr (outside the text: not counted).
+func (l landings) add(addr uint64) {
+	for _, s := range l {
+		if i := addr - s.start; i < uint64(len(s.n)) {
+			if s.n[i] < maxLandings {
+				s.n[i]++
+			}
+			return
+		}
+	}
+}
+
+// at returns how many branches land at addr.
+func (l landings) at(addr uint64) int {
+	for _, s := range l {
+		if addr-s.start < uint64(len(s.n)) {
+			return int(s.n[addr-s.start])
+		}
+	}
+	return 0
+}
+
+// within reports whether a branch lands in (lo, hi).
+func (l landings) within(lo, hi uint64) bool {
+	for a := lo + 1; a < hi; a++ {
+		if l.at(a) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // plantFuncs maps size bytes of scratch just below the module of cm (so
@@ -554,7 +635,7 @@ func (cm *codeMap) detour(c cand, body []byte, slot, ret, entry uint64, sites *f
 	switch {
 	case symbolWithin(cm.starts, lo-cm.bias, hi-cm.bias):
 		return plan, errSymbolInside
-	case symbolWithin(cm.targets, lo, hi):
+	case cm.targets.within(lo, hi):
 		return plan, errBranchInside
 	case symbolWithin(cm.probes, lo-1, hi):
 		return plan, errProbeInside
@@ -580,18 +661,15 @@ func (cm *codeMap) clone(c cand, body []byte, slot uint64, sites *fast.Sites) (b
 	// function's branch may land anywhere in it (a .cold part jumping
 	// back), and a USDT probe in it would never be hit.
 	end := addr + c.size
-	count := func(ts []uint64, t uint64) int {
-		n := 0
-		for _, x := range ts {
-			if x == t {
-				n++
-			}
+	slices.Sort(own.Targets)
+	for a := addr + 1; a < end; a++ {
+		n := cm.targets.at(a)
+		if n == 0 {
+			continue
 		}
-		return n
-	}
-	i, _ := slices.BinarySearch(cm.targets, addr+1)
-	for ; i < len(cm.targets) && cm.targets[i] < end; i++ {
-		if t := cm.targets[i]; count(cm.targets[i:], t) != count(own.Targets, t) {
+		lo, _ := slices.BinarySearch(own.Targets, a)
+		hi, _ := slices.BinarySearch(own.Targets, a+1)
+		if n == maxLandings || n != hi-lo {
 			return bp.Plan{}, errBranchInside // another function jumps there too
 		}
 	}
@@ -631,7 +709,9 @@ func (cm *codeMap) probeAt(addr uint64) bool {
 // overlap are dropped by keepRedirects.
 func (cm *codeMap) redirects(addr, stub uint64) []redirect {
 	var out []redirect
-	for _, at := range cm.callers[addr] {
+	i, _ := slices.BinarySearchFunc(cm.callers, addr, func(s bp.Site, t uint64) int { return cmp.Compare(s.Target, t) })
+	for ; i < len(cm.callers) && cm.callers[i].Target == addr; i++ {
+		at := cm.callers[i].At
 		rel := int64(stub) - int64(at+5)
 		if rel < math.MinInt32 || rel > math.MaxInt32 {
 			continue

@@ -33,15 +33,17 @@ func testCodeMap(bodies map[uint64][]byte) *codeMap {
 		copy(text[a-0x1000:], b)
 	}
 	f := &elfx.File{Path: "/bin/prog", Loads: []elfx.Load{{Vaddr: 0x1000, Memsz: 0x200, Filesz: 0x200, Exec: true}}}
-	return &codeMap{f: f, bias: testBias,
+	cm := &codeMap{f: f, bias: testBias,
 		text: textImage{{start: 0x1000 + testBias, data: text}},
 		// A symbol starts 2 bytes into "symbol_inside", a loop of
 		// "branch_inside" jumps 3 bytes in, a probe sits at "probe_inside".
 		starts:    []uint64{0x1000, 0x1020, 0x1040, 0x1042, 0x1060, 0x1080, 0x10a0, 0x10c0, 0x11f8},
-		targets:   []uint64{testBias + 0x1063},
 		probes:    []uint64{testBias + 0x1080},
 		undecoded: map[uint64]error{0x10c0: errors.New("cannot decode")},
 	}
+	cm.targets = newLandings(cm.text)
+	cm.targets.add(testBias + 0x1063)
+	return cm
 }
 
 func TestPlanFuncs(t *testing.T) {
@@ -214,7 +216,8 @@ func (m *fakeMem) read(addr uint64, n int) []byte {
 
 func TestCommitPlan(t *testing.T) {
 	cm := testCodeMap(map[uint64][]byte{0x1000: o0, 0x1020: o0})
-	cm.targets = []uint64{testBias + 0x1022} // "b" gets an int3
+	cm.targets = newLandings(cm.text)
+	cm.targets.add(testBias + 0x1022) // "b" gets an int3
 	cands := []cand{{name: "a", value: 0x1000, size: 9}, {name: "b", value: 0x1020, size: 9}}
 	plan := func() *plantPlan { return planFuncs(cm, cands, testScratch, 0x1000, 0, true, nil) }
 	// The process's text as it was.
@@ -373,7 +376,7 @@ func TestPlanFuncsFast(t *testing.T) {
 	// Two direct calls of symbol_inside: one in free code, one where the
 	// detour of plain goes (displaced with plain's first bytes instead).
 	copy(cm.text[0].data[0x180:], []byte{0xe8, 0xbb, 0xfe, 0xff, 0xff})
-	cm.callers = map[uint64][]uint64{testBias + 0x1040: {testBias + 0x1180, testBias + 0x1001}}
+	cm.callers = []bp.Site{{At: testBias + 0x1001, Target: testBias + 0x1040}, {At: testBias + 0x1180, Target: testBias + 0x1040}}
 	p := planFuncs(cm, cands, testScratch, 0x10000, 0, true, &fastCode{table: 0x7f0000000000})
 	if p.sites == nil || p.sites.Base != testScratch+16 {
 		t.Fatalf("sites %+v", p.sites)
@@ -454,14 +457,62 @@ func TestCoalesce(t *testing.T) {
 	}
 }
 
-func TestMergeSorted(t *testing.T) {
-	for _, c := range []struct{ a, b, want []uint64 }{
-		{nil, []uint64{1, 3}, []uint64{1, 3}},
-		{[]uint64{1, 3}, nil, []uint64{1, 3}},
-		{[]uint64{1, 4, 4, 9}, []uint64{2, 4, 10}, []uint64{1, 2, 4, 4, 4, 9, 10}},
-	} {
-		if got := mergeSorted(c.a, c.b); !slices.Equal(got, c.want) {
-			t.Errorf("mergeSorted(%v, %v) = %v, want %v", c.a, c.b, got, c.want)
+func TestLandings(t *testing.T) {
+	l := newLandings(textImage{{start: 0x1000, data: make([]byte, 0x10)}, {start: 0x2000, data: make([]byte, 0x10)}})
+	l.add(0x1004)
+	l.add(0x1004)
+	l.add(0x200f)
+	l.add(0x3000) // outside the text
+	for range 300 {
+		l.add(0x2008)
+	}
+	for _, c := range []struct {
+		addr uint64
+		want int
+	}{{0x1004, 2}, {0x1005, 0}, {0x200f, 1}, {0x2008, maxLandings}, {0x3000, 0}, {0xfff, 0}} {
+		if got := l.at(c.addr); got != c.want {
+			t.Errorf("at(%#x) = %d, want %d", c.addr, got, c.want)
+		}
+	}
+	for _, c := range []struct {
+		lo, hi uint64
+		want   bool
+	}{{0x1004, 0x1009, false}, {0x1003, 0x1005, true}, {0x1000, 0x1004, false}, {0x2007, 0x2010, true}, {0x2009, 0x200f, false}} {
+		if got := l.within(c.lo, c.hi); got != c.want {
+			t.Errorf("within(%#x, %#x) = %v, want %v", c.lo, c.hi, got, c.want)
+		}
+	}
+}
+
+// A function whose own loop jumps inside its first 5 bytes gets a copy of
+// its body, unless another function's branch lands there too.
+func TestCloneLandings(t *testing.T) {
+	loop := []byte{
+		0x31, 0xc0, // xor %eax,%eax
+		0xff, 0xc0, // inc %eax (the loop's head: +2)
+		0x83, 0xf8, 0x0a, // cmp $10,%eax
+		0x75, 0xf9, // jne +2
+		0xc3, // ret
+	}
+	c := cand{name: "loop", value: 0x1000, size: uint64(len(loop))}
+	sites := fast.SitesAt(testScratch + 16)
+	for _, other := range []int{0, 1} {
+		cm := testCodeMap(map[uint64][]byte{0x1000: loop})
+		cm.targets = newLandings(cm.text)
+		cm.targets.add(testBias + 0x1002) // its own jne
+		for range other {
+			cm.targets.add(testBias + 0x1002) // another function's
+		}
+		body := cm.text.code(testBias+0x1000, c.size)
+		if _, err := cm.detour(c, body, testScratch+0x100, testScratch, 0, &sites); err != errBranchInside {
+			t.Fatalf("detour: %v, want %v", err, errBranchInside)
+		}
+		_, err := cm.clone(c, body, testScratch+0x100, &sites)
+		if other == 0 && err != nil {
+			t.Errorf("its own loop only: clone: %v", err)
+		}
+		if other == 1 && err != errBranchInside {
+			t.Errorf("another branch lands in it too: clone: %v, want %v", err, errBranchInside)
 		}
 	}
 }
