@@ -76,9 +76,38 @@ func newFastImage(tid int) (*fastImage, error) {
 	return &fastImage{tableAddr: addr, rdfsbase: hasFSGSBase()}, nil
 }
 
+// preTLS is where, in the thread table's mapping, a static program's
+// first thread finds its %fs base until its C library sets up TLS: a word
+// of zeros past the memfd name (newFastImage).
+const preTLS = fast.TableSize + 4096 - 8
+
+// setPreTLS gives tid, stopped at the exec of a static program, a %fs base
+// when it has none, for stubs that read their key at %fs:0 (no rdfsbase):
+// a static C library runs instrumented functions before its TLS exists
+// (__libc_setup_tls sets the base with arch_prctl), and their stubs read
+// address 0. Pointing the base at a zero word gives them key 0, a thread
+// the stubs let run untraced, as rdfsbase's 0 does. Nothing else reads
+// %fs before the C library sets it: without rtrace it would fault.
+func (fi *fastImage) setPreTLS(tid int) error {
+	var regs unix.PtraceRegs
+	if err := ptrace.GetRegs(tid, &regs); err != nil {
+		return err
+	}
+	if fi.rdfsbase || regs.Fs_base != 0 {
+		return nil
+	}
+	regs.Fs_base = fi.tableAddr + preTLS
+	return ptrace.SetRegs(tid, &regs)
+}
+
 // hasFSGSBase reports whether the kernel lets user code run rdfsbase
 // (AT_HWCAP2 bit HWCAP2_FSGSBASE, arch/x86/include/uapi/asm/hwcap2.h).
+// RTRACE_NO_RDFSBASE=1 says no, so that the stubs that read their key at
+// %fs:0 run on a machine that has it too (the tests).
 func hasFSGSBase() bool {
+	if os.Getenv("RTRACE_NO_RDFSBASE") != "" {
+		return false
+	}
 	auxv, err := os.ReadFile("/proc/self/auxv")
 	if err != nil {
 		return false

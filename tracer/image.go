@@ -248,6 +248,11 @@ func (t *Tracer) setupImage(tid int) (*image, []byte, error) {
 		if im.fast, err = newFastImage(tid); err != nil {
 			return nil, nil, err
 		}
+		if f.Static() && !t.attached {
+			if err := im.fast.setPreTLS(tid); err != nil {
+				return nil, nil, fmt.Errorf("setting the %%fs base of pid %d before its TLS: %w", tid, err)
+			}
+		}
 	}
 	cm := scanModule(mem, f, bias, t.cfg.Events)
 	if t.cfg.Libcalls && t.funcs != nil {
