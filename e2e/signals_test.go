@@ -362,7 +362,7 @@ func allStopped(pid int) bool {
 	return len(stats) > 0
 }
 
-// TestSignalHandlerCalls: a 100 µs timer interrupts a program that calls
+// TestSignalHandlerCalls: a 1 ms timer interrupts a program that calls
 // fib() as fast as it can, so with the fast engine most signals come
 // inside a stub. Every call of the handler's tick() is in the trace, and
 // a handler that leaves by siglongjmp does not stop the tracing of what
@@ -373,7 +373,7 @@ func TestSignalHandlerCalls(t *testing.T) {
 	for _, c := range []struct {
 		name string
 		args []string
-	}{{"return", []string{"300"}}, {"siglongjmp", []string{"300", "jump"}}} {
+	}{{"return", []string{"40"}}, {"siglongjmp", []string{"40", "jump"}}} {
 		t.Run(c.name, func(t *testing.T) {
 			dir := t.TempDir()
 			r := runCmd(t, dir, rtraceBin, append([]string{"record", "-q", "-d", "R", "--", prog}, c.args...)...)
@@ -384,7 +384,7 @@ func TestSignalHandlerCalls(t *testing.T) {
 			if _, err := fmt.Sscanf(r.stdout, "ticks %d jumps %d", &ticks, &jumps); err != nil {
 				t.Fatalf("fixture printed %q", r.stdout)
 			}
-			if ticks < 300 || (len(c.args) > 1) != (jumps > 0) {
+			if ticks < 40 || (len(c.args) > 1) != (jumps > 0) {
 				t.Fatalf("fixture printed %q", r.stdout)
 			}
 			replay := testutil.Run(t, dir, uft, "replay", "--no-pager", "-f", "none", "-d", "R")

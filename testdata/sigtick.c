@@ -1,7 +1,12 @@
-/* sigtick: a 100 µs timer's handler calls tick() while main calls fib()
+/* sigtick: a 1 ms timer's handler calls tick() while main calls fib()
  * as fast as it can, so signals land inside rtrace's stubs too. Every
  * handler call is in the trace. With a second argument, every 8th handler
- * leaves by siglongjmp, and main goes on tracing. */
+ * leaves by siglongjmp, and main goes on tracing. The period leaves main
+ * room to run under the int3 engine's 4 stops per handler: at 100 µs, on
+ * a machine where a stop took 25-50 µs, the handlers ran back to back,
+ * main never ran, and with siglongjmp (which delivers the pending signal
+ * as it unblocks it, before it leaves the handler's stack) the nested
+ * handlers overflowed the stack. */
 #include <setjmp.h>
 #include <signal.h>
 #include <stdio.h>
@@ -35,7 +40,7 @@ int main(int argc, char **argv)
 	/* The timer starts once env is saved: a tick that jumped to it before
 	 * (or while sigsetjmp filled it) crashed, or left SIGALRM blocked. */
 	if (sigsetjmp(env, 1) == 0) {
-		struct itimerval it = { { 0, 100 }, { 0, 100 } };
+		struct itimerval it = { { 0, 1000 }, { 0, 1000 } };
 		setitimer(ITIMER_REAL, &it, 0);
 	}
 	while (ticks < want)
