@@ -29,9 +29,8 @@ const (
 
 // startupGC turns the collector off and returns the function that turns
 // it back on (idempotent). A user's GOGC or GOMEMLIMIT is theirs: left
-// as it is. The heap the set-up grows goes on huge pages first.
+// as it is.
 func startupGC() (ready func()) {
-	hugeHeap()
 	if os.Getenv("GOGC") != "" || os.Getenv("GOMEMLIMIT") != "" {
 		return func() {}
 	}
@@ -68,6 +67,31 @@ const (
 // thpEnabled is where the kernel says when it gives transparent huge
 // pages (Documentation/admin-guide/mm/transhuge.rst).
 const thpEnabled = "/sys/kernel/mm/transparent_hugepage/enabled"
+
+// hugeHeapMinCode is how much executable code a program needs for its
+// set-up to gain from hugeHeap: decoding and planting allocate in
+// proportion to the code, and the collection that frees the advised block
+// costs about the same for any program. Interleaved walls (25 runs each,
+// docs/FAST-PATH.md): Lua (258 KB of code) -17%, sqlite3 (1.4 MB) -30%,
+// bzip2 (80 KB) -2%, fib (1.5 KB) +5%.
+const hugeHeapMinCode = 128 << 10
+
+// wantHugeHeap says whether the session's set-up gains from hugeHeap: an
+// executable with at least hugeHeapMinCode bytes of code, functions of
+// libraries to decode (-P FUNC@LIB), or an attach (whose executable is
+// not parsed before the session starts: its size is not known).
+func (c *config) wantHugeHeap() bool {
+	if c.exe == nil || len(c.libFuncs) > 0 {
+		return true
+	}
+	code := uint64(0)
+	for _, l := range c.exe.Loads {
+		if l.Exec {
+			code += l.Filesz
+		}
+	}
+	return code >= hugeHeapMinCode
+}
 
 // hugeHeap advises the heap's next hugeHeapSize bytes MADV_HUGEPAGE when
 // the kernel gives huge pages only where advised, and returns the range

@@ -34,6 +34,9 @@ func run(o Options) (int, error) {
 		signal.Stop(sigs)
 		return exitCode(err), err
 	}
+	if c.wantHugeHeap() {
+		hugeHeap()
+	}
 	s := newSession(c, ready)
 	return s.run(sigs)
 }
