@@ -485,7 +485,8 @@ func TestLandings(t *testing.T) {
 }
 
 // A function whose own loop jumps inside its first 5 bytes gets a copy of
-// its body, unless another function's branch lands there too.
+// its body, unless another function's branch lands there too; its own
+// branches to one byte may be several.
 func TestCloneLandings(t *testing.T) {
 	loop := []byte{
 		0x31, 0xc0, // xor %eax,%eax
@@ -494,25 +495,42 @@ func TestCloneLandings(t *testing.T) {
 		0x75, 0xf9, // jne +2
 		0xc3, // ret
 	}
-	c := cand{name: "loop", value: 0x1000, size: uint64(len(loop))}
+	twice := []byte{
+		0x31, 0xc0, // xor %eax,%eax
+		0xff, 0xc0, // inc %eax (+2)
+		0x83, 0xf8, 0x05, // cmp $5,%eax
+		0x74, 0xf9, // je +2
+		0x83, 0xf8, 0x0a, // cmp $10,%eax
+		0x75, 0xf4, // jne +2
+		0xc3, // ret
+	}
 	sites := fast.SitesAt(testScratch + 16)
-	for _, other := range []int{0, 1} {
-		cm := testCodeMap(map[uint64][]byte{0x1000: loop})
-		cm.targets = newLandings(cm.text)
-		cm.targets.add(testBias + 0x1002) // its own jne
-		for range other {
-			cm.targets.add(testBias + 0x1002) // another function's
+	for _, body := range [][]byte{loop, twice} {
+		c := cand{name: "loop", value: 0x1000, size: uint64(len(body))}
+		own, err := bp.Branches(body, testBias+0x1000)
+		if err != nil {
+			t.Fatal(err)
 		}
-		body := cm.text.code(testBias+0x1000, c.size)
-		if _, err := cm.detour(c, body, testScratch+0x100, testScratch, 0, &sites); err != errBranchInside {
-			t.Fatalf("detour: %v, want %v", err, errBranchInside)
-		}
-		_, err := cm.clone(c, body, testScratch+0x100, &sites)
-		if other == 0 && err != nil {
-			t.Errorf("its own loop only: clone: %v", err)
-		}
-		if other == 1 && err != errBranchInside {
-			t.Errorf("another branch lands in it too: clone: %v, want %v", err, errBranchInside)
+		for _, other := range []int{0, 1} {
+			cm := testCodeMap(map[uint64][]byte{0x1000: body})
+			cm.targets = newLandings(cm.text)
+			for _, a := range own.Targets {
+				cm.targets.add(a) // its own branches
+			}
+			for range other {
+				cm.targets.add(testBias + 0x1002) // another function's
+			}
+			code := cm.text.code(testBias+0x1000, c.size)
+			if _, err := cm.detour(c, code, testScratch+0x100, testScratch, 0, &sites); err != errBranchInside {
+				t.Fatalf("detour: %v, want %v", err, errBranchInside)
+			}
+			_, err := cm.clone(c, code, testScratch+0x100, &sites)
+			if other == 0 && err != nil {
+				t.Errorf("%d own branches only: clone: %v", len(own.Targets), err)
+			}
+			if other == 1 && err != errBranchInside {
+				t.Errorf("%d own branches and another function's: clone: %v, want %v", len(own.Targets), err, errBranchInside)
+			}
 		}
 	}
 }
