@@ -468,8 +468,14 @@ func TestRecordStaticNoDWARF(t *testing.T) {
 			t.Setenv("RTRACE_NO_RDFSBASE", noRdfsbase)
 			tmp := t.TempDir()
 			got := runCmd(t, tmp, rtraceBin, "record", "-q", "-d", "R", "--", prog)
-			if bare := runCmd(t, tmp, prog); got != bare {
+			bare := runCmd(t, tmp, prog)
+			if got != bare {
 				t.Fatalf("under rtrace the program printed/exited differently:\nwithout: %+v\nwith:    %+v", bare, got)
+			}
+			// A return value recorded at a stop, of a function called
+			// before TLS exists: rtrace's key for the thread is the stubs'.
+			if got := runCmd(t, tmp, rtraceBin, "record", "-q", "-d", "RV", "-R", "_dl_early_allocate@retval/x", "--", prog); got != bare {
+				t.Fatalf("with -R on a function called before TLS, the program printed/exited differently:\nwithout: %+v\nwith:    %+v", bare, got)
 			}
 			out := testutil.Run(t, tmp, testutil.RequireTool(t, "uftrace"), "replay", "--no-pager", "-f", "none", "-d", "R")
 			if !strings.Contains(out, "  main() {\n") || !strings.Contains(out, "printf() {") {

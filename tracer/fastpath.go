@@ -100,6 +100,16 @@ func (fi *fastImage) setPreTLS(tid int) error {
 	return ptrace.SetRegs(tid, &regs)
 }
 
+// keyOf is the key the stubs compute for a thread whose %fs base is fs:
+// the base, or the word there without rdfsbase, which glibc's TCB makes
+// the same, except at setPreTLS's zero word: key 0.
+func (fi *fastImage) keyOf(fs uint64) uint64 {
+	if !fi.rdfsbase && fs == fi.tableAddr+preTLS {
+		return 0
+	}
+	return fs
+}
+
 // hasFSGSBase reports whether the kernel lets user code run rdfsbase
 // (AT_HWCAP2 bit HWCAP2_FSGSBASE, arch/x86/include/uapi/asm/hwcap2.h).
 // RTRACE_NO_RDFSBASE=1 says no, so that the stubs that read their key at
@@ -297,7 +307,7 @@ func (t *Tracer) fastRegister(th *thread, key uint64) bool {
 // has none yet (a thread stopped before its first fast call).
 func (t *Tracer) fastState(th *thread, regs *unix.PtraceRegs) *fast.State {
 	if th.fastView() == nil {
-		t.fastRegister(th, regs.Fs_base)
+		t.fastRegister(th, th.proc.image.fast.keyOf(regs.Fs_base))
 	}
 	return th.fastView()
 }
@@ -937,7 +947,7 @@ func (t *Tracer) fastFork(th *thread, frames []fast.Frame) {
 	if err := ptrace.GetRegs(th.tid, &regs); err != nil {
 		return
 	}
-	key := regs.Fs_base
+	key := fi.keyOf(regs.Fs_base)
 	if len(frames) == 0 || !t.fastRegister(th, key) {
 		return
 	}

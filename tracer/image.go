@@ -248,7 +248,7 @@ func (t *Tracer) setupImage(tid int) (*image, []byte, error) {
 		if im.fast, err = newFastImage(tid); err != nil {
 			return nil, nil, err
 		}
-		if f.Static() && !t.attached {
+		if f.Static() { // a live process at an attach has its base: left alone
 			if err := im.fast.setPreTLS(tid); err != nil {
 				return nil, nil, fmt.Errorf("setting the %%fs base of pid %d before its TLS: %w", tid, err)
 			}
