@@ -55,8 +55,9 @@ func startupGC() (ready func()) {
 // advice. So hugeHeap grows the heap at once by hugeHeapSize with one
 // allocation it never touches, advises that range MADV_HUGEPAGE (a
 // virtual reservation: the kernel backs only the 2 MiB pages written),
-// and frees it with a collection (a few µs on the heap of a fresh
-// process): the page allocator reuses the lowest free addresses, so the
+// and frees it with a collection (1-5 ms on a slow day of the bench's VM:
+// the mark workers start, and the sweep faults in a span-set block per
+// size class; hence wantHugeHeap): the page allocator reuses the lowest free addresses, so the
 // set-up's allocations land there, one fault per 2 MiB. Record of Lua: 1,245
 // faults instead of 2,807 (docs/FAST-PATH.md, "Start-up").
 const (

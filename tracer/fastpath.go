@@ -85,9 +85,10 @@ const preTLS = fast.TableSize + 4096 - 8
 // when it has none, for stubs that read their key at %fs:0 (no rdfsbase):
 // a static C library runs instrumented functions before its TLS exists
 // (__libc_setup_tls sets the base with arch_prctl), and their stubs read
-// address 0. Pointing the base at a zero word gives them key 0, a thread
-// the stubs let run untraced, as rdfsbase's 0 does. Nothing else reads
-// %fs before the C library sets it: without rtrace it would fault.
+// address 0. Pointing the base at a zero word gives them key 0, as
+// rdfsbase's 0 does: each such call stops at entry_miss and goes on
+// untraced. rtrace's own key for the thread follows (keyOf); nothing of
+// the program reads %fs before its C library sets it: it would fault.
 func (fi *fastImage) setPreTLS(tid int) error {
 	var regs unix.PtraceRegs
 	if err := ptrace.GetRegs(tid, &regs); err != nil {
