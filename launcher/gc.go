@@ -27,15 +27,17 @@ const (
 	runGOGC      = 400
 )
 
-// startupGC turns the collector off and returns the function that turns
-// it back on (idempotent). A user's GOGC or GOMEMLIMIT is theirs: left
-// as it is.
+// startupGC turns the collector off, puts the heap on huge pages
+// (hugeHeap) and returns the function that turns the collector back on
+// (idempotent). A user's GOGC or GOMEMLIMIT is theirs: left as it is,
+// and the heap too.
 func startupGC() (ready func()) {
 	if os.Getenv("GOGC") != "" || os.Getenv("GOMEMLIMIT") != "" {
 		return func() {}
 	}
 	gogc := debug.SetGCPercent(-1)
 	debug.SetMemoryLimit(startupLimit)
+	hugeHeap()
 	var once sync.Once
 	return func() {
 		once.Do(func() {
@@ -55,11 +57,14 @@ func startupGC() (ready func()) {
 // advice. So hugeHeap grows the heap at once by hugeHeapSize with one
 // allocation it never touches, advises that range MADV_HUGEPAGE (a
 // virtual reservation: the kernel backs only the 2 MiB pages written),
-// and frees it with a collection (1-5 ms on a slow day of the bench's VM:
-// the mark workers start, and the sweep faults in a span-set block per
-// size class; hence wantHugeHeap): the page allocator reuses the lowest free addresses, so the
-// set-up's allocations land there, one fault per 2 MiB. Record of Lua: 1,245
-// faults instead of 2,807 (docs/FAST-PATH.md, "Start-up").
+// and frees it with a collection: the page allocator reuses the lowest
+// free addresses, so the set-up's allocations land there, one fault per
+// 2 MiB. Record of Lua: 1,245 faults instead of 2,807. The collection
+// runs first thing in a session, while the heap holds only the command
+// line: 1-2 ms on a slow day of the bench's VM. Run after the options'
+// check it took 10-17 ms, most of it waiting for the collector to mark
+// what elfx.Prefetch was allocating beside it (docs/FAST-PATH.md,
+// "Start-up").
 const (
 	hugeHeapSize = 64 << 20
 	hugePage     = 2 << 20
@@ -68,31 +73,6 @@ const (
 // thpEnabled is where the kernel says when it gives transparent huge
 // pages (Documentation/admin-guide/mm/transhuge.rst).
 const thpEnabled = "/sys/kernel/mm/transparent_hugepage/enabled"
-
-// hugeHeapMinCode is how much executable code a program needs for its
-// set-up to gain from hugeHeap: decoding and planting allocate in
-// proportion to the code, and the collection that frees the advised block
-// costs about the same for any program. Interleaved walls (25 runs each,
-// docs/FAST-PATH.md): Lua (258 KB of code) -17%, sqlite3 (1.4 MB) -30%,
-// bzip2 (80 KB) -2%, fib (1.5 KB) +5%.
-const hugeHeapMinCode = 128 << 10
-
-// wantHugeHeap says whether the session's set-up gains from hugeHeap: an
-// executable with at least hugeHeapMinCode bytes of code, functions of
-// libraries to decode (-P FUNC@LIB), or an attach (whose executable is
-// not parsed before the session starts: its size is not known).
-func (c *config) wantHugeHeap() bool {
-	if c.exe == nil || len(c.libFuncs) > 0 {
-		return true
-	}
-	code := uint64(0)
-	for _, l := range c.exe.Loads {
-		if l.Exec {
-			code += l.Filesz
-		}
-	}
-	return code >= hugeHeapMinCode
-}
 
 // hugeHeap advises the heap's next hugeHeapSize bytes MADV_HUGEPAGE when
 // the kernel gives huge pages only where advised, and returns the range

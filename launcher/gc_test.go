@@ -9,9 +9,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-
-	"rtrace/internal/elfx"
-	"rtrace/tracer"
 )
 
 // gcSettings reads GOGC and the memory limit without changing them.
@@ -79,31 +76,5 @@ func TestHugeHeap(t *testing.T) {
 	}
 	if covered != hi-lo {
 		t.Errorf("mappings cover %#x of the %#x bytes advised", covered, hi-lo)
-	}
-}
-
-func TestWantHugeHeap(t *testing.T) {
-	exe := func(code ...uint64) *elfx.File {
-		f := &elfx.File{Loads: []elfx.Load{{Filesz: 1 << 20}}} // data: not counted
-		for _, n := range code {
-			f.Loads = append(f.Loads, elfx.Load{Filesz: n, Exec: true})
-		}
-		return f
-	}
-	for _, c := range []struct {
-		name string
-		c    config
-		want bool
-	}{
-		{"small program", config{exe: exe(1500)}, false},
-		{"below the bound", config{exe: exe(hugeHeapMinCode/2, hugeHeapMinCode/2-1)}, false},
-		{"at the bound, two segments", config{exe: exe(hugeHeapMinCode/2, hugeHeapMinCode/2)}, true},
-		{"large program", config{exe: exe(1 << 20)}, true},
-		{"library functions", config{exe: exe(1500), libFuncs: []tracer.LibPattern{{}}}, true},
-		{"attach", config{}, true},
-	} {
-		if got := c.c.wantHugeHeap(); got != c.want {
-			t.Errorf("%s: wantHugeHeap() = %v, want %v", c.name, got, c.want)
-		}
 	}
 }

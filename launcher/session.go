@@ -27,15 +27,12 @@ func Attach(o Options) (int, error) { return run(o) }
 // run checks o, then runs one session.
 func run(o Options) (int, error) {
 	sigs := catchSignals()
-	ready := startupGC() // check parses the executable: its heap too
+	ready := startupGC() // before check, which parses the executable
 	defer ready()
 	c, err := check(o)
 	if err != nil {
 		signal.Stop(sigs)
 		return exitCode(err), err
-	}
-	if c.wantHugeHeap() {
-		hugeHeap()
 	}
 	s := newSession(c, ready)
 	return s.run(sigs)
