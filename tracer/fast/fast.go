@@ -142,11 +142,16 @@ func rel32(b []byte, end, target uint64) ([]byte, error) {
 }
 
 // Table is rtrace's copy of a process's thread table: it is the only
-// writer, and writes each change into the process (Entry).
+// writer, and writes each change into the process (Entry). It holds only
+// the entries in use (a process has a few threads, the table room for
+// TableEntries): a full copy was 1 MiB of rtrace's heap per traced
+// process, each fork's child included. The zero Table is empty.
 type Table struct {
-	keys, states [TableEntries]uint64
-	used         int // live entries and tombstones
+	slots map[int]slot // by index; absent: an empty entry
+	used  int          // live entries and tombstones
 }
+
+type slot struct{ key, state uint64 }
 
 // Entry is one 16-byte table entry to write at byte offset Off.
 type Entry struct {
@@ -163,11 +168,14 @@ func (t *Table) Insert(key, state uint64) (Entry, bool) {
 	if key == 0 || key == tombstone || t.used >= TableEntries/2 {
 		return Entry{}, false
 	}
+	if t.slots == nil {
+		t.slots = map[int]slot{}
+	}
 	free := -1
 	for i := index(key); ; i = (i + 1) % TableEntries {
-		switch t.keys[i] {
+		switch t.slots[i].key {
 		case key:
-			t.states[i] = state
+			t.slots[i] = slot{key, state}
 			return Entry{uint64(i) * 16, key, state}, true
 		case tombstone:
 			if free < 0 {
@@ -179,7 +187,7 @@ func (t *Table) Insert(key, state uint64) (Entry, bool) {
 				free = i
 				t.used++
 			}
-			t.keys[free], t.states[free] = key, state
+			t.slots[free] = slot{key, state}
 			return Entry{uint64(free) * 16, key, state}, true
 		}
 	}
@@ -188,9 +196,9 @@ func (t *Table) Insert(key, state uint64) (Entry, bool) {
 // Remove frees key's entry and returns the tombstone to write, ok false
 // when key is not there.
 func (t *Table) Remove(key uint64) (Entry, bool) {
-	for i := index(key); t.keys[i] != 0; i = (i + 1) % TableEntries {
-		if t.keys[i] == key {
-			t.keys[i], t.states[i] = tombstone, 0
+	for i := index(key); t.slots[i].key != 0; i = (i + 1) % TableEntries {
+		if t.slots[i].key == key {
+			t.slots[i] = slot{tombstone, 0}
 			return Entry{uint64(i) * 16, tombstone, 0}, true
 		}
 	}
@@ -199,9 +207,9 @@ func (t *Table) Remove(key uint64) (Entry, bool) {
 
 // Lookup returns key's state as the code's lookup finds it.
 func (t *Table) Lookup(key uint64) (uint64, bool) {
-	for i := index(key); t.keys[i] != 0; i = (i + 1) % TableEntries {
-		if t.keys[i] == key {
-			return t.states[i], true
+	for i := index(key); t.slots[i].key != 0; i = (i + 1) % TableEntries {
+		if t.slots[i].key == key {
+			return t.slots[i].state, true
 		}
 	}
 	return 0, false
