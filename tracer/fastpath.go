@@ -201,6 +201,13 @@ func (fi *fastImage) gadget() uint64 { return fi.sites[0].Base - 16 + gadgetOff 
 // the process maps shared (not inherited by a fork) and rtrace maps too.
 // Five system calls in the process make a state ready: made by the chunk,
 // the states of a program that starts threads cost them once per chunk.
+// The process's mapping is populated (MAP_POPULATE): a thread's first
+// pass through its ring otherwise takes a page fault per 4 KiB, 290 per
+// state, which on the bench's VM cost 13 ms of the target's CPU in a
+// record of fib(25) over 4 threads (perf, minor-faults and cpu-clock);
+// populated in the mmap, the record took 5-10% less (docs/FAST-PATH.md).
+// rtrace's own mapping is not: populating it took the tracer thread 5 ms
+// there, and its drain's read faults map 16 pages each (fault-around).
 func (fi *fastImage) newStates(tid, pid, n int) ([]*fast.State, error) {
 	remoteSyscall := func(tid int, nr uint64, args ...uint64) (uint64, error) {
 		return remoteSyscallAt(tid, fi.gadget(), nr, args...)
@@ -225,7 +232,7 @@ func (fi *fastImage) newStates(tid, pid, n int) ([]*fast.State, error) {
 		return nil, fmt.Errorf("mapping the thread states: %w", err)
 	}
 	mem := unsafe.Slice((*byte)(p), size)
-	addr, err := remoteSyscall(tid, unix.SYS_MMAP, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED, fd, 0)
+	addr, err := remoteSyscall(tid, unix.SYS_MMAP, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_POPULATE, fd, 0)
 	if err != nil {
 		unix.MunmapPtr(p, uintptr(size))
 		return nil, fmt.Errorf("mapping the thread states: %w", err)
