@@ -128,3 +128,20 @@ func TestImports(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkParseLibc parses the C library as the tracer does for every
+// program (elfx.Prefetch): its symbols sorted and deduplicated.
+func BenchmarkParseLibc(b *testing.B) {
+	const libc = "/usr/lib/x86_64-linux-gnu/libc.so.6"
+	f, err := os.Open(libc)
+	if err != nil {
+		b.Skip(err)
+	}
+	defer f.Close()
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Parse(f); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
