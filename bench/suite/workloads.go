@@ -46,7 +46,7 @@ type Scale struct {
 }
 
 // Names are the workloads, in the order they run.
-var Names = []string{"fib", "fib-long", "fib-threads", "churn", "lua", "bzip2", "sqlite3", "sqlite3-memory"}
+var Names = []string{"fib", "fib-long", "fib-threads", "fib-threads-long", "churn", "lua", "lua-long", "bzip2", "sqlite3", "sqlite3-memory", "sqlite3-long"}
 
 // fibCalls is how many times fib(n) calls fib.
 func fibCalls(n int) int64 {
@@ -61,9 +61,16 @@ func fibCalls(n int) int64 {
 // workload that cannot be prepared is returned with its error.
 func Workloads(b *Builder, s Scale) ([]*Workload, map[string]error) {
 	fibN, fibLongN, churnN, luaN, bzipKB, sqlN := 25, 30, 200000, 15, 128, 1000
+	luaLongN, sqlLongN := 27, 10000
 	if s.Quick {
 		fibN, fibLongN, churnN, luaN, bzipKB, sqlN = 20, 25, 20000, 10, 16, 100
+		luaLongN, sqlLongN = 20, 1000
 	}
+	// The long workloads run the fast tracers only: long enough that a
+	// tracer's fixed start-up is a small part of its cost per event (the
+	// short ones last 4-15 ms untraced, and a tracer's start-up is as
+	// long), too long for the tracers that stop per event.
+	fast := []string{"untraced", "rtrace", "uftrace -pg", "uftrace -P ."}
 	var list []*Workload
 	failed := map[string]error{}
 	want := func(names ...string) bool {
@@ -92,18 +99,24 @@ func Workloads(b *Builder, s Scale) ([]*Workload, map[string]error) {
 		}
 	}
 	if want("fib-long") {
-		// Long enough that a tracer's fixed start-up is a small part of its
-		// cost per event; too long for the tracers that stop per event.
 		if p, ok := fixture("fib-long", "fib.c", "-O0", "-g"); ok {
 			list = append(list, &Workload{Name: "fib-long", Kind: Functions, Prog: p, Args: []string{strconv.Itoa(fibLongN)}, Hot: "fib",
 				What:  fmt.Sprintf("fib(%d), testdata/fib.c at -O0: %d calls of fib (the fast tracers only)", fibLongN, fibCalls(fibLongN)),
-				Tools: []string{"untraced", "rtrace", "uftrace -pg", "uftrace -P ."}})
+				Tools: fast})
 		}
 	}
 	if want("fib-threads") {
 		if p, ok := fixture("fib-threads", "fibthreads.c", "-O0", "-g", "-pthread"); ok {
 			list = append(list, &Workload{Name: "fib-threads", Kind: Functions, Prog: p, Args: []string{strconv.Itoa(fibN)}, Hot: "fib",
 				What: fmt.Sprintf("fib(%d) split over 4 threads, testdata/fibthreads.c at -O0", fibN)})
+		}
+	}
+	if want("fib-threads-long") {
+		// Against fib-long: the same work in one thread.
+		if p, ok := fixture("fib-threads-long", "fibthreads.c", "-O0", "-g", "-pthread"); ok {
+			list = append(list, &Workload{Name: "fib-threads-long", Kind: Functions, Prog: p, Args: []string{strconv.Itoa(fibLongN)}, Hot: "fib",
+				What:  fmt.Sprintf("fib(%d) split over 4 threads, testdata/fibthreads.c at -O0 (the fast tracers only)", fibLongN),
+				Tools: fast})
 		}
 	}
 	if want("churn") {
@@ -113,13 +126,20 @@ func Workloads(b *Builder, s Scale) ([]*Workload, map[string]error) {
 				What: fmt.Sprintf("malloc/free churn, %d blocks, 1%% leaked, testdata/churn.c at -O2", churnN)})
 		}
 	}
-	if want("lua") {
+	if want("lua", "lua-long") {
 		if p, err := b.Lua(); err != nil {
 			failed["lua"] = err
 		} else {
 			script := filepath.Join(b.Root, "bench", "scripts", "work.lua")
-			list = append(list, &Workload{Name: "lua", Kind: Functions, Prog: p, Args: []string{script, strconv.Itoa(luaN)},
-				What: fmt.Sprintf("Lua 5.4 interpreter (Debian's lua5.4 source, -O2 -g) running bench/scripts/work.lua %d", luaN)})
+			if want("lua") {
+				list = append(list, &Workload{Name: "lua", Kind: Functions, Prog: p, Args: []string{script, strconv.Itoa(luaN)},
+					What: fmt.Sprintf("Lua 5.4 interpreter (Debian's lua5.4 source, -O2 -g) running bench/scripts/work.lua %d", luaN)})
+			}
+			if want("lua-long") {
+				list = append(list, &Workload{Name: "lua-long", Kind: Functions, Prog: p, Args: []string{script, strconv.Itoa(luaLongN)},
+					What:  fmt.Sprintf("Lua 5.4 interpreter running bench/scripts/work.lua %d (the fast tracers only)", luaLongN),
+					Tools: fast})
+			}
 		}
 	}
 	if want("bzip2") {
@@ -132,7 +152,7 @@ func Workloads(b *Builder, s Scale) ([]*Workload, map[string]error) {
 				Inputs: func() error { return genText(in, bzipKB<<10) }})
 		}
 	}
-	if want("sqlite3", "sqlite3-memory") {
+	if want("sqlite3", "sqlite3-long", "sqlite3-memory") {
 		if p, err := b.SQLite(); err != nil {
 			failed["sqlite3"] = err
 		} else {
@@ -145,6 +165,13 @@ func Workloads(b *Builder, s Scale) ([]*Workload, map[string]error) {
 			list = append(list, &Workload{Name: "sqlite3-memory", Kind: Memory, Prog: p, Args: []string{":memory:", ".read " + sql},
 				What:     fmt.Sprintf("sqlite3 shell's allocations, the same %d-insert run", sqlN),
 				LeakFrom: "sqlite3MemMalloc"})
+			if want("sqlite3-long") {
+				sql := filepath.Join(b.Dir, "inputs", fmt.Sprintf("work-%d.sql", sqlLongN))
+				list = append(list, &Workload{Name: "sqlite3-long", Kind: Functions, Prog: p, Args: []string{":memory:", ".read " + sql},
+					What:   fmt.Sprintf("sqlite3 shell: %d inserts, an index, queries, in memory (the fast tracers only)", sqlLongN),
+					Inputs: func() error { return genSQL(sql, sqlLongN) },
+					Tools:  fast})
+			}
 		}
 	}
 	for _, w := range list {
