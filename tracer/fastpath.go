@@ -42,6 +42,9 @@ type fastImage struct {
 	dead      bool // the address space was replaced by an exec
 	ended     bool // the process ended: states are unmapped as they close
 	warned    bool // a thread could not be registered (the table is full)
+	// inherited are the table entries a forked child's copy of the
+	// table holds: its parent's at the fork (fastFork zeroes them).
+	inherited []uint64
 }
 
 // releaseFast unmaps rtrace's view of the states no thread of fi uses:
@@ -947,9 +950,14 @@ func (t *Tracer) fastFork(th *thread, frames []fast.Frame) {
 	fi := &fastImage{tableAddr: parent.tableAddr, rdfsbase: parent.rdfsbase, sites: slices.Clip(parent.sites)}
 	th.proc.image.fast = fi
 	th.fs = nil
-	zero := make([]byte, fast.TableSize)
-	if err := writeMem(th.tid, fi.tableAddr, zero); err != nil {
-		return
+	// Only the entries the parent had written: the rest of the copy is
+	// zeros. Zeroing all of it broke copy-on-write page by page, 1 MiB of
+	// the child's memory and a fault per 4 KiB (docs/FAST-PATH.md).
+	var zero [16]byte
+	for _, off := range parent.inherited {
+		if err := writeMem(th.tid, fi.tableAddr+off, zero[:]); err != nil {
+			return
+		}
 	}
 	var regs unix.PtraceRegs
 	if err := ptrace.GetRegs(th.tid, &regs); err != nil {

@@ -205,6 +205,17 @@ func (t *Table) Remove(key uint64) (Entry, bool) {
 	return Entry{}, false
 }
 
+// Offsets returns the byte offsets of the entries written into the
+// process so far, live ones and tombstones, in no order: the rest of the
+// table is zeros.
+func (t *Table) Offsets() []uint64 {
+	offs := make([]uint64, 0, len(t.slots))
+	for i := range t.slots {
+		offs = append(offs, uint64(i)*16)
+	}
+	return offs
+}
+
 // Lookup returns key's state as the code's lookup finds it.
 func (t *Table) Lookup(key uint64) (uint64, bool) {
 	for i := index(key); t.slots[i].key != 0; i = (i + 1) % TableEntries {

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"rtrace/internal/testutil"
@@ -142,6 +143,17 @@ func TestTable(t *testing.T) {
 	}
 	if _, ok := tb.Lookup(keys[1]); ok {
 		t.Error("a removed key is found")
+	}
+	// What was written into the process: the live entries and the tombstone.
+	offs := tb.Offsets()
+	slices.Sort(offs)
+	var want []uint64
+	for off := range seen {
+		want = append(want, off)
+	}
+	slices.Sort(want)
+	if !slices.Equal(offs, want) {
+		t.Errorf("offsets %#x, want %#x", offs, want)
 	}
 	if _, ok := tb.Insert(0, 1); ok {
 		t.Error("key 0 (no TLS yet) registered")
