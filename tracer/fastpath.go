@@ -204,14 +204,18 @@ func (fi *fastImage) gadget() uint64 { return fi.sites[0].Base - 16 + gadgetOff 
 // the process maps shared (not inherited by a fork) and rtrace maps too.
 // Five system calls in the process make a state ready: made by the chunk,
 // the states of a program that starts threads cost them once per chunk.
-// The process's mapping is populated (MAP_POPULATE): a thread's first
-// pass through its ring otherwise takes a page fault per 4 KiB, 290 per
-// state, which on the bench's VM cost 13 ms of the target's CPU in a
-// record of fib(25) over 4 threads (perf, minor-faults and cpu-clock);
-// populated in the mmap, the record took 5-10% less (docs/FAST-PATH.md).
-// rtrace's own mapping is not: populating it took the tracer thread 5 ms
-// there, and its drain's read faults map 16 pages each (fault-around).
-func (fi *fastImage) newStates(tid, pid, n int) ([]*fast.State, error) {
+// With populate, the process's mapping is populated (MAP_POPULATE): a
+// thread's first pass through its ring otherwise takes a page fault per
+// 4 KiB, 290 per state, which on the bench's VM cost 13 ms of the
+// target's CPU in a record of fib(25) over 4 threads (perf, minor-faults
+// and cpu-clock); populated in the mmap, the record took 5-10% less. The
+// first state of a process is not (fastRegister): most processes have
+// no other thread, many a fork's child execs soon, and populating every
+// child's ring made 200 forks 18% slower (docs/FAST-PATH.md). rtrace's
+// own mapping is not populated: that took the tracer thread 5 ms in the
+// 4-thread record, and its drain's read faults map 16 pages each
+// (fault-around).
+func (fi *fastImage) newStates(tid, pid, n int, populate bool) ([]*fast.State, error) {
 	remoteSyscall := func(tid int, nr uint64, args ...uint64) (uint64, error) {
 		return remoteSyscallAt(tid, fi.gadget(), nr, args...)
 	}
@@ -235,7 +239,11 @@ func (fi *fastImage) newStates(tid, pid, n int) ([]*fast.State, error) {
 		return nil, fmt.Errorf("mapping the thread states: %w", err)
 	}
 	mem := unsafe.Slice((*byte)(p), size)
-	addr, err := remoteSyscall(tid, unix.SYS_MMAP, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_POPULATE, fd, 0)
+	flags := uint64(unix.MAP_SHARED)
+	if populate {
+		flags |= unix.MAP_POPULATE
+	}
+	addr, err := remoteSyscall(tid, unix.SYS_MMAP, 0, size, unix.PROT_READ|unix.PROT_WRITE, flags, fd, 0)
 	if err != nil {
 		unix.MunmapPtr(p, uintptr(size))
 		return nil, fmt.Errorf("mapping the thread states: %w", err)
@@ -278,10 +286,10 @@ func (t *Tracer) fastRegister(th *thread, key uint64) bool {
 		t.reclaim(fi, false)
 	}
 	if len(fi.free) == 0 {
-		// The first thread's state alone: most programs have no other.
-		// Then chunks of 2, 4, up to 8.
+		// The first thread's state alone, not populated: most programs
+		// have no other. Then chunks of 2, 4, up to 8, populated.
 		n := min(max(1, 2*fi.chunk), 8)
-		states, err := fi.newStates(th.tid, th.proc.pid, n)
+		states, err := fi.newStates(th.tid, th.proc.pid, n, fi.chunk > 0)
 		if err != nil {
 			if !t.warnedState {
 				t.warnedState = true
