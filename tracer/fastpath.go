@@ -43,7 +43,7 @@ type fastImage struct {
 	ended     bool // the process ended: states are unmapped as they close
 	warned    bool // a thread could not be registered (the table is full)
 	// inherited are the table entries a forked child's copy of the
-	// table holds: its parent's at the fork (fastFork zeroes them).
+	// table holds: its parent's at the fork, until fastFork zeroes them.
 	inherited []uint64
 }
 
@@ -167,6 +167,37 @@ func (fi *fastImage) writeEntry(tid int, e fast.Entry) error {
 	return writeMem(tid, fi.tableAddr+e.Off, b[:])
 }
 
+// clearAllOver is the number of entries past which clearTable writes the
+// whole table at once instead of each entry.
+const clearAllOver = 64
+
+// clearTable zeroes the entries at offsets offs of the thread table at
+// table in tid's process: a forked child's copy, whose other entries are
+// zeros. Only those: zeroing the whole 1 MiB broke copy-on-write page by
+// page, 1 MiB of the child's memory and a fault per 4 KiB
+// (docs/FAST-PATH.md); but the whole table in one write once the entries
+// are many.
+func clearTable(tid int, table uint64, offs []uint64) error {
+	if len(offs) > clearAllOver {
+		return writeMem(tid, table, make([]byte, fast.TableSize))
+	}
+	if len(offs) == 0 {
+		return nil
+	}
+	mem, err := os.OpenFile(fmt.Sprintf("/proc/%d/mem", tid), os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	defer mem.Close()
+	var zero [16]byte
+	for _, off := range offs {
+		if _, err := mem.WriteAt(zero[:], int64(table+off)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // writeMem writes b at addr in the memory of thread tid's process
 // (/proc/<tid>/mem: one system call, whatever the size).
 func writeMem(tid int, addr uint64, b []byte) error {
@@ -208,13 +239,15 @@ func (fi *fastImage) gadget() uint64 { return fi.sites[0].Base - 16 + gadgetOff 
 // thread's first pass through its ring otherwise takes a page fault per
 // 4 KiB, 290 per state, which on the bench's VM cost 13 ms of the
 // target's CPU in a record of fib(25) over 4 threads (perf, minor-faults
-// and cpu-clock); populated in the mmap, the record took 5-10% less. The
-// first state of a process is not (fastRegister): most processes have
-// no other thread, many a fork's child execs soon, and populating every
-// child's ring made 200 forks 18% slower (docs/FAST-PATH.md). rtrace's
-// own mapping is not populated: that took the tracer thread 5 ms in the
-// 4-thread record, and its drain's read faults map 16 pages each
-// (fault-around).
+// and cpu-clock); populated in the mmap, the record took 5-10% less. It
+// commits the memory of every state of the chunk, used or not, so only
+// the chunks of 2 and 4 are (fastRegister): the first state of a process
+// is not (most processes have no other thread, many a fork's child execs
+// soon: populating every child's ring made 200 forks 33% slower), nor
+// the chunks of 8 of a program with many threads, whose idle ones would
+// hold 1.1 MiB each (docs/FAST-PATH.md). rtrace's own mapping is not
+// populated: that took the tracer thread 5 ms in the 4-thread record,
+// and its drain's read faults map 16 pages each (fault-around).
 func (fi *fastImage) newStates(tid, pid, n int, populate bool) ([]*fast.State, error) {
 	remoteSyscall := func(tid int, nr uint64, args ...uint64) (uint64, error) {
 		return remoteSyscallAt(tid, fi.gadget(), nr, args...)
@@ -286,10 +319,10 @@ func (t *Tracer) fastRegister(th *thread, key uint64) bool {
 		t.reclaim(fi, false)
 	}
 	if len(fi.free) == 0 {
-		// The first thread's state alone, not populated: most programs
-		// have no other. Then chunks of 2, 4, up to 8, populated.
+		// The first thread's state alone: most programs have no other.
+		// Then chunks of 2, 4, up to 8; those of 2 and 4 populated.
 		n := min(max(1, 2*fi.chunk), 8)
-		states, err := fi.newStates(th.tid, th.proc.pid, n, fi.chunk > 0)
+		states, err := fi.newStates(th.tid, th.proc.pid, n, n > 1 && n < 8)
 		if err != nil {
 			if !t.warnedState {
 				t.warnedState = true
@@ -958,15 +991,13 @@ func (t *Tracer) fastFork(th *thread, frames []fast.Frame) {
 	fi := &fastImage{tableAddr: parent.tableAddr, rdfsbase: parent.rdfsbase, sites: slices.Clip(parent.sites)}
 	th.proc.image.fast = fi
 	th.fs = nil
-	// Only the entries the parent had written: the rest of the copy is
-	// zeros. Zeroing all of it broke copy-on-write page by page, 1 MiB of
-	// the child's memory and a fault per 4 KiB (docs/FAST-PATH.md).
-	var zero [16]byte
-	for _, off := range parent.inherited {
-		if err := writeMem(th.tid, fi.tableAddr+off, zero[:]); err != nil {
-			return
-		}
+	// Kept until cleared: the entries stay in the child's memory, and a
+	// fork of it inherits them.
+	fi.inherited = parent.inherited
+	if clearTable(th.tid, fi.tableAddr, fi.inherited) != nil {
+		return
 	}
+	fi.inherited = nil
 	var regs unix.PtraceRegs
 	if err := ptrace.GetRegs(th.tid, &regs); err != nil {
 		return

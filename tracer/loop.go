@@ -392,7 +392,7 @@ func (t *Tracer) spawned(th *thread, event int, ts uint64) error {
 						nc.forkFrames = append(nc.forkFrames, st.Frame(i))
 					}
 				}
-				p.image.fast = &fastImage{tableAddr: fi.tableAddr, rdfsbase: fi.rdfsbase, sites: slices.Clip(fi.sites), inherited: fi.table.Offsets()}
+				p.image.fast = &fastImage{tableAddr: fi.tableAddr, rdfsbase: fi.rdfsbase, sites: slices.Clip(fi.sites), inherited: append(fi.table.Offsets(), fi.inherited...)}
 				if earlyStop {
 					t.fastFork(nc, nc.forkFrames)
 					nc.forkFrames = nil

@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"rtrace/internal/elfx"
 	"rtrace/internal/testutil"
@@ -532,5 +534,41 @@ func TestCloneLandings(t *testing.T) {
 				t.Errorf("%d own branches and another function's: clone: %v, want %v", len(own.Targets), err, errBranchInside)
 			}
 		}
+	}
+}
+
+// clearTable zeroes the entries it is given in a copy of the thread
+// table, and past clearAllOver of them the whole table.
+func TestClearTable(t *testing.T) {
+	table := make([]byte, fast.TableSize)
+	fill := func() {
+		for i := range table {
+			table[i] = 0xff
+		}
+	}
+	addr := uint64(uintptr(unsafe.Pointer(unsafe.SliceData(table))))
+	fill()
+	offs := []uint64{0, 5 * 16, (fast.TableEntries - 1) * 16}
+	if err := clearTable(os.Getpid(), addr, offs); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < len(table); i += 16 {
+		cleared := slices.Contains(offs, uint64(i))
+		for _, b := range table[i : i+16] {
+			if (b == 0) != cleared {
+				t.Fatalf("entry at %#x: %x, cleared %v", i, table[i:i+16], cleared)
+			}
+		}
+	}
+	fill()
+	many := make([]uint64, clearAllOver+1)
+	for i := range many {
+		many[i] = uint64(i) * 32
+	}
+	if err := clearTable(os.Getpid(), addr, many); err != nil {
+		t.Fatal(err)
+	}
+	if i := slices.IndexFunc(table, func(b byte) bool { return b != 0 }); i >= 0 {
+		t.Errorf("past %d entries: byte %#x left %#x", clearAllOver, i, table[i])
 	}
 }
