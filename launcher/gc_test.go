@@ -23,7 +23,13 @@ func TestStartupGC(t *testing.T) {
 	t.Setenv("GOMEMLIMIT", "")
 	old := debug.SetGCPercent(100)
 	defer debug.SetGCPercent(old)
+	heaps := 0
+	defer func(f func()) { setUpHeap = f }(setUpHeap)
+	setUpHeap = func() { heaps++ }
 	ready := startupGC()
+	if heaps != 1 {
+		t.Errorf("startupGC placed the heap %d times, want once", heaps)
+	}
 	if gogc, limit := gcSettings(); gogc != -1 || limit != startupLimit {
 		t.Errorf("during start-up: GOGC %d, limit %d; want off with limit %d", gogc, limit, startupLimit)
 	}
@@ -38,6 +44,9 @@ func TestStartupGC(t *testing.T) {
 	startupGC()()
 	if gogc, _ := gcSettings(); gogc != 50 {
 		t.Errorf("with GOGC=50 set: GOGC %d after the session's start-up", gogc)
+	}
+	if heaps != 1 {
+		t.Errorf("with GOGC=50 set: the heap was placed again (%d times in all)", heaps)
 	}
 }
 

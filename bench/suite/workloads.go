@@ -126,9 +126,18 @@ func Workloads(b *Builder, s Scale) ([]*Workload, map[string]error) {
 				What: fmt.Sprintf("malloc/free churn, %d blocks, 1%% leaked, testdata/churn.c at -O2", churnN)})
 		}
 	}
+	// fail records a preparation error under each of the workloads it
+	// stops that were asked for.
+	fail := func(err error, names ...string) {
+		for _, n := range names {
+			if want(n) {
+				failed[n] = err
+			}
+		}
+	}
 	if want("lua", "lua-long") {
 		if p, err := b.Lua(); err != nil {
-			failed["lua"] = err
+			fail(err, "lua", "lua-long")
 		} else {
 			script := filepath.Join(b.Root, "bench", "scripts", "work.lua")
 			if want("lua") {
@@ -154,17 +163,22 @@ func Workloads(b *Builder, s Scale) ([]*Workload, map[string]error) {
 	}
 	if want("sqlite3", "sqlite3-long", "sqlite3-memory") {
 		if p, err := b.SQLite(); err != nil {
-			failed["sqlite3"] = err
+			fail(err, "sqlite3", "sqlite3-memory", "sqlite3-long")
 		} else {
 			sql := filepath.Join(b.Dir, "inputs", fmt.Sprintf("work-%d.sql", sqlN))
-			list = append(list, &Workload{Name: "sqlite3", Kind: Functions, Prog: p, Args: []string{":memory:", ".read " + sql},
-				What:   fmt.Sprintf("sqlite3 shell (Debian's sqlite3 source, -O2 -g): %d inserts, an index, queries, in memory", sqlN),
-				Inputs: func() error { return genSQL(sql, sqlN) }})
-			// The same run's allocations: sqlite3 allocates through
-			// sqlite3MemMalloc (src/mem1.c), and frees all it allocates.
-			list = append(list, &Workload{Name: "sqlite3-memory", Kind: Memory, Prog: p, Args: []string{":memory:", ".read " + sql},
-				What:     fmt.Sprintf("sqlite3 shell's allocations, the same %d-insert run", sqlN),
-				LeakFrom: "sqlite3MemMalloc"})
+			gen := func() error { return genSQL(sql, sqlN) }
+			if want("sqlite3") {
+				list = append(list, &Workload{Name: "sqlite3", Kind: Functions, Prog: p, Args: []string{":memory:", ".read " + sql},
+					What:   fmt.Sprintf("sqlite3 shell (Debian's sqlite3 source, -O2 -g): %d inserts, an index, queries, in memory", sqlN),
+					Inputs: gen})
+			}
+			if want("sqlite3-memory") {
+				// The same run's allocations: sqlite3 allocates through
+				// sqlite3MemMalloc (src/mem1.c), and frees all it allocates.
+				list = append(list, &Workload{Name: "sqlite3-memory", Kind: Memory, Prog: p, Args: []string{":memory:", ".read " + sql},
+					What:     fmt.Sprintf("sqlite3 shell's allocations, the same %d-insert run", sqlN),
+					LeakFrom: "sqlite3MemMalloc", Inputs: gen})
+			}
 			if want("sqlite3-long") {
 				sql := filepath.Join(b.Dir, "inputs", fmt.Sprintf("work-%d.sql", sqlLongN))
 				list = append(list, &Workload{Name: "sqlite3-long", Kind: Functions, Prog: p, Args: []string{":memory:", ".read " + sql},
