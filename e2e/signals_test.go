@@ -329,19 +329,28 @@ func TestFastRingOverflowLosesRecords(t *testing.T) {
 	if lost < 2*calls-fast.RingCap || records+lost < 2*calls+2 {
 		t.Errorf("rtrace says %d records, %d lost, want at least %d lost of %d:\n%s", records, lost, 2*calls-fast.RingCap, 2*calls+2, stderr.String())
 	}
-	replay := testutil.Run(t, dir, uft, "replay", "--no-pager", "-f", "none", "-d", "R")
-	// One LOST line per loss: the ring may fill more than once.
+	// One LOST record per loss: the ring may fill more than once. Counted
+	// from uftrace dump (in hex there), which shows every record: replay
+	// leaves out a LOST record outside the program's functions (its
+	// kernel-skip-out rule), as when a loss comes after main returned and
+	// rtrace, resumed, has not made room in the ring yet (seen once in CI,
+	// under load: 3 records of the exit path).
+	dump := testutil.Run(t, dir, uft, "dump", "-d", "R")
 	var shown int64
-	for _, l := range strings.Split(replay, "\n") {
+	for _, l := range strings.Split(dump, "\n") {
 		var n int64
-		if i := strings.Index(l, "LOST "); i >= 0 {
-			if _, err := fmt.Sscanf(l[i:], "LOST %d records", &n); err == nil {
+		if i := strings.Index(l, "[lost ] <"); i >= 0 {
+			if _, err := fmt.Sscanf(l[i:], "[lost ] <%x>", &n); err == nil {
 				shown += n
 			}
 		}
 	}
 	if shown != lost {
-		t.Errorf("replay's LOST lines count %d records, rtrace %d:\n%.500s", shown, lost, replay)
+		t.Errorf("uftrace dump's LOST records count %d records, rtrace %d:\n%.500s", shown, lost, dump)
+	}
+	// And replay shows the losses inside main.
+	if replay := testutil.Run(t, dir, uft, "replay", "--no-pager", "-f", "none", "-d", "R"); !strings.Contains(replay, "LOST ") {
+		t.Errorf("replay shows no LOST record:\n%.500s", replay)
 	}
 }
 
