@@ -61,10 +61,10 @@ func startupGC() (ready func()) {
 // free addresses, so the set-up's allocations land there, one fault per
 // 2 MiB. Record of Lua: 1,245 faults instead of 2,807. The collection
 // runs first thing in a session, while the heap holds only the command
-// line: 3-4 ms on a slow day of the bench's VM (2 ms of CPU). Run after the options'
-// check it took 10-17 ms, most of it waiting for the collector to mark
-// what elfx.Prefetch was allocating beside it (docs/FAST-PATH.md,
-// "Start-up").
+// line: 3-4 ms on a slow day of the bench's VM (2 ms of CPU). Run after
+// the options' check it took 10-17 ms, most of it waiting for the
+// collector to mark what elfx.Prefetch was allocating beside it
+// (docs/FAST-PATH.md, "Start-up").
 const (
 	hugeHeapSize = 64 << 20
 	hugePage     = 2 << 20
