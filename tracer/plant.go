@@ -183,24 +183,27 @@ func newLandings(text textImage) landings {
 	return l
 }
 
-// add counts a branch landing at addr (outside the text: not counted).
-func (l landings) add(addr uint64) {
+// count returns addr's counter, nil outside the text.
+func (l landings) count(addr uint64) *uint8 {
 	for _, s := range l {
 		if i := addr - s.start; i < uint64(len(s.n)) {
-			if s.n[i] < maxLandings {
-				s.n[i]++
-			}
-			return
+			return &s.n[i]
 		}
+	}
+	return nil
+}
+
+// add counts a branch landing at addr (outside the text: not counted).
+func (l landings) add(addr uint64) {
+	if c := l.count(addr); c != nil && *c < maxLandings {
+		*c++
 	}
 }
 
 // at returns how many branches land at addr.
 func (l landings) at(addr uint64) int {
-	for _, s := range l {
-		if addr-s.start < uint64(len(s.n)) {
-			return int(s.n[addr-s.start])
-		}
+	if c := l.count(addr); c != nil {
+		return int(*c)
 	}
 	return 0
 }
