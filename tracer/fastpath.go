@@ -104,14 +104,19 @@ func (fi *fastImage) setPreTLS(tid int) error {
 	return ptrace.SetRegs(tid, &regs)
 }
 
-// keyOf is the key the stubs compute for a thread whose %fs base is fs:
-// the base, or the word there without rdfsbase, which glibc's TCB makes
-// the same, except at setPreTLS's zero word: key 0.
-func (fi *fastImage) keyOf(fs uint64) uint64 {
-	if !fi.rdfsbase && fs == fi.tableAddr+preTLS {
+// keyOf is the key the stubs compute for thread tid, stopped, whose %fs
+// base is fs: the base with rdfsbase, else the word at %fs:0 (glibc's TCB
+// points to itself; setPreTLS's zero word gives 0). 0 when that word
+// cannot be read: the stubs would fault reading it.
+func (fi *fastImage) keyOf(tid int, fs uint64) uint64 {
+	if fi.rdfsbase || fs == 0 {
+		return fs
+	}
+	w, err := ptrace.PeekWord(tid, fs)
+	if err != nil {
 		return 0
 	}
-	return fs
+	return w
 }
 
 // hasFSGSBase reports whether the kernel lets user code run rdfsbase
@@ -359,7 +364,7 @@ func (t *Tracer) fastRegister(th *thread, key uint64) bool {
 // has none yet (a thread stopped before its first fast call).
 func (t *Tracer) fastState(th *thread, regs *unix.PtraceRegs) *fast.State {
 	if th.fastView() == nil {
-		t.fastRegister(th, th.proc.image.fast.keyOf(regs.Fs_base))
+		t.fastRegister(th, th.proc.image.fast.keyOf(th.tid, regs.Fs_base))
 	}
 	return th.fastView()
 }
@@ -1002,7 +1007,7 @@ func (t *Tracer) fastFork(th *thread, frames []fast.Frame) {
 	if err := ptrace.GetRegs(th.tid, &regs); err != nil {
 		return
 	}
-	key := fi.keyOf(regs.Fs_base)
+	key := fi.keyOf(th.tid, regs.Fs_base)
 	if len(frames) == 0 || !t.fastRegister(th, key) {
 		return
 	}
@@ -1028,16 +1033,12 @@ func (t *Tracer) fastStart(th *thread) {
 		return
 	}
 	var regs unix.PtraceRegs
-	if ptrace.GetRegs(th.tid, &regs) != nil || regs.Fs_base == 0 {
+	if ptrace.GetRegs(th.tid, &regs) != nil {
 		return
 	}
-	key := regs.Fs_base
-	if !fi.rdfsbase {
-		w, err := ptrace.PeekWord(th.tid, key)
-		if err != nil || w == 0 {
-			return
-		}
-		key = w
+	key := fi.keyOf(th.tid, regs.Fs_base)
+	if key == 0 {
+		return
 	}
 	if _, ok := fi.table.Lookup(key); ok {
 		return
