@@ -101,11 +101,21 @@ func run(quick bool, runs int, only, tools string) error {
 	}
 	r := &suite.Runner{Tools: all, Runs: runs, Scratch: scratch, Log: log, FloorBin: floor, Budget: budget, Timeout: timeout}
 	fmt.Printf("rtrace bench: %s, %d runs each; %s\n", map[bool]string{true: "quick", false: "full"}[quick], runs, machine())
+	var reps []*suite.Report
 	for _, w := range ws {
 		if len(want) > 0 && !want[w.Name] {
 			continue
 		}
-		suite.Print(os.Stdout, r.Run(w))
+		rep := r.Run(w)
+		suite.Print(os.Stdout, rep)
+		reps = append(reps, rep)
+	}
+	suite.PrintMarginals(os.Stdout, suite.Marginals(reps))
+	if lines := suite.ThreadScaling(reps); len(lines) > 0 {
+		fmt.Println("\n== threads")
+		for _, l := range lines {
+			fmt.Println("  " + l)
+		}
 	}
 	for name, err := range failed {
 		if len(want) == 0 || want[name] {

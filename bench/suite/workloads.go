@@ -36,6 +36,13 @@ type Workload struct {
 	Inputs func() error
 	// Tools, when set, are the only tools that run it (by name).
 	Tools []string
+	// Short names the workload that runs the same program the same way
+	// on less work: with this one, it gives each tool's cost per event
+	// apart from its start-up (Marginals).
+	Short string
+	// OneThread names the workload that does the same total work in one
+	// thread (ThreadScaling).
+	OneThread string
 }
 
 // Scale is how big the workloads are (Quick: small), and which to make.
@@ -102,7 +109,7 @@ func Workloads(b *Builder, s Scale) ([]*Workload, map[string]error) {
 		if p, ok := fixture("fib-long", "fib.c", "-O0", "-g"); ok {
 			list = append(list, &Workload{Name: "fib-long", Kind: Functions, Prog: p, Args: []string{strconv.Itoa(fibLongN)}, Hot: "fib",
 				What:  fmt.Sprintf("fib(%d), testdata/fib.c at -O0: %d calls of fib (the fast tracers only)", fibLongN, fibCalls(fibLongN)),
-				Tools: fast})
+				Tools: fast, Short: "fib"})
 		}
 	}
 	if want("fib-threads") {
@@ -116,7 +123,7 @@ func Workloads(b *Builder, s Scale) ([]*Workload, map[string]error) {
 		if p, ok := fixture("fib-threads-long", "fibthreads.c", "-O0", "-g", "-pthread"); ok {
 			list = append(list, &Workload{Name: "fib-threads-long", Kind: Functions, Prog: p, Args: []string{strconv.Itoa(fibLongN)}, Hot: "fib",
 				What:  fmt.Sprintf("fib(%d) split over 4 threads, testdata/fibthreads.c at -O0 (the fast tracers only)", fibLongN),
-				Tools: fast})
+				Tools: fast, Short: "fib-threads", OneThread: "fib-long"})
 		}
 	}
 	if want("churn") {
@@ -147,7 +154,7 @@ func Workloads(b *Builder, s Scale) ([]*Workload, map[string]error) {
 			if want("lua-long") {
 				list = append(list, &Workload{Name: "lua-long", Kind: Functions, Prog: p, Args: []string{script, strconv.Itoa(luaLongN)},
 					What:  fmt.Sprintf("Lua 5.4 interpreter running bench/scripts/work.lua %d (the fast tracers only)", luaLongN),
-					Tools: fast})
+					Tools: fast, Short: "lua"})
 			}
 		}
 	}
@@ -184,7 +191,7 @@ func Workloads(b *Builder, s Scale) ([]*Workload, map[string]error) {
 				list = append(list, &Workload{Name: "sqlite3-long", Kind: Functions, Prog: p, Args: []string{":memory:", ".read " + sql},
 					What:   fmt.Sprintf("sqlite3 shell: %d inserts, an index, queries, in memory (the fast tracers only)", sqlLongN),
 					Inputs: func() error { return genSQL(sql, sqlLongN) },
-					Tools:  fast})
+					Tools:  fast, Short: "sqlite3"})
 			}
 		}
 	}
