@@ -517,14 +517,14 @@ func TestRecordDlopen(t *testing.T) {
 			runCmd(t, tmp, uft, "record", "--no-event", "-d", "U", "-P", ".", "-P", pat, o0, plugin)
 			want := tree(replay(t, filepath.Join(tmp, "U")))
 			prog := build(t, "dlopen.c", v, false, []string{"-ldl"})
-			r := runCmd(t, tmp, rtraceBin, "record", "-q", "-d", "R", "-P", pat, "--", prog, plugin)
+			r := runCmd(t, tmp, rtraceBin, "record", "-q", "-d", "R", "-P", ".", "-P", pat, "--", prog, plugin)
 			if bare := runCmd(t, tmp, prog, plugin); r != bare {
 				t.Errorf("under rtrace the program printed/exited differently:\nwithout: %+v\nwith:    %+v", bare, r)
 			}
 			if got := tree(replay(t, filepath.Join(tmp, "R"))); strings.Join(got, "") != strings.Join(want, "") {
 				t.Errorf("call trees differ\nuftrace -P:\n%s\nrtrace:\n%s", strings.Join(want, ""), strings.Join(got, ""))
 			}
-			runCmd(t, tmp, rtraceBin, "record", "-q", "-d", "R2", "-P", pat, "-E", "plugin:*", "--", prog, plugin, "3")
+			runCmd(t, tmp, rtraceBin, "record", "-q", "-d", "R2", "-P", ".", "-P", pat, "-E", "plugin:*", "--", prog, plugin, "3")
 			got := strings.Join(tree(replay(t, filepath.Join(tmp, "R2"))), "")
 			// The plugin's USDT probe fires inside plug_run in each load.
 			ev := testutil.Run(t, tmp, uft, "replay", "--no-pager", "-f", "none", "-d", "R2")

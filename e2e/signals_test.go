@@ -155,7 +155,7 @@ func TestRefusals(t *testing.T) {
 		{[]string{"record", "--", "./script"}, "a script for /bin/sh"},
 		{[]string{"record"}, "no program given"},
 		{[]string{"record", "-F", "(", "--", "./script"}, "-F: function pattern"},
-		{[]string{"record", "-P", "plug_run", "--", "./script"}, "FUNC@LIB"},
+		{[]string{"record", "-P", "plug_run@", "--", "./script"}, "FUNC@LIB"},
 		{[]string{"record", "-P", "(@libplug.so", "--", "./script"}, "-P: function pattern"},
 		{[]string{"attach", "999999999"}, "no such process"},
 		{[]string{"attach", "x"}, "not a process id"},

@@ -219,7 +219,7 @@ func (s *session) unmatched() {
 		}
 	}
 	check := func(flag, pat string) {
-		p, err := uftrace.ParsePattern(pat, uftrace.PatternRegex)
+		p, err := uftrace.ParsePattern(pat, s.c.Match)
 		if err != nil {
 			return
 		}

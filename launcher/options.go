@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -43,9 +44,21 @@ type Options struct {
 	AutoArgs    bool     // -a: specs of every function from DWARF
 	NoLibcall   bool     // --no-libcall
 	NestLibcall bool     // --nest-libcall
-	Patch       []string // -P FUNC@LIB: functions inside shared libraries
-	Events      []string // -E provider:name globs: USDT probes
-	Disable     bool     // --disable: tracing off until toggled
+	// Patch (-P) selects the functions traced, as uftrace's dynamic
+	// patching does: FUNC the executable's (with none, all are, as -P .),
+	// FUNC@LIB those of the shared library LIB (none by default).
+	Patch      []string
+	Unpatch    []string // -U FUNC, FUNC@LIB: never traced
+	SizeFilter int      // -Z: only functions of this many bytes or more
+	Match      string   // --match: "regex" (the default) or "glob"
+	Events     []string // -E provider:name globs: USDT probes
+	Disable    bool     // --disable: tracing off until toggled
+	// Env is added to rtrace's environment for the program (--no-pltbind:
+	// LD_BIND_NOT=1).
+	Env []string
+	// NoRandomize (--no-randomize-addr) runs the program without address
+	// space randomization.
+	NoRandomize bool
 
 	Quiet   bool // -q
 	Verbose bool // -v
@@ -99,6 +112,7 @@ type config struct {
 	mods     []*tracer.ResModule
 	funcs    postproc.FuncOptions // what the function trace keeps
 	libFuncs []tracer.LibPattern
+	sel      tracer.Selection
 	specs    func(exe *elfx.File, name string) (args, rets []uftrace.ArgSpec)
 	specLine []uftrace.ArgSpecLine
 	post     func(io.Reader, io.Writer) error // -P OPTS for resource windows
@@ -123,7 +137,7 @@ func check(o Options) (*config, error) {
 		return nil, &UsageError{"-e: " + err.Error()}
 	}
 	if len(c.mods) == 0 && (o.Start || o.PostOpts != "" || o.Manage || len(o.Monitor) > 0 || o.BacktraceAll) {
-		return nil, &UsageError{"--start, -P OPTS, --monitor, --backtrace-all and --manage-preproc are options of resource tracing: choose modules with -e (see --list-modules)"}
+		return nil, &UsageError{"--start, -P OPTS, --monitor, --backtrace-all and --manage-preproc are options of resource tracing: choose modules with -e MODULES (rtrace sp-rtrace) or --module MODULES (rtrace record); --list-modules lists them"}
 	}
 	if o.PostOpts != "" {
 		if c.post, err = postFunc(o.PostOpts); err != nil {
@@ -136,7 +150,7 @@ func check(o Options) (*config, error) {
 	if c.funcs, err = funcOptions(o); err != nil {
 		return nil, err
 	}
-	if c.libFuncs, err = libPatterns(o.Patch); err != nil {
+	if c.libFuncs, c.sel, err = selection(o); err != nil {
 		return nil, err
 	}
 	// Outputs. Resource tracing alone records no function calls, unless
@@ -206,10 +220,10 @@ func check(o Options) (*config, error) {
 func funcOptions(o Options) (postproc.FuncOptions, error) {
 	var f postproc.FuncOptions
 	var err error
-	if f.Filters, err = compile("-F", o.Filter); err != nil {
+	if f.Filters, err = compile("-F", o.Match, o.Filter); err != nil {
 		return f, err
 	}
-	if f.NoTrace, err = compile("-N", o.NoTrace); err != nil {
+	if f.NoTrace, err = compile("-N", o.Match, o.NoTrace); err != nil {
 		return f, err
 	}
 	if o.MaxStack < 0 {
@@ -227,31 +241,64 @@ func funcOptions(o Options) (postproc.FuncOptions, error) {
 	return f, nil
 }
 
-// compile compiles -F/-N patterns (uftrace's rule, uftrace.Pattern).
-func compile(flag string, pats []string) ([]uftrace.Pattern, error) {
-	ps, err := uftrace.ParsePatterns(flag, pats)
+// compile compiles patterns (uftrace's rule, uftrace.Pattern) of the
+// kind --match names.
+func compile(flag, kind string, pats []string) ([]uftrace.Pattern, error) {
+	ps, err := uftrace.ParsePatterns(flag, kind, pats)
 	if err != nil {
 		return nil, &UsageError{err.Error()}
 	}
 	return ps, nil
 }
 
-// libPatterns parses -P FUNC@LIB patterns: FUNC as -F patterns are, LIB
-// a library's file name (libfoo.so also matches libfoo.so.1).
-func libPatterns(pats []string) ([]tracer.LibPattern, error) {
-	var out []tracer.LibPattern
-	for _, p := range pats {
-		i := strings.LastIndex(p, "@")
-		if i < 0 || i == len(p)-1 || strings.Contains(p[i+1:], "/") {
-			return nil, &UsageError{fmt.Sprintf("-P %q: name the library as FUNC@LIB (e.g. -P 'plug_.*@libplug.so'); the executable's own functions are all traced already (choose with -F/-N)", p)}
-		}
-		res, err := compile("-P", []string{p[:i]})
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, tracer.LibPattern{Func: res[0], Lib: p[i+1:]})
+// selection compiles -P, -U and -Z: the library functions traced, and
+// what narrows the executable's. A pattern is FUNC (the executable's
+// functions) or FUNC@LIB (those of the library LIB: a file name, and
+// libfoo.so also names libfoo.so.1), FUNC as -F patterns are.
+func selection(o Options) ([]tracer.LibPattern, tracer.Selection, error) {
+	sel := tracer.Selection{MinSize: uint64(max(o.SizeFilter, 0))}
+	if o.SizeFilter < 0 {
+		return nil, sel, &UsageError{fmt.Sprintf("-Z %d: the size must be positive", o.SizeFilter)}
 	}
-	return out, nil
+	var libs []tracer.LibPattern
+	split := func(flag, p string) (tracer.LibPattern, error) {
+		fn, lib := p, ""
+		if i := strings.LastIndex(p, "@"); i >= 0 {
+			fn, lib = p[:i], p[i+1:]
+			if lib == "" || strings.Contains(lib, "/") {
+				return tracer.LibPattern{}, &UsageError{fmt.Sprintf("%s %q: name the library by its file name, FUNC@LIB (e.g. %s 'plug_.*@libplug.so')", flag, p, flag)}
+			}
+		}
+		ps, err := compile(flag, o.Match, []string{fn})
+		if err != nil {
+			return tracer.LibPattern{}, err
+		}
+		return tracer.LibPattern{Func: ps[0], Lib: lib}, nil
+	}
+	for _, p := range o.Patch {
+		lp, err := split("-P", p)
+		if err != nil {
+			return nil, sel, err
+		}
+		if lp.Lib == "" {
+			sel.Exe = append(sel.Exe, lp.Func)
+		} else {
+			libs = append(libs, lp)
+		}
+	}
+	// -P with only library patterns traces none of the executable's
+	// functions, as uftrace patches only what -P names.
+	if len(o.Patch) > 0 && sel.Exe == nil {
+		sel.Exe = []uftrace.Pattern{}
+	}
+	for _, p := range o.Unpatch {
+		lp, err := split("-U", p)
+		if err != nil {
+			return nil, sel, err
+		}
+		sel.Unpatch = append(sel.Unpatch, lp)
+	}
+	return libs, sel, nil
 }
 
 // checkTraceDir refuses a uftrace.data directory that cannot be written:
@@ -374,14 +421,16 @@ func chooseEngine(o Options, notFast []string) (string, error) {
 	return "", &UsageError{fmt.Sprintf("%s %q: want fast or int3", from, engine)}
 }
 
-// lookPath finds the program as a shell would: a name with a slash as
-// is, a bare name in PATH.
+// lookPath finds the program as uftrace does: a name with a slash as
+// is, a bare name in the current directory (a regular file there with an
+// execute bit), then in PATH.
 func lookPath(prog string) (string, error) {
 	p := prog
 	if !strings.Contains(prog, "/") {
-		var err error
-		if p, err = exec.LookPath(prog); err != nil {
-			return "", fmt.Errorf("%s: not found in PATH", prog)
+		if st, err := os.Stat(prog); err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0 {
+			p = "./" + prog
+		} else if p, err = exec.LookPath(prog); err != nil {
+			return "", fmt.Errorf("%s: not found in the current directory nor in PATH", prog)
 		}
 	}
 	abs, err := filepath.Abs(p)
@@ -486,4 +535,26 @@ func argSpecs(o Options) ([]uftrace.ArgSpecLine, func(exe *elfx.File, name strin
 		}
 		return uftrace.Merge(args, rets, specs[name])
 	}, nil
+}
+
+// env is the program's environment: rtrace's with Env added (nil: rtrace's
+// as it is).
+func (c *config) env() []string {
+	if len(c.Env) == 0 {
+		return nil
+	}
+	return append(os.Environ(), c.Env...)
+}
+
+// ParseSizes reads a comma-separated list of sizes (--monitor).
+func ParseSizes(s string) ([]uint64, error) {
+	var out []uint64
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.ParseUint(strings.TrimSpace(f), 0, 64)
+		if err != nil {
+			return nil, fmt.Errorf("%q is not a size", f)
+		}
+		out = append(out, n)
+	}
+	return out, nil
 }

@@ -73,6 +73,9 @@ type session struct {
 func newSession(c *config, ready func()) *session {
 	s := &session{c: c, con: tty.NewLine(c.Stderr)}
 	info := uftrace.Info{Cmdline: c.Cmdline, Version: "rtrace " + c.Version, ArgSpecs: c.specLine, PatternType: uftrace.PatternRegex}
+	if c.Match == uftrace.PatternGlob {
+		info.PatternType = uftrace.PatternGlob
+	}
 	if c.exe != nil {
 		info.ExeName, info.BuildID = c.prog, c.exe.BuildID
 	} else if exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", c.Pid)); err == nil {
@@ -93,6 +96,9 @@ func newSession(c *config, ready func()) *session {
 		Libcalls:     !c.NoLibcall,
 		NestLibcall:  c.NestLibcall && !c.NoLibcall,
 		LibFuncs:     c.libFuncs,
+		Select:       c.sel,
+		NoRandomize:  c.NoRandomize,
+		Env:          c.env(),
 		Events:       c.Events,
 		Warn:         s.con,
 		Specs:        c.specs,

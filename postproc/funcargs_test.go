@@ -8,8 +8,8 @@ import (
 )
 
 func TestFuncOptionsString(t *testing.T) {
-	f, _ := uftrace.ParsePatterns("-F", []string{"^parse", "a b", "it's"})
-	n, _ := uftrace.ParsePatterns("-N", []string{"debug_"})
+	f, _ := uftrace.ParsePatterns("-F", "", []string{"^parse", "a b", "it's"})
+	n, _ := uftrace.ParsePatterns("-N", "", []string{"debug_"})
 	for _, o := range []FuncOptions{
 		{},
 		{Filters: f, NoTrace: n, Depth: 3, Threshold: 1500, MaxStack: 40, Tids: map[int]bool{42: true, 7: true}},

@@ -76,7 +76,7 @@ func runFilter(t *testing.T, o FuncOptions, items []*uftrace.Item) string {
 }
 
 func mustPatterns(t *testing.T, ss ...string) []uftrace.Pattern {
-	ps, err := uftrace.ParsePatterns("-F", ss)
+	ps, err := uftrace.ParsePatterns("-F", "", ss)
 	if err != nil {
 		t.Fatal(err)
 	}

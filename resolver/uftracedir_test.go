@@ -374,7 +374,7 @@ func TestWriteModuleFilesRtrace(t *testing.T) {
 		t.Fatal(err)
 	}
 	fx := newFixture(t, "resolve", "libresolve.so", nil, func(fx *uftraceFixture) *exec.Cmd {
-		return exec.Command(rtrace, "record", "-d", fx.dir, "-P", "lib_.*@libresolve.so", "-P", "qsort@libc.so.6", "--", fx.exe)
+		return exec.Command(rtrace, "record", "-d", fx.dir, "-P", ".", "-P", "lib_.*@libresolve.so", "-P", "qsort@libc.so.6", "--", fx.exe)
 	})
 	fx.removeModuleFiles(t)
 	var warn strings.Builder

@@ -69,12 +69,12 @@ func inExec(f *elfx.File, vaddr uint64) bool {
 // of mods reports (recorded inside their library, once). Nothing when no
 // function trace is recorded (funcs false). nfuncs counts the functions,
 // stubs left out.
-func exeCands(f *elfx.File, own map[uint64]bool, funcs, libcalls bool, mods []*ResModule) (cands []cand, nfuncs int) {
+func exeCands(f *elfx.File, own map[uint64]bool, funcs, libcalls bool, mods []*ResModule, sel *Selection) (cands []cand, nfuncs int) {
 	if !funcs {
 		return nil, 0
 	}
 	for _, fn := range f.Funcs {
-		if !traceable(f, fn) || own != nil && !own[fn.Value] {
+		if !traceable(f, fn) || own != nil && !own[fn.Value] || !sel.keepExe(fn) {
 			continue
 		}
 		cands = append(cands, cand{name: fn.Name, value: fn.Value, size: fn.Size})
@@ -95,7 +95,7 @@ func exeCands(f *elfx.File, own map[uint64]bool, funcs, libcalls bool, mods []*R
 // (--nest-libcall) its PLT stubs unless it is a C runtime library, then the
 // functions the resource modules mods report (ids numbers their resource
 // types).
-func libCands(f *elfx.File, lps []LibPattern, nest bool, mods []*ResModule, ids map[*ResType]int) []cand {
+func libCands(f *elfx.File, lps []LibPattern, nest bool, mods []*ResModule, ids map[*ResType]int, sel *Selection) []cand {
 	var cands []cand
 	picked := map[uint64]bool{}
 	for _, lp := range lps {
@@ -103,7 +103,7 @@ func libCands(f *elfx.File, lps []LibPattern, nest bool, mods []*ResModule, ids 
 			continue
 		}
 		for _, fn := range f.Funcs {
-			if picked[fn.Value] || !traceable(f, fn) {
+			if picked[fn.Value] || !traceable(f, fn) || !sel.keepLib(f.Path, fn) {
 				continue
 			}
 			if lp.Func.MatchSymbol(fn.Name) {
@@ -116,6 +116,58 @@ func libCands(f *elfx.File, lps []LibPattern, nest bool, mods []*ResModule, ids 
 		cands = append(cands, stubs(f)...)
 	}
 	return append(cands, resCands(f, mods, ids, picked)...)
+}
+
+// Selection narrows the functions traced, as uftrace's -P, -U and -Z
+// narrow what it patches. The zero Selection keeps every function.
+type Selection struct {
+	// Exe: when set, only the executable's functions matching one of
+	// these are traced (-P FUNC); nil: all of them (as -P .).
+	Exe []uftrace.Pattern
+	// Unpatch: functions never traced (-U FUNC, -U FUNC@LIB); Lib "" is
+	// the executable.
+	Unpatch []LibPattern
+	// MinSize: functions of fewer bytes are not traced (-Z).
+	MinSize uint64
+}
+
+// keepExe says whether the executable's function fn stays traced.
+func (s *Selection) keepExe(fn elfx.Func) bool {
+	if s == nil {
+		return true
+	}
+	if s.Exe != nil && !matchAny(s.Exe, fn.Name) {
+		return false
+	}
+	return s.keep("", fn)
+}
+
+// keepLib says whether fn of the library at path, picked by a pattern,
+// stays traced.
+func (s *Selection) keepLib(path string, fn elfx.Func) bool {
+	return s == nil || s.keep(path, fn)
+}
+
+// keep applies -U and -Z to fn of the module at path ("": the executable).
+func (s *Selection) keep(path string, fn elfx.Func) bool {
+	if fn.Size < s.MinSize {
+		return false
+	}
+	for _, u := range s.Unpatch {
+		if (u.Lib == "") == (path == "") && (path == "" || uftrace.MatchLibName(path, u.Lib)) && u.Func.MatchSymbol(fn.Name) {
+			return false
+		}
+	}
+	return true
+}
+
+func matchAny(ps []uftrace.Pattern, name string) bool {
+	for _, p := range ps {
+		if p.MatchSymbol(name) {
+			return true
+		}
+	}
+	return false
 }
 
 // stubs returns the PLT stubs of f whose calls are recorded as library calls.

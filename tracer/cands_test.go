@@ -105,7 +105,7 @@ func TestExeCands(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			got, n := exeCands(testExe(), c.own, c.funcs, c.libcalls, c.mods)
+			got, n := exeCands(testExe(), c.own, c.funcs, c.libcalls, c.mods, nil)
 			if !slices.Equal(names(got), c.want) || n != c.wantFuncs {
 				t.Errorf("got %q (%d functions), want %q (%d)", names(got), n, c.want, c.wantFuncs)
 			}
@@ -117,12 +117,53 @@ func TestExeCands(t *testing.T) {
 		})
 	}
 	// Addresses and sizes come from the symbol, or the stub.
-	got, _ := exeCands(testExe(), nil, true, true, nil)
+	got, _ := exeCands(testExe(), nil, true, true, nil, nil)
 	if c := got[1]; c.value != 0x1200 || c.size != 0x30 {
 		t.Errorf("foo: %#x+%#x, want 0x1200+0x30", c.value, c.size)
 	}
 	if c := got[3]; c.value != 0x1030 || c.size != 16 || !c.libcall {
 		t.Errorf("puts stub: %+v", c)
+	}
+}
+
+// -P FUNC, -U and -Z narrow the executable's functions as uftrace's
+// patching does; the PLT stubs (library calls) stay.
+func TestSelection(t *testing.T) {
+	pat := func(s ...string) []uftrace.Pattern {
+		var ps []uftrace.Pattern
+		for _, x := range s {
+			ps = append(ps, mustPattern(t, x))
+		}
+		return ps
+	}
+	for _, c := range []struct {
+		name string
+		sel  Selection
+		want []string
+	}{
+		{"none", Selection{}, []string{"main", "foo", "bar.colder", "puts()", "malloc()"}},
+		{"-P main", Selection{Exe: pat("main")}, []string{"main", "puts()", "malloc()"}},
+		{"-P ^.a", Selection{Exe: pat("^.a")}, []string{"main", "bar.colder", "puts()", "malloc()"}},
+		{"only library patterns", Selection{Exe: []uftrace.Pattern{}}, []string{"puts()", "malloc()"}},
+		{"-U foo", Selection{Unpatch: []LibPattern{{Func: mustPattern(t, "foo")}}}, []string{"main", "bar.colder", "puts()", "malloc()"}},
+		{"-U foo@libc.so.6 leaves the executable's", Selection{Unpatch: []LibPattern{{Func: mustPattern(t, "foo"), Lib: "libc.so.6"}}}, []string{"main", "foo", "bar.colder", "puts()", "malloc()"}},
+		{"-Z 0x30", Selection{MinSize: 0x30}, []string{"main", "foo", "puts()", "malloc()"}},
+	} {
+		got, _ := exeCands(testExe(), nil, true, true, nil, &c.sel)
+		if !slices.Equal(names(got), c.want) {
+			t.Errorf("%s: got %q, want %q", c.name, names(got), c.want)
+		}
+	}
+	// In a library: -U and -Z apply to what a -P pattern picked.
+	lib := &elfx.File{Path: "/usr/lib/libfoo.so.1", Loads: []elfx.Load{{Vaddr: 0, Memsz: 0x1000, Exec: true}},
+		Funcs: []elfx.Func{{Name: "foo_a", Value: 0x100, Size: 0x40}, {Name: "foo_b", Value: 0x200, Size: 0x8}}}
+	lps := []LibPattern{{Func: mustPattern(t, "foo_.*"), Lib: "libfoo.so"}}
+	sel := Selection{Unpatch: []LibPattern{{Func: mustPattern(t, "foo_a"), Lib: "libfoo.so"}}}
+	if got := names(libCands(lib, lps, false, nil, nil, &sel)); !slices.Equal(got, []string{"foo_b"}) {
+		t.Errorf("-U foo_a@libfoo.so: got %q", got)
+	}
+	if got := names(libCands(lib, lps, false, nil, nil, &Selection{MinSize: 0x10})); !slices.Equal(got, []string{"foo_a"}) {
+		t.Errorf("-Z 16: got %q", got)
 	}
 }
 
@@ -181,7 +222,7 @@ func TestLibCands(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			got := libCands(lib(c.path), c.lps, c.nest, c.mods, ids)
+			got := libCands(lib(c.path), c.lps, c.nest, c.mods, ids, nil)
 			if !slices.Equal(names(got), c.want) {
 				t.Fatalf("got %q, want %q", names(got), c.want)
 			}

@@ -229,7 +229,7 @@ func (t *Tracer) setupImage(tid int) (*image, []byte, error) {
 			}
 		}
 	}
-	cands, nfuncs := exeCands(f, own, t.funcs != nil, t.cfg.Libcalls, t.cfg.Modules)
+	cands, nfuncs := exeCands(f, own, t.funcs != nil, t.cfg.Libcalls, t.cfg.Modules, &t.cfg.Select)
 	if nfuncs == 0 && t.funcs != nil {
 		fmt.Fprintf(t.cfg.Warn, "rtrace: warning: %s has no function symbols (stripped?): no calls will be recorded\n", exe)
 	}

@@ -144,7 +144,7 @@ func (t *Tracer) syncModules(th *thread, ts uint64) {
 // that -P selects, and its PLT stubs with --nest-libcall, in scratch
 // memory mapped next to it.
 func (t *Tracer) traceLibrary(tid int, mem *os.File, im *image, f *elfx.File, bias uint64) {
-	cands := libCands(f, t.cfg.LibFuncs, t.cfg.NestLibcall, t.cfg.Modules, t.resIDs)
+	cands := libCands(f, t.cfg.LibFuncs, t.cfg.NestLibcall, t.cfg.Modules, t.resIDs, &t.cfg.Select)
 	if len(cands) == 0 {
 		return
 	}

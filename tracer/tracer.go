@@ -33,6 +33,11 @@ type Config struct {
 	NestLibcall bool
 	// LibFuncs select functions inside shared libraries to trace.
 	LibFuncs []LibPattern
+	// Select narrows the functions traced (-P FUNC, -U, -Z).
+	Select Selection
+	// NoRandomize runs the program without address space randomization
+	// (personality(2), ADDR_NO_RANDOMIZE).
+	NoRandomize bool
 	// Events select USDT probes by provider:name globs (-E).
 	Events []string
 	// Warn receives rtrace's warnings while tracing (nil: os.Stderr).
@@ -208,6 +213,13 @@ func (t *Tracer) run(path string) error {
 	args := t.cfg.Args
 	if len(args) == 0 {
 		args = []string{t.cfg.Path}
+	}
+	if t.cfg.NoRandomize {
+		restore, err := noRandomize()
+		if err != nil {
+			return err
+		}
+		defer restore()
 	}
 	pid, err := syscall.ForkExec(path, args, &syscall.ProcAttr{
 		Env:   env,
@@ -400,4 +412,22 @@ func (t *Tracer) flushAll() {
 	for _, th := range t.threads {
 		t.flush(th)
 	}
+}
+
+// addrNoRandomize is personality(2)'s ADDR_NO_RANDOMIZE
+// (include/uapi/linux/personality.h).
+const addrNoRandomize = 0x0040000
+
+// noRandomize turns address space randomization off for the children the
+// calling thread forks (a thread's personality is its own, and a child
+// inherits it across fork and exec), and returns what turns it back.
+func noRandomize() (restore func(), err error) {
+	old, _, errno := unix.RawSyscall(unix.SYS_PERSONALITY, 0xffffffff, 0, 0)
+	if errno != 0 {
+		return nil, fmt.Errorf("personality: %w", errno)
+	}
+	if _, _, errno := unix.RawSyscall(unix.SYS_PERSONALITY, old|addrNoRandomize, 0, 0); errno != 0 {
+		return nil, fmt.Errorf("personality: %w", errno)
+	}
+	return func() { unix.RawSyscall(unix.SYS_PERSONALITY, old, 0, 0) }, nil
 }

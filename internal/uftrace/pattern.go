@@ -101,12 +101,12 @@ func MatchAny(ps []Pattern, sym string) bool {
 	return false
 }
 
-// ParsePatterns compiles each of ss as a regex-kind pattern; the error
-// names flag and the pattern.
-func ParsePatterns(flag string, ss []string) ([]Pattern, error) {
+// ParsePatterns compiles each of ss as a pattern of kind (PatternRegex
+// when ""); the error names flag and the pattern.
+func ParsePatterns(flag, kind string, ss []string) ([]Pattern, error) {
 	out := make([]Pattern, 0, len(ss))
 	for _, s := range ss {
-		p, err := ParsePattern(s, PatternRegex)
+		p, err := ParsePattern(s, kind)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", flag, err)
 		}
