@@ -33,7 +33,7 @@ type churnTool struct {
 // BenchmarkChurn times N malloc/free pairs (testdata/churn.c at -O2 -g; N from
 // RTRACE_BENCH_CHURN, default 40,000) and reports, from one run, the
 // nanoseconds per call (malloc or free: 2N calls) of
-//   - rtrace: `rtrace record -e memory --start -b 10`, to a closed raw trace
+//   - rtrace: `rtrace sp-rtrace -e memory --start -b 10`, to a closed raw trace
 //     that must hold every pair, each malloc with its backtrace;
 //   - rtrace-b0: the same without backtraces (-b 0);
 //   - ltrace: `ltrace -e malloc+free`, as users run it, and pinned to one CPU
@@ -63,7 +63,7 @@ func BenchmarkChurn(b *testing.B) {
 	record := func(depth int) churnTool {
 		return churnTool{
 			argv: func(dir, arg string) []string {
-				return []string{rtrace, "record", "-e", "memory", "--start", "-b", strconv.Itoa(depth), "-o", dir, "-q", "--", churn, arg}
+				return []string{rtrace, "sp-rtrace", "-e", "memory", "--start", "-b", strconv.Itoa(depth), "-o", dir, "-q", "--", churn, arg}
 			},
 			check: func(b *testing.B, dir string, n int) { checkChurnTrace(b, dir, n, depth) },
 		}

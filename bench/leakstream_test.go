@@ -11,7 +11,7 @@ import (
 	"rtrace/internal/wire"
 )
 
-// leakStream is a raw memory trace of any size, as `rtrace record -e memory
+// leakStream is a raw memory trace of any size, as `rtrace sp-rtrace -e memory
 // -b 10` writes it, built to be replayed: a head, a body repeated as often
 // as the size asks, a fixed number of leaks spread among the repetitions,
 // and a tail.

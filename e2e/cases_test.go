@@ -102,20 +102,7 @@ func TestRecordFilters(t *testing.T) {
 			{"--max-stack", "3"},
 			{"-N", "^b$", "--max-stack", "2"},
 		} {
-			t.Run(v.name+"/"+strings.Join(opts, " "), func(t *testing.T) {
-				tmp := t.TempDir()
-				args := append([]string{"record", "--no-libcall", "--no-event", "-d", "U"}, opts...)
-				runCmd(t, tmp, uft, append(args, pg)...)
-				want := tree(replay(t, filepath.Join(tmp, "U")))
-				r := runCmd(t, tmp, rtraceBin, append(append([]string{"record", "--no-libcall", "-q", "-d", "R"}, opts...), "--", plain)...)
-				if r.code != 18%7 {
-					t.Fatalf("rtrace: %+v", r)
-				}
-				got := tree(replay(t, filepath.Join(tmp, "R")))
-				if strings.Join(got, "|") != strings.Join(want, "|") || len(want) == 0 {
-					t.Errorf("uftrace %v:\n%s\nrtrace:\n%s", opts, strings.Join(want, "|"), strings.Join(got, "|"))
-				}
-			})
+			t.Run(v.name+"/"+strings.Join(opts, " "), func(t *testing.T) { sameTrees(t, uft, pg, plain, opts) })
 		}
 	}
 }

@@ -212,11 +212,11 @@ func TestRecordWarnings(t *testing.T) {
 		args []string
 		why  string
 	}{
-		{[]string{"-e", "memory", "-o", "D"}, "no --start, no toggle"},
-		{[]string{"--disable", "-d", "W"}, "started with --disable, no toggle"},
+		{[]string{"sp-rtrace", "-e", "memory", "-o", "D"}, "no --start, no toggle"},
+		{[]string{"record", "--disable", "-d", "W"}, "started with --disable, no toggle"},
 	} {
 		args := c.args
-		r := runCmd(t, tmp, rtraceBin, append(append([]string{"record"}, args...), "--", prog, "3")...)
+		r := runCmd(t, tmp, rtraceBin, append(slices.Clip(args), "--", prog, "3")...)
 		if r.code != 0 || !strings.Contains(r.stderr, "; nothing saved: tracing was never turned on ("+c.why+")\n") {
 			t.Errorf("record %v: %+v", args, r)
 		}

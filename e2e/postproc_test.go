@@ -114,7 +114,7 @@ func TestPostprocBadUftraceUse(t *testing.T) {
 // tmp/D and returns the raw file and the fixture's output.
 func recordLeaky(t *testing.T, tmp, prog string) (raw, out string) {
 	t.Helper()
-	r := runCmd(t, tmp, rtraceBin, "record", "-e", "memory", "--start", "-b", "10", "-o", "D", "--", prog)
+	r := runCmd(t, tmp, rtraceBin, "sp-rtrace", "-e", "memory", "--start", "-b", "10", "-o", "D", "--", prog)
 	if r.code != 0 {
 		t.Fatalf("record: exit %d\n%s", r.code, r.stderr)
 	}

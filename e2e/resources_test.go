@@ -143,7 +143,7 @@ func TestRecordLeaks(t *testing.T) {
 			}
 
 			// -P: the same report, post-processed as it is recorded.
-			r := runCmd(t, tmp, rtraceBin, "record", "-e", "memory", "--start", "-b", "10", "-P", "-l -c -r", "-o", "P", "--", prog)
+			r := runCmd(t, tmp, rtraceBin, "sp-rtrace", "-e", "memory", "--start", "-b", "10", "-P", "-l -c -r", "-o", "P", "--", prog)
 			if r.code != 0 {
 				t.Fatalf("record -P: exit %d\n%s", r.code, r.stderr)
 			}
@@ -163,7 +163,7 @@ func TestRecordLeaks(t *testing.T) {
 func TestRecordFileLeaks(t *testing.T) {
 	prog := testutil.BuildC(t, "fileleak.c", "-O0", "-g")
 	tmp := t.TempDir()
-	r := runCmd(t, tmp, rtraceBin, "record", "-e", "file", "--start", "-o", "D", "-q", "--", prog)
+	r := runCmd(t, tmp, rtraceBin, "sp-rtrace", "-e", "file", "--start", "-o", "D", "-q", "--", prog)
 	if r.code != 0 {
 		t.Fatalf("record: exit %d\n%s", r.code, r.stderr)
 	}
@@ -210,7 +210,7 @@ func TestRecordMemoryUftrace(t *testing.T) {
 	uft := testutil.RequireTool(t, "uftrace")
 	prog := testutil.BuildC(t, "leaky.c", "-O0", "-g")
 	tmp := t.TempDir()
-	r := runCmd(t, tmp, rtraceBin, "record", "-e", "memory", "-d", "OUT", "--start", "-o", "D", "-q", "--", prog)
+	r := runCmd(t, tmp, rtraceBin, "sp-rtrace", "-e", "memory", "-d", "OUT", "--start", "-o", "D", "-q", "--", prog)
 	if r.code != 0 {
 		t.Fatalf("record: exit %d\n%s", r.code, r.stderr)
 	}
@@ -245,7 +245,7 @@ func clipLines(s string, n int) string {
 func TestToggle(t *testing.T) {
 	prog := testutil.BuildC(t, "attachee.c", "-O0", "-g")
 	tmp := t.TempDir()
-	rec := exec.Command(rtraceBin, "record", "-e", "memory", "-o", "D", "-q", "--", prog)
+	rec := exec.Command(rtraceBin, "sp-rtrace", "-e", "memory", "-o", "D", "-q", "--", prog)
 	rec.Dir = tmp
 	in, _ := rec.StdinPipe()
 	stdout, _ := rec.StdoutPipe()

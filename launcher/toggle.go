@@ -139,7 +139,7 @@ func toggleTarget(pid int) (int, unix.Signal, error) {
 	}
 	tracer := tracerPid(status)
 	if tracer == 0 {
-		return 0, 0, fmt.Errorf("pid %d is not traced: start it with 'rtrace record --disable -- PROG' or 'rtrace record -e MODULES -- PROG' (the toggle signal would kill it)", pid)
+		return 0, 0, fmt.Errorf("pid %d is not traced: start it with 'rtrace record --disable -- PROG' or 'rtrace sp-rtrace -e MODULES -- PROG' (the toggle signal would kill it)", pid)
 	}
 	exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", tracer))
 	ctl, err := os.ReadFile(ControlPath(pid))

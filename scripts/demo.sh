@@ -6,9 +6,9 @@ cd "$(dirname "$0")/.."
 mkdir -p demo
 gcc -O0 -g -o demo/sample testdata/sample.c
 gcc -O2 -g -o demo/leaky testdata/leaky.c
-echo "== rtrace record -e memory --start -o demo/raw -- demo/leaky   (resource tracing)"
+echo "== rtrace sp-rtrace -e memory -s -o demo/raw -x demo/leaky   (resource tracing, sp-rtrace's options)"
 rm -rf demo/raw
-bin/rtrace record -e memory --start -o demo/raw -- demo/leaky
+bin/rtrace sp-rtrace -e memory -s -o demo/raw -x demo/leaky
 echo "== rtrace postproc -l -c -i demo/raw/*.rtrace | rtrace resolve   (the leaks, grouped by backtrace)"
 bin/rtrace postproc -l -c -i demo/raw/*.rtrace | bin/rtrace resolve
 echo "== rtrace record -d demo/uftrace.data -- demo/sample   (function tracing)"

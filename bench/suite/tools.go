@@ -59,7 +59,7 @@ func Tools(rtrace string) []Tool {
 		{Name: "bpftrace", Kind: Functions, Bin: "bpftrace", Pkg: "bpftrace", Argv: bpftraceArgv, Skip: bpftraceSkip,
 			Env: []string{fmt.Sprintf("BPFTRACE_MAX_PROBES=%d", 2*maxUprobeFuncs)}},
 		{Name: "rtrace", Kind: Memory, Bin: rtrace, Argv: func(bin, prog string, args []string, out string) []string {
-			return with(prog, args, bin, "record", "-q", "-e", "memory", "--start", "-o", out, "--")
+			return with(prog, args, bin, "sp-rtrace", "-q", "-e", "memory", "-s", "-o", out, "--")
 		}},
 		{Name: "ltrace -e", Kind: Memory, Bin: "ltrace", Pkg: "ltrace", Argv: func(bin, prog string, args []string, out string) []string {
 			return with(prog, args, bin, "-e", "malloc+free", "-o", filepath.Join(out, "ltrace.txt"))

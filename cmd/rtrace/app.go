@@ -14,6 +14,9 @@ var version = "dev"
 
 // run builds the CLI, runs it on args and returns the process exit status.
 func run(args []string) int {
+	if verb, rest, ok := uftraceVerb(args); ok {
+		return runUftrace(verb, rest, args, os.Stdout, os.Stderr)
+	}
 	app := newApp(os.Stdout, os.Stderr)
 	app.Metadata = map[string]any{"argv": args}
 	return exitStatus(app.Run(args), os.Stderr)
@@ -97,7 +100,7 @@ Examples:
 			return cli.ShowAppHelp(c)
 		},
 		Commands: []*cli.Command{
-			recordCommand(),
+			spRtraceCommand(),
 			attachCommand(),
 			toggleCommand(),
 			preprocCommand(),

@@ -18,7 +18,9 @@ func attachCommand() *cli.Command {
 breakpoints and traces until Ctrl-C, --duration, or the process ends. Then
 every breakpoint comes out, every original byte, return address and USDT
 semaphore is restored, and the process goes on as if rtrace was never there.
-It takes record's options, with the same meaning:
+It takes record's function-trace options (-d, -F, -N, -D, -t, -A, -R, -a,
+--disable...) and resource tracing's (-e MODULES, -o, -P OPTS, -b), as
+'rtrace sp-rtrace' spells them:
 
    rtrace attach -d fn.data -F 'handle_.*' -D 3 4242   # function calls
    rtrace attach -q -D 2 -t 1us --duration 10s 4242

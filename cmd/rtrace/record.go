@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strconv"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -19,6 +18,12 @@ func cmdline(c *cli.Context) string {
 	if !ok || len(argv) == 0 {
 		argv = append([]string{"rtrace", c.Command.Name}, c.Args().Slice()...)
 	}
+	return quoteArgs(argv)
+}
+
+// quoteArgs joins argv as a shell would show it: the words that need it
+// quoted.
+func quoteArgs(argv []string) string {
 	quoted := make([]string, len(argv))
 	for i, a := range argv {
 		if a == "" || strings.ContainsAny(a, " \t\n'\"\\$`*?[]{}()<>|&;#~") {
@@ -27,101 +32,6 @@ func cmdline(c *cli.Context) string {
 		quoted[i] = a
 	}
 	return strings.Join(quoted, " ")
-}
-
-func recordCommand() *cli.Command {
-	return &cli.Command{
-		Name:      "record",
-		Usage:     "run a program under rtrace and record its function calls",
-		ArgsUsage: "[--] PROG [ARGS...]",
-		Description: `Starts PROG under ptrace with the caller's stdin, stdout, stderr and
-environment, plants a breakpoint at every function of the executable, and
-writes a uftrace.data directory that the real uftrace reads:
-
-   rtrace record -d out.data -- ./prog arg1 arg2
-   uftrace replay -d out.data
-
-The program needs no -pg, no -finstrument-functions and no LD_PRELOAD.
-rtrace exits with PROG's exit code (128+N if a signal N killed it). Its own
-messages go to stderr, ending with a one-line summary (-q: none). An
-existing output directory is renamed to DIR.old. Ctrl-C or SIGTERM kills
-PROG and keeps everything recorded so far.
-
-The trace flows through rtrace's stages: the tracer hands batches of
-records to the pre-processor (-o DIR also stores them as a raw stream,
-DIR/<pid>-<n>.rtrace, which 'rtrace preproc -i FILE -d OUT' turns into a
-uftrace.data directory later), the post-processor applies the filters,
-the resolver writes each module's symbols and lines.
-
-Filters follow uftrace record: -F shows only functions called from a
-matching one, -N hides a function and its callees, -D limits the depth,
--t leaves out calls shorter than a time (a bare number is nanoseconds),
---max-stack leaves out calls nested deeper. As in uftrace, a pattern with
-regex characters (.?*+-^$|()[]{}) is a Go regular expression matched
-anywhere in the name; one without them matches one name exactly. C++
-functions match by their short demangled name (geo::Shape::area) or their
-symbol. -A and -R patterns work the same way. A pattern that matches no
-traced function gets a warning at the end.
-
-Calls from the program into shared libraries (printf(), malloc()) are
-recorded at the caller's depth, as uftrace's PLT hooks show them, whether
-the program binds lazily, with -z now, or has no PLT (-fno-plt);
---no-libcall leaves them out. Functions inside a library are traced with
--P FUNC@LIB, including libraries loaded later by dlopen. USDT probes
-(<sys/sdt.h>) are listed with --list-events and recorded with -E as
-uftrace EVENT records; their decoded arguments go to DIR/usdt.txt.
-
-Toggling from outside: with --disable, PROG starts untraced, at full
-speed; 'rtrace toggle PID' (PROG's pid, which rtrace prints, or rtrace's
-own) opens a tracing window and a second toggle closes it. Each window is
-a uftrace.data directory of its own: DIR, then DIR.1, DIR.2, ... (never
-overwriting one). While the first toggle waits, it writes the window.
-
-   rtrace record --disable -d out.data -- ./server &
-   rtrace toggle <pid>            # on
-   rtrace toggle <pid>            # off: out.data is complete
-
-Resource tracing (sp-rtrace): -e memory:file:thread:shm:mmap puts
-breakpoints on the library functions that allocate and release those
-resources (malloc/free, open/close, fopen/fclose, ...; --list-modules) and
-streams every call with its backtrace to a raw <pid>-<n>.rtrace file in -o
-DIR (never overwriting one), or, with -P "OPTS", through the post-processor
-into <pid>-<n>.rtrace.txt. Without --start tracing is off and the program
-runs at full speed until 'rtrace toggle PID' (or its toggle signal) turns
-it on; toggling again closes that file. With -d a uftrace.data directory
-is written too (its function calls follow the same toggle), where the
-resource calls show with their sizes and results:
-
-   rtrace record -e memory --start -b 10 -o out -- ./leaky
-   rtrace postproc -l -c -i out/1234-0.rtrace | rtrace resolve
-   rtrace record -e memory --start -P "-l -c -r" -o out -- ./leaky
-   rtrace record -e memory -o out -- ./server &     # prints the pid to toggle`,
-		Flags: append(sessionFlags(), []cli.Flag{
-			&cli.BoolFlag{Name: "list-events", Usage: "list the USDT probes of PROG (provider:name, operands, semaphore) and exit"},
-			&cli.BoolFlag{Name: "list-modules", Usage: "list the resource modules and their functions, and exit"},
-		}...),
-		Action: func(c *cli.Context) error {
-			if c.Bool("list-events") {
-				if c.NArg() == 0 {
-					return cli.Exit("record --list-events: no program given (usage: rtrace record --list-events PROG)", 2)
-				}
-				if err := launcher.ListEvents(c.Args().First(), c.App.Writer); err != nil {
-					return cli.Exit("rtrace: "+err.Error(), 1)
-				}
-				return nil
-			}
-			if c.Bool("list-modules") {
-				launcher.ListModules(c.App.Writer)
-				return nil
-			}
-			o, err := sessionOptions(c)
-			if err != nil {
-				return cli.Exit(err.Error(), 2)
-			}
-			o.Args = c.Args().Slice()
-			return exit(launcher.Record(o))
-		},
-	}
 }
 
 // exit turns a session's exit code and error into the verb's result.
@@ -216,13 +126,11 @@ func sessionOptions(c *cli.Context) (launcher.Options, error) {
 	o.Start, o.OutDir, o.Manage = c.Bool("start"), c.String("output-dir"), c.Bool("manage-preproc")
 	o.Backtrace, o.BacktraceAll = c.Int("backtrace-depth"), c.Bool("backtrace-all")
 	if s := c.String("monitor"); s != "" {
-		for _, f := range strings.Split(s, ",") {
-			n, err := strconv.ParseUint(strings.TrimSpace(f), 0, 64)
-			if err != nil {
-				return o, fmt.Errorf("--monitor %q: %q is not a size", s, f)
-			}
-			o.Monitor = append(o.Monitor, n)
+		sizes, err := launcher.ParseSizes(s)
+		if err != nil {
+			return o, fmt.Errorf("--monitor %q: %v", s, err)
 		}
+		o.Monitor = sizes
 	}
 	sig, err := launcher.ParseSignal(c.String("toggle-signal"))
 	if err != nil {

@@ -16,7 +16,7 @@ func toggleCommand() *cli.Command {
 		Usage:     "switch tracing of a process running under rtrace on or off",
 		ArgsUsage: "PID",
 		Description: `PID is a program running under 'rtrace record --disable' (function
-tracing) or 'rtrace record -e MODULES' (resource tracing), or the rtrace
+tracing) or 'rtrace sp-rtrace -e MODULES' (resource tracing), or the rtrace
 tracing it: rtrace prints the program's pid when tracing starts off.
 Until toggled on, the program runs untraced, at full speed.
 
@@ -32,7 +32,7 @@ turns it off: the first one then finishes its output and exits.
    rtrace toggle 4242            # on; keeps running until the window ends
    rtrace toggle 4242            # off: out.data is complete
 
-   rtrace record -e memory -o out -- ./server &
+   rtrace sp-rtrace -e memory -o out -- ./server &
    rtrace toggle -o out 4242     # on
    rtrace toggle 4242            # off: out/4242-0.rtrace is complete
 

@@ -92,11 +92,12 @@ func TestPackageGraph(t *testing.T) {
 }
 
 // cmdUses is what cmd/rtrace may name of each stage: the launcher's
-// entry points and the post-processor's option table, which the CLI
-// builds its flags from.
+// entry points (and its reading of uftrace's command line) and the
+// post-processor's option table, which the CLI builds its flags from.
 var cmdUses = map[string]map[string]bool{
-	"rtrace/launcher": nil, // the session and stage runner: all of it
-	"rtrace/postproc": {"Flags": true, "Options": true, "CategoryFunc": true, "CategoryResource": true},
+	"rtrace/launcher":      nil, // the session and stage runner: all of it
+	"rtrace/launcher/ucli": nil, // its reading of uftrace's command line
+	"rtrace/postproc":      {"Flags": true, "Options": true, "CategoryFunc": true, "CategoryResource": true},
 }
 
 func checkCmd(t *testing.T, p listed) {

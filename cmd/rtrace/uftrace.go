@@ -1,0 +1,190 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+
+	"rtrace/launcher"
+	"rtrace/launcher/ucli"
+)
+
+// The verbs urfave/cli reads; every other first word is uftrace's: record,
+// live, or a program to run live (uftrace PROG).
+var cliVerbs = []string{"attach", "toggle", "preproc", "postproc", "resolve", "sp-rtrace", "help"}
+
+// uftraceVerb says whether args (os.Args) are a uftrace command line, and
+// which verb with which words: `rtrace record ...`, `rtrace live ...`,
+// `rtrace PROG ...` (live: verb "", the program's name first in rest),
+// with uftrace's global options before the verb too (`rtrace -v record
+// ...`, `rtrace -D3 ./prog`).
+func uftraceVerb(args []string) (verb string, rest []string, ok bool) {
+	if len(args) < 2 {
+		return "", nil, false
+	}
+	k := ucli.FirstWord(args[1:])
+	if k < 0 {
+		return "", nil, false // options only (--help, -V), or a mistake urfave reports
+	}
+	k++
+	switch w := args[k]; {
+	case w == "record" || w == "live":
+		return w, append(slices.Clip(args[1:k]), args[k+1:]...), true
+	case slices.Contains(cliVerbs, w):
+		return "", nil, false
+	}
+	return "", args[1:], true
+}
+
+// runUftrace runs `rtrace record` or `rtrace live` from their uftrace
+// command line (rest) and returns the exit status; argv is rtrace's whole
+// command line, for the trace's info.
+func runUftrace(verb string, rest, argv []string, stdout, stderr io.Writer) int {
+	implicit := verb == ""
+	if implicit {
+		verb = "live"
+	}
+	cmd, err := ucli.Parse(rest)
+	if err != nil {
+		fmt.Fprintf(stderr, "rtrace %s: %v\n", verb, err)
+		return 2
+	}
+	switch {
+	case cmd.Help:
+		ucli.Help(stdout, verb)
+		return 0
+	case cmd.Usage:
+		fmt.Fprintln(stdout, ucli.UsageLine(verb))
+		return 0
+	case cmd.Version:
+		fmt.Fprintf(stdout, "rtrace version %s\n", version)
+		return 0
+	case cmd.ListModules:
+		launcher.ListModules(stdout)
+		return 0
+	}
+	if !cmd.Program {
+		fmt.Fprintf(stderr, "rtrace %s: no program given (%s)\n", verb, ucli.UsageLine(verb))
+		return 2
+	}
+	if cmd.ListEvents {
+		if err := launcher.ListEvents(cmd.Options.Args[0], stdout); err != nil {
+			fmt.Fprintln(stderr, "rtrace:", err)
+			return 1
+		}
+		return 0
+	}
+	o := cmd.Options
+	o.Cmdline, o.Version, o.Stderr = quoteArgs(argv), version, stderr
+	if cmd.LogFile != "" {
+		f, err := os.Create(cmd.LogFile)
+		if err != nil {
+			fmt.Fprintf(stderr, "rtrace %s: --logfile: %v\n", verb, err)
+			return 2
+		}
+		defer f.Close()
+		o.Stderr = f
+	}
+	if o.Verbose {
+		for _, l := range cmd.Ignored {
+			fmt.Fprintln(o.Stderr, "rtrace:", l)
+		}
+	}
+	if implicit {
+		if hint := verbTypo(o.Args[0]); hint != "" {
+			fmt.Fprintf(stderr, "rtrace: %s\n", hint)
+			return 2
+		}
+	}
+	if verb == "live" {
+		return live(o, cmd.Replay, stdout, stderr)
+	}
+	code, err := launcher.Record(o)
+	if err != nil {
+		fmt.Fprintln(o.Stderr, "rtrace:", err)
+	}
+	return code
+}
+
+// verbTypo catches `rtrace recrod ./prog`: a word run live as a program
+// that names none but is close to a verb.
+func verbTypo(prog string) string {
+	if strings.Contains(prog, "/") {
+		return ""
+	}
+	if _, err := os.Stat(prog); err == nil {
+		return ""
+	}
+	if _, err := exec.LookPath(prog); err == nil {
+		return ""
+	}
+	for _, v := range append([]string{"record", "live"}, cliVerbs...) {
+		if ucli.Distance(prog, v) <= 2 {
+			return fmt.Sprintf("%s: no such program (did you mean 'rtrace %s'?)", prog, v)
+		}
+	}
+	return ""
+}
+
+// live records into a temporary directory (or -d's, kept), then shows the
+// trace with uftrace replay and the display options, as uftrace live does.
+// The status is the program's when it failed, else replay's.
+func live(o launcher.Options, replay []string, stdout, stderr io.Writer) int {
+	uft, lookErr := exec.LookPath("uftrace")
+	keep := o.Dir != ""
+	if !keep {
+		tmp, err := os.MkdirTemp("", "rtrace-live-")
+		if err != nil {
+			fmt.Fprintln(stderr, "rtrace live:", err)
+			return 1
+		}
+		defer os.RemoveAll(tmp)
+		o.Dir = filepath.Join(tmp, "uftrace.data")
+	}
+	if !o.Verbose {
+		o.Quiet = true // no summary naming a directory about to go
+	}
+	code, err := launcher.Record(o)
+	if err != nil {
+		fmt.Fprintln(o.Stderr, "rtrace:", err)
+		var ue *launcher.UsageError
+		if errors.As(err, &ue) {
+			return code
+		}
+	}
+	if _, statErr := os.Stat(filepath.Join(o.Dir, "info")); statErr != nil {
+		return max(code, 1) // nothing recorded to show
+	}
+	if lookErr != nil {
+		fmt.Fprintf(stderr, "rtrace live: uftrace replay shows the trace, and uftrace is not in PATH (rtrace record -d DIR keeps a trace to read later)\n")
+		return max(code, 1)
+	}
+	rp := exec.Command(uft, append([]string{"replay", "-d", o.Dir}, replay...)...)
+	rp.Stdin, rp.Stdout, rp.Stderr = os.Stdin, stdout, stderr
+	// Ctrl-C while replay shows (or pages) the trace ends replay; rtrace
+	// waits for it and removes the directory. Caught, not ignored: an
+	// ignored signal would stay ignored in replay.
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	rerr := rp.Run()
+	if code != 0 {
+		return code
+	}
+	var ee *exec.ExitError
+	switch {
+	case errors.As(rerr, &ee):
+		return ee.ExitCode()
+	case rerr != nil:
+		fmt.Fprintln(stderr, "rtrace live: uftrace replay:", rerr)
+		return 1
+	}
+	return 0
+}

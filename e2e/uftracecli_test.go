@@ -1,0 +1,156 @@
+package e2e_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"rtrace/internal/testutil"
+)
+
+// uftrace's spellings of its options (getopt_long's: attached values,
+// prefixes of long names, clustered letters) mean the same in rtrace
+// record: each command line is given as is to uftrace record of the -pg
+// build and to rtrace record of the plain one, and the call trees match.
+func TestUftraceSpellings(t *testing.T) {
+	uft := testutil.RequireTool(t, "uftrace")
+	v := variants[0]
+	plain := build(t, "chain.c", v, false, nil)
+	pg := build(t, "chain.c", v, true, nil)
+	for _, opts := range [][]string{
+		{"-D2"},
+		{"--depth=2"},
+		{"--dep", "2"},
+		{"-Fb"},
+		{"-F^b$", "-D1"},
+		{"-N^c$"},
+		{"--notr=c", "--max-st=3"},
+		{"--match=glob", "-F", "b*"},
+		{"--force", "--no-event", "-s", "call"},
+	} {
+		t.Run(strings.Join(opts, " "), func(t *testing.T) { sameTrees(t, uft, pg, plain, opts) })
+	}
+}
+
+// -P selects what is traced as uftrace's dynamic patching does, against
+// uftrace -P on the same plain build: only the matching functions, the
+// others left out; -U takes functions out again.
+func TestUftracePatch(t *testing.T) {
+	uft := testutil.RequireTool(t, "uftrace")
+	plain := build(t, "chain.c", variants[0], false, nil)
+	for _, opts := range [][]string{
+		{"-P", "^b$"},
+		{"-P", "^[ab]$"},
+		{"-P.", "-U", "^c$"},
+		{"-P", "."},
+	} {
+		t.Run(strings.Join(opts, " "), func(t *testing.T) { sameTrees(t, uft, plain, plain, opts) })
+	}
+}
+
+// sameTrees records ref under uftrace and prog under rtrace with the
+// same options (library calls left out) and compares the call trees.
+func sameTrees(t *testing.T, uft, ref, prog string, opts []string) {
+	t.Helper()
+	tmp := t.TempDir()
+	runCmd(t, tmp, uft, append(append([]string{"record", "--no-libcall", "--no-event", "-d", "U"}, opts...), ref)...)
+	want := tree(replay(t, filepath.Join(tmp, "U")))
+	r := runCmd(t, tmp, rtraceBin, append(append([]string{"record", "--no-libcall", "-q", "-d", "R"}, opts...), prog)...)
+	if r.code != 18%7 {
+		t.Fatalf("rtrace: %+v", r)
+	}
+	got := tree(replay(t, filepath.Join(tmp, "R")))
+	if strings.Join(got, "|") != strings.Join(want, "|") || len(want) == 0 {
+		t.Errorf("uftrace %v:\n%s\nrtrace:\n%s", opts, strings.Join(want, "|"), strings.Join(got, "|"))
+	}
+}
+
+// A program named without a slash is found in the current directory
+// first, as uftrace finds it; live (`rtrace PROG`, `rtrace live`) shows
+// the trace as uftrace live does.
+func TestUftraceLookupAndLive(t *testing.T) {
+	uft := testutil.RequireTool(t, "uftrace")
+	tmp := t.TempDir()
+	for src, dst := range map[string]string{build(t, "chain.c", variants[0], false, nil): "chain", build(t, "chain.c", variants[0], true, nil): "chain-pg"} {
+		b, err := os.ReadFile(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(tmp, dst), b, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	runCmd(t, tmp, uft, "record", "--no-libcall", "--no-event", "-d", "U", "chain-pg")
+	want := tree(replay(t, filepath.Join(tmp, "U")))
+	if r := runCmd(t, tmp, rtraceBin, "record", "--no-libcall", "-q", "-d", "R", "chain"); r.code != 18%7 || r.stdout != "chain 18\n" {
+		t.Fatalf("rtrace record chain: %+v", r)
+	}
+	if got := tree(replay(t, filepath.Join(tmp, "R"))); strings.Join(got, "|") != strings.Join(want, "|") || len(want) == 0 {
+		t.Errorf("record chain (no slash):\n%s\nuftrace:\n%s", strings.Join(got, "|"), strings.Join(want, "|"))
+	}
+	// live: the program's output, then replay's, with the display options.
+	// uftrace exits 1 when the program fails; rtrace with the program's
+	// status (4 here).
+	u := runCmd(t, tmp, uft, "live", "--no-libcall", "--no-event", "--no-pager", "-D3", "-f", "none", "chain-pg")
+	for _, args := range [][]string{
+		{"--no-libcall", "--no-pager", "-D3", "-f", "none", "chain"},
+		{"live", "--no-libcall", "--no-pager", "-D3", "-f", "none", "chain"},
+		{"-D3", "live", "--no-libcall", "--no-pager", "-fnone", "./chain"},
+	} {
+		r := runCmd(t, tmp, rtraceBin, args...)
+		if r.code != 18%7 || u.code == 0 || !strings.HasPrefix(r.stdout, "chain 18\n") {
+			t.Errorf("rtrace %v: %+v; uftrace live exit %d", args, r, u.code)
+			continue
+		}
+		if got, want := liveLines(r.stdout), liveLines(u.stdout); got != want || want == "" {
+			t.Errorf("rtrace %v shows:\n%s\nuftrace live:\n%s", args, got, want)
+		}
+	}
+	if ents, _ := filepath.Glob(filepath.Join(os.TempDir(), "rtrace-live-*")); len(ents) > 0 {
+		t.Logf("left in %s (maybe by other runs): %v", os.TempDir(), ents)
+	}
+}
+
+// liveLines are the replay lines of a live output, the program's own
+// output left out.
+func liveLines(out string) string {
+	var keep []string
+	for _, l := range strings.Split(out, "\n") {
+		if strings.Contains(l, "(") || strings.HasPrefix(strings.TrimSpace(l), "}") || strings.HasPrefix(l, "#") {
+			keep = append(keep, strings.TrimRight(l, " "))
+		}
+	}
+	return strings.Join(keep, "\n")
+}
+
+// --no-randomize-addr runs the program with a fixed layout, and
+// --no-pltbind with LD_BIND_NOT set, as uftrace does.
+func TestUftraceProgramEnvironment(t *testing.T) {
+	tmp := t.TempDir()
+	maps := func(opts ...string) string {
+		r := runCmd(t, tmp, rtraceBin, append(append([]string{"record", "-q", "-d", "R"}, opts...), "cat", "/proc/self/maps")...)
+		if r.code != 0 || !strings.Contains(r.stdout, "[stack]") {
+			t.Fatalf("rtrace record %v cat /proc/self/maps: %+v", opts, r)
+		}
+		var ranges []string // address range and path: rtrace's memfd has a new inode each run
+		for _, l := range strings.Split(r.stdout, "\n") {
+			if f := strings.Fields(l); len(f) >= 5 {
+				ranges = append(ranges, f[0]+" "+strings.Join(f[5:], " "))
+			}
+		}
+		return strings.Join(ranges, "\n")
+	}
+	if a, b := maps("--no-randomize-addr"), maps("--no-randomize-addr"); a != b {
+		t.Errorf("--no-randomize-addr: two runs map differently:\n%s\n%s", a, b)
+	}
+	if v, _ := os.ReadFile("/proc/sys/kernel/randomize_va_space"); strings.TrimSpace(string(v)) == "2" {
+		if a, b := maps(), maps(); a == b {
+			t.Errorf("without --no-randomize-addr two runs map the same: the option proves nothing here")
+		}
+	}
+	r := runCmd(t, tmp, rtraceBin, "record", "-q", "--no-pltbind", "-d", "R", "env")
+	if r.code != 0 || !strings.Contains(r.stdout, "\nLD_BIND_NOT=1\n") && !strings.HasPrefix(r.stdout, "LD_BIND_NOT=1\n") {
+		t.Errorf("--no-pltbind: env shows no LD_BIND_NOT=1: %+v", r)
+	}
+}

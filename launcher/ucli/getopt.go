@@ -1,0 +1,223 @@
+package ucli
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// The command line as GNU getopt_long reads uftrace's (getopt(3),
+// "getopt_long"): short options cluster (-la) and take their value
+// attached or as the next word (-D3, -D 3; -D=3 is the value "=3"), long
+// options take theirs after '=' or as the next word (--depth=3, --depth
+// 3) and may be shortened to any prefix that names one option
+// (--no-lib), "--" ends the options, and so does the first word that is
+// not one (the program: what follows is its own command line).
+
+// spec is one option as the parser sees it.
+type spec struct {
+	long  string
+	short byte // 0: none
+	arg   bool // takes a value
+}
+
+// occurrence is one option found on the command line.
+type occurrence struct {
+	spec  *spec
+	typed string // as the user wrote it: "-D", "--dep"
+	value string
+}
+
+// parseError is a command-line mistake, said in one line.
+type parseError struct{ msg string }
+
+func (e *parseError) Error() string { return e.msg }
+
+// getopt reads the options at the start of args and returns them in order
+// with the words left: the program and its arguments.
+func getopt(specs []spec, args []string) ([]occurrence, []string, error) {
+	var occ []occurrence
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case a == "--":
+			return occ, args[i+1:], nil
+		case strings.HasPrefix(a, "--"):
+			name, value, hasValue := strings.Cut(a[2:], "=")
+			s, err := findLong(specs, name)
+			if err != nil {
+				return nil, nil, err
+			}
+			o := occurrence{spec: s, typed: "--" + name}
+			switch {
+			case s.arg && hasValue:
+				o.value = value
+			case s.arg:
+				if i+1 >= len(args) {
+					return nil, nil, &parseError{fmt.Sprintf("option --%s needs a value (--%s=VALUE)", s.long, s.long)}
+				}
+				i++
+				o.value = args[i]
+			case hasValue:
+				return nil, nil, &parseError{fmt.Sprintf("option --%s takes no value (%q given)", s.long, value)}
+			}
+			occ = append(occ, o)
+		case len(a) > 1 && a[0] == '-':
+			for j := 1; j < len(a); j++ {
+				s := findShort(specs, a[j])
+				if s == nil {
+					return nil, nil, &parseError{unknownShort(a, j)}
+				}
+				o := occurrence{spec: s, typed: "-" + string(a[j])}
+				if s.arg {
+					if j+1 < len(a) {
+						o.value = a[j+1:]
+					} else if i+1 < len(args) {
+						i++
+						o.value = args[i]
+					} else {
+						return nil, nil, &parseError{fmt.Sprintf("option -%c needs a value", a[j])}
+					}
+					occ = append(occ, o)
+					break
+				}
+				occ = append(occ, o)
+			}
+		default:
+			return occ, args[i:], nil
+		}
+	}
+	return occ, nil, nil
+}
+
+// findLong finds the option a long name (or a prefix of one) names.
+func findLong(specs []spec, name string) (*spec, error) {
+	if name == "" {
+		return nil, &parseError{"option -- with '=': no name"}
+	}
+	var matches []*spec
+	for i := range specs {
+		s := &specs[i]
+		if s.long == name {
+			return s, nil
+		}
+		if strings.HasPrefix(s.long, name) {
+			matches = append(matches, s)
+		}
+	}
+	switch len(matches) {
+	case 1:
+		return matches[0], nil
+	case 0:
+		msg := fmt.Sprintf("unknown option --%s", name)
+		if near := nearest(specs, name); near != "" {
+			msg += fmt.Sprintf(" (did you mean --%s?)", near)
+		}
+		return nil, &parseError{msg}
+	}
+	names := make([]string, len(matches))
+	for i, m := range matches {
+		names[i] = "--" + m.long
+	}
+	slices.Sort(names)
+	if len(names) > 6 {
+		names = append(names[:6], "...")
+	}
+	return nil, &parseError{fmt.Sprintf("option --%s is ambiguous: %s", name, strings.Join(names, ", "))}
+}
+
+func findShort(specs []spec, c byte) *spec {
+	for i := range specs {
+		if specs[i].short == c {
+			return &specs[i]
+		}
+	}
+	return nil
+}
+
+// unknownShort says that the letter at j of the word a is no option.
+func unknownShort(a string, j int) string {
+	if len(a) > 2 {
+		return fmt.Sprintf("unknown option -%c (in %s; long options take two dashes)", a[j], a)
+	}
+	return fmt.Sprintf("unknown option -%c", a[j])
+}
+
+// nearest is the long option closest to a mistyped name: at most two
+// edits away (a third for long names), "" when none is.
+func nearest(specs []spec, name string) string {
+	best, bestD := "", 3
+	if len(name) >= 10 {
+		bestD = 4
+	}
+	for _, s := range specs {
+		if d := distance(name, s.long); d < bestD {
+			best, bestD = s.long, d
+		}
+	}
+	return best
+}
+
+// distance is the Levenshtein distance between a and b (insertions,
+// deletions and substitutions of bytes).
+func distance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
+
+// FirstWord is the index in args of the first word that is not an option
+// or an option's value (the verb, or the program), -1 when there is none
+// ("--" ends the options: the word after it). Unlike getopt it reads past
+// options it does not know, taking them for switches: it only finds
+// where the options end.
+func FirstWord(args []string) int {
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case a == "--":
+			if i+1 < len(args) {
+				return i + 1
+			}
+			return -1
+		case strings.HasPrefix(a, "--"):
+			name, _, hasValue := strings.Cut(a[2:], "=")
+			if s, err := findLong(specs, name); err == nil && s.arg && !hasValue {
+				i++
+			}
+		case len(a) > 1 && a[0] == '-':
+			for j := 1; j < len(a); j++ {
+				s := findShort(specs, a[j])
+				if s == nil {
+					break
+				}
+				if s.arg {
+					if j+1 == len(a) {
+						i++
+					}
+					break
+				}
+			}
+		default:
+			return i
+		}
+	}
+	return -1
+}
+
+// Distance is the edit distance between two words (for suggestions).
+func Distance(a, b string) int { return distance(a, b) }

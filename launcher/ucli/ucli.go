@@ -1,0 +1,290 @@
+// Package ucli reads uftrace's command line for `rtrace record`, `rtrace
+// live` and `rtrace PROG`: the options of uftrace v0.13's record and live
+// (uftrace-record(1), uftrace-live(1), and uftrace(1)'s global ones),
+// spelled as getopt_long reads them (getopt.go). Each option is applied
+// with uftrace's meaning, kept for uftrace replay (live), accepted where
+// it changes nothing in rtrace, or refused in one line that says why.
+// README.md ("uftrace's options") has the table.
+package ucli
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"rtrace/launcher"
+)
+
+// Cmd is a command line of `rtrace record` or `rtrace live`, read.
+type Cmd struct {
+	Options launcher.Options
+	// Replay holds the options uftrace replay takes too, as given: live
+	// shows its trace with them.
+	Replay []string
+	// Help, Usage, Version, ListEvents and ListModules ask for those
+	// instead of a run.
+	Help, Usage, Version, ListEvents, ListModules bool
+	// Ignored says, for each option accepted that changes nothing in
+	// rtrace, why (printed with -v).
+	Ignored []string
+	// LogFile is --logfile: rtrace's messages go there.
+	LogFile string
+	// Program is true when the command line named a program (Options.Args).
+	Program bool
+
+	optFiles        int  // --opt-file nesting
+	toggleSignalSet bool // --toggle-signal given
+}
+
+// kind is how rtrace treats an option of uftrace's.
+type kind int
+
+const (
+	applied kind = iota // done with uftrace's meaning (set)
+	inert               // accepted; nothing in rtrace for it to change (why)
+	notYet              // uftrace's meaning is not built in rtrace yet: refused (why)
+	refused             // cannot apply to rtrace: refused (why)
+)
+
+// option is one option of the table.
+type option struct {
+	long   string
+	short  byte
+	arg    string // the value's name in --help; "" for a switch
+	group  group
+	help   string
+	kind   kind
+	why    string // inert, notYet, refused: the reason
+	replay bool   // uftrace replay takes it too
+	set    func(c *Cmd, v string) error
+}
+
+// ErrUsage wraps a command-line mistake: exit 2.
+var ErrUsage = errors.New("usage")
+
+// usageError is a command-line mistake about one option.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+func (e *usageError) Is(t error) bool {
+	return t == ErrUsage
+}
+
+func usagef(format string, args ...any) error { return &usageError{fmt.Sprintf(format, args...)} }
+
+// Parse reads args, the words after `rtrace record` (or live): options,
+// then the program and its arguments. Errors are ErrUsage: one line each.
+func Parse(args []string) (*Cmd, error) {
+	c := &Cmd{}
+	c.Options.DefaultEngine = os.Getenv("RTRACE_ENGINE")
+	c.Options.ToggleSignal = unix.SIGUSR1
+	c.Options.Backtrace = 10
+	rest, err := c.parse(args)
+	if err != nil {
+		return nil, err
+	}
+	if len(rest) > 0 { // the command line's program wins over an --opt-file's
+		c.Options.Args, c.Program = rest, true
+	}
+	if c.toggleSignalSet && len(c.Options.Modules) == 0 && !c.Options.Disable {
+		return nil, usagef("--toggle-signal: toggling needs --disable (function tracing) or --module MODULES (resource tracing)")
+	}
+	return c, nil
+}
+
+// parse applies the options of args and returns the words after them.
+func (c *Cmd) parse(args []string) ([]string, error) {
+	occ, rest, err := getopt(specs, args)
+	if err != nil {
+		return nil, &usageError{err.Error()}
+	}
+	for _, o := range occ {
+		opt := byLong[o.spec.long]
+		if err := c.apply(opt, o); err != nil {
+			return nil, err
+		}
+	}
+	return rest, nil
+}
+
+// apply does what one option asks.
+func (c *Cmd) apply(opt *option, o occurrence) error {
+	name := o.typed
+	if o.typed != "--"+opt.long {
+		name = o.typed + " (--" + opt.long + ")"
+	}
+	switch opt.kind {
+	case notYet:
+		return usagef("%s: not supported by rtrace yet: %s", name, opt.why)
+	case refused:
+		return usagef("%s: %s", name, opt.why)
+	case inert:
+		c.Ignored = append(c.Ignored, fmt.Sprintf("%s: ignored: %s", name, opt.why))
+	}
+	if opt.replay {
+		if opt.arg != "" {
+			c.Replay = append(c.Replay, "--"+opt.long+"="+o.value)
+		} else {
+			c.Replay = append(c.Replay, "--"+opt.long)
+		}
+	}
+	if opt.set != nil {
+		if err := opt.set(c, o.value); err != nil {
+			return usagef("%s %s: %v", o.typed, o.value, err)
+		}
+	}
+	return nil
+}
+
+// specs and byLong index the table for the parser.
+var (
+	specs  []spec
+	byLong = map[string]*option{}
+)
+
+func init() {
+	for i := range table {
+		o := &table[i]
+		specs = append(specs, spec{long: o.long, short: o.short, arg: o.arg != ""})
+		byLong[o.long] = o
+	}
+}
+
+// Setters.
+
+func appendTo(f func(*launcher.Options) *[]string) func(*Cmd, string) error {
+	return func(c *Cmd, v string) error {
+		p := f(&c.Options)
+		*p = append(*p, v)
+		return nil
+	}
+}
+
+func setTrue(f func(*Cmd) *bool) func(*Cmd, string) error {
+	return func(c *Cmd, _ string) error { *f(c) = true; return nil }
+}
+
+func setInt(f func(*launcher.Options) *int) func(*Cmd, string) error {
+	return func(c *Cmd, v string) error {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			return errors.New("want a number from 0 up")
+		}
+		*f(&c.Options) = n
+		return nil
+	}
+}
+
+func setString(f func(*Cmd) *string) func(*Cmd, string) error {
+	return func(c *Cmd, v string) error { *f(c) = v; return nil }
+}
+
+// oneOf checks a value against uftrace's choices.
+func oneOf(choices ...string) func(*Cmd, string) error {
+	return func(_ *Cmd, v string) error {
+		for _, ch := range choices {
+			if v == ch {
+				return nil
+			}
+		}
+		return fmt.Errorf("want %s", strings.Join(choices, ", "))
+	}
+}
+
+// size checks a buffer size as uftrace reads one: a number with an
+// optional K, M or G.
+func size(_ *Cmd, v string) error {
+	s := strings.TrimRight(strings.ToUpper(v), "KMG")
+	if len(v)-len(s) > 1 || s == "" {
+		return errors.New("want a size: 128K, 1M")
+	}
+	if _, err := strconv.ParseUint(s, 10, 64); err != nil {
+		return errors.New("want a size: 128K, 1M")
+	}
+	return nil
+}
+
+// optFile reads more options from a file, as uftrace's --opt-file: its
+// words, split as a shell splits them, '#' starting a comment to the end
+// of its line; options first, then, when the command line names none,
+// the program and its arguments.
+func optFile(c *Cmd, path string) error {
+	if c.optFiles++; c.optFiles > 8 {
+		return errors.New("--opt-file nested more than 8 deep")
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	words, err := splitWords(string(b))
+	if err != nil {
+		return err
+	}
+	rest, err := c.parse(words)
+	if err != nil {
+		return err
+	}
+	if len(rest) > 0 && !c.Program {
+		c.Options.Args, c.Program = rest, true
+	}
+	c.optFiles--
+	return nil
+}
+
+// splitWords splits text into words as a shell would: blanks separate
+// them, quotes ('…' and "…") and backslashes keep blanks, and '#' at the
+// start of a word comments out the rest of its line.
+func splitWords(text string) ([]string, error) {
+	var words []string
+	var cur strings.Builder
+	inWord := false
+	for i := 0; i < len(text); i++ {
+		ch := text[i]
+		switch {
+		case ch == '#' && !inWord:
+			for i < len(text) && text[i] != '\n' {
+				i++
+			}
+		case ch == ' ' || ch == '\t' || ch == '\n' || ch == '\r':
+			if inWord {
+				words = append(words, cur.String())
+				cur.Reset()
+				inWord = false
+			}
+		case ch == '\\' && i+1 < len(text):
+			i++
+			cur.WriteByte(text[i])
+			inWord = true
+		case ch == '\'' || ch == '"':
+			end := strings.IndexByte(text[i+1:], ch)
+			if end < 0 {
+				return nil, fmt.Errorf("unclosed %c quote", ch)
+			}
+			cur.WriteString(text[i+1 : i+1+end])
+			i += end + 1
+			inWord = true
+		default:
+			cur.WriteByte(ch)
+			inWord = true
+		}
+	}
+	if inWord {
+		words = append(words, cur.String())
+	}
+	return words, nil
+}
+
+// splitModules splits sp-rtrace's MODULES list (memory:file).
+func splitModules(v string) []string {
+	var out []string
+	for _, n := range strings.Split(v, ":") {
+		if n != "" {
+			out = append(out, n)
+		}
+	}
+	return out
+}
