@@ -28,6 +28,7 @@ func TestUftraceSpellings(t *testing.T) {
 		{"--notr=c", "--max-st=3"},
 		{"--match=glob", "-F", "b*"},
 		{"--force", "--no-event", "-s", "call"},
+		{"--match=glob", "-A", "[ab]@arg1"}, // a regex [ab] would match main too
 	} {
 		t.Run(strings.Join(opts, " "), func(t *testing.T) { sameTrees(t, uft, pg, plain, opts) })
 	}
@@ -44,6 +45,8 @@ func TestUftracePatch(t *testing.T) {
 		{"-P", "^[ab]$"},
 		{"-P.", "-U", "^c$"},
 		{"-P", "."},
+		{"-P.", "-U", "^[cd]$", "-P", "^d$"},     // the last matching pattern decides
+		{"-P", "^[ab]$@" + filepath.Base(plain)}, // the executable by its name
 	} {
 		t.Run(strings.Join(opts, " "), func(t *testing.T) { sameTrees(t, uft, plain, plain, opts) })
 	}

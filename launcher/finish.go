@@ -154,12 +154,16 @@ func (s *session) finish(res *tracer.Result, runErr error) (int, error) {
 		fmt.Fprintf(c.Stderr, "rtrace: %v: target killed; %s; %s\n", caught, s.summary(res), saved)
 		return 128 + int(caught.(unix.Signal)), nil
 	}
+	summary := "; " + s.summary(res) + "; " + saved
+	if c.NoSummary && len(outs) > 0 {
+		summary = ""
+	}
 	if res.Status.Signaled() && !c.Quiet {
 		// The shell would have said so; under rtrace it sees an exit code.
 		sig := res.Status.Signal()
-		fmt.Fprintf(c.Stderr, "rtrace: %s terminated by signal %d (%v); %s; %s\n", c.Args[0], int(sig), sig, s.summary(res), saved)
-	} else if !c.Quiet {
-		fmt.Fprintf(c.Stderr, "rtrace: %s; %s\n", s.summary(res), saved)
+		fmt.Fprintf(c.Stderr, "rtrace: %s terminated by signal %d (%v)%s\n", c.Args[0], int(sig), sig, summary)
+	} else if !c.Quiet && summary != "" {
+		fmt.Fprintf(c.Stderr, "rtrace: %s\n", summary[2:])
 	}
 	return res.ExitCode(), nil
 }

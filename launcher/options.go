@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -44,11 +43,13 @@ type Options struct {
 	AutoArgs    bool     // -a: specs of every function from DWARF
 	NoLibcall   bool     // --no-libcall
 	NestLibcall bool     // --nest-libcall
-	// Patch (-P) selects the functions traced, as uftrace's dynamic
-	// patching does: FUNC the executable's (with none, all are, as -P .),
-	// FUNC@LIB those of the shared library LIB (none by default).
-	Patch      []string
-	Unpatch    []string // -U FUNC, FUNC@LIB: never traced
+	// Patch (-P, and -U with Out) selects the functions traced, as
+	// uftrace's dynamic patching does, in command-line order (the last
+	// pattern that matches a function decides): FUNC the executable's
+	// (with no -P for it, all are, as -P .), FUNC@LIB those of the shared
+	// library LIB (none by default); FUNC@PROG, PROG the executable's
+	// name, is the executable.
+	Patch      []PatchRule
 	SizeFilter int      // -Z: only functions of this many bytes or more
 	Match      string   // --match: "regex" (the default) or "glob"
 	Events     []string // -E provider:name globs: USDT probes
@@ -60,9 +61,13 @@ type Options struct {
 	// space randomization.
 	NoRandomize bool
 
-	Quiet   bool // -q
-	Verbose bool // -v
-	NoPin   bool // --no-pin
+	Quiet bool // -q
+	// NoSummary leaves out the last line's account of a normal end
+	// (records, where the trace is), not the other messages: rtrace live
+	// shows the trace, from a directory it removes.
+	NoSummary bool
+	Verbose   bool // -v
+	NoPin     bool // --no-pin
 	// Srcline (--srcline): write each module's source lines (.dbg), as
 	// uftrace record --srcline does.
 	Srcline bool
@@ -87,6 +92,12 @@ type Options struct {
 	Cmdline string // rtrace's own command line, for info
 	Version string
 	Stderr  io.Writer
+}
+
+// PatchRule is one -P (or -U, Out) pattern.
+type PatchRule struct {
+	Pattern string
+	Out     bool
 }
 
 // UsageError is a bad option or argument: the CLI exits 2 with its message.
@@ -134,18 +145,18 @@ func check(o Options) (*config, error) {
 	}
 	var err error
 	if c.mods, err = tracer.ResolveModules(o.Modules); err != nil {
-		return nil, &UsageError{"-e: " + err.Error()}
+		return nil, &UsageError{"-e (--module): " + err.Error()}
 	}
 	if len(c.mods) == 0 && (o.Start || o.PostOpts != "" || o.Manage || len(o.Monitor) > 0 || o.BacktraceAll) {
 		return nil, &UsageError{"--start, -P OPTS, --monitor, --backtrace-all and --manage-preproc are options of resource tracing: choose modules with -e MODULES (rtrace sp-rtrace) or --module MODULES (rtrace record); --list-modules lists them"}
 	}
 	if o.PostOpts != "" {
 		if c.post, err = postFunc(o.PostOpts); err != nil {
-			return nil, &UsageError{fmt.Sprintf("-P %q: %v", o.PostOpts, err)}
+			return nil, &UsageError{fmt.Sprintf("-P (--postproc) %q: %v", o.PostOpts, err)}
 		}
 	}
 	if o.Backtrace < 0 || o.Backtrace > 256 {
-		return nil, &UsageError{fmt.Sprintf("-b %d: want a depth from 0 to 256", o.Backtrace)}
+		return nil, &UsageError{fmt.Sprintf("-b (--backtrace-depth) %d: want a depth from 0 to 256", o.Backtrace)}
 	}
 	if c.funcs, err = funcOptions(o); err != nil {
 		return nil, err
@@ -251,52 +262,44 @@ func compile(flag, kind string, pats []string) ([]uftrace.Pattern, error) {
 	return ps, nil
 }
 
-// selection compiles -P, -U and -Z: the library functions traced, and
-// what narrows the executable's. A pattern is FUNC (the executable's
-// functions) or FUNC@LIB (those of the library LIB: a file name, and
-// libfoo.so also names libfoo.so.1), FUNC as -F patterns are.
+// selection compiles -P, -U and -Z: the library functions -P picks, and
+// the rules that narrow what is traced. A pattern is FUNC (the
+// executable's functions) or FUNC@LIB (those of the library LIB: a file
+// name, and libfoo.so also names libfoo.so.1; LIB the executable's own
+// name is the executable), FUNC as -F patterns are.
 func selection(o Options) ([]tracer.LibPattern, tracer.Selection, error) {
 	sel := tracer.Selection{MinSize: uint64(max(o.SizeFilter, 0))}
 	if o.SizeFilter < 0 {
 		return nil, sel, &UsageError{fmt.Sprintf("-Z %d: the size must be positive", o.SizeFilter)}
 	}
+	exe := ""
+	if len(o.Args) > 0 {
+		exe = filepath.Base(o.Args[0])
+	}
 	var libs []tracer.LibPattern
-	split := func(flag, p string) (tracer.LibPattern, error) {
-		fn, lib := p, ""
-		if i := strings.LastIndex(p, "@"); i >= 0 {
-			fn, lib = p[:i], p[i+1:]
+	for _, p := range o.Patch {
+		flag := "-P"
+		if p.Out {
+			flag = "-U"
+		}
+		fn, lib := p.Pattern, ""
+		if i := strings.LastIndex(p.Pattern, "@"); i >= 0 {
+			fn, lib = p.Pattern[:i], p.Pattern[i+1:]
 			if lib == "" || strings.Contains(lib, "/") {
-				return tracer.LibPattern{}, &UsageError{fmt.Sprintf("%s %q: name the library by its file name, FUNC@LIB (e.g. %s 'plug_.*@libplug.so')", flag, p, flag)}
+				return nil, sel, &UsageError{fmt.Sprintf("%s %q: name the library by its file name, FUNC@LIB (e.g. %s 'plug_.*@libplug.so')", flag, p.Pattern, flag)}
+			}
+			if lib == exe {
+				lib = ""
 			}
 		}
 		ps, err := compile(flag, o.Match, []string{fn})
 		if err != nil {
-			return tracer.LibPattern{}, err
-		}
-		return tracer.LibPattern{Func: ps[0], Lib: lib}, nil
-	}
-	for _, p := range o.Patch {
-		lp, err := split("-P", p)
-		if err != nil {
 			return nil, sel, err
 		}
-		if lp.Lib == "" {
-			sel.Exe = append(sel.Exe, lp.Func)
-		} else {
-			libs = append(libs, lp)
+		sel.Rules = append(sel.Rules, tracer.Rule{Func: ps[0], Lib: lib, Out: p.Out})
+		if lib != "" && !p.Out {
+			libs = append(libs, tracer.LibPattern{Func: ps[0], Lib: lib})
 		}
-	}
-	// -P with only library patterns traces none of the executable's
-	// functions, as uftrace patches only what -P names.
-	if len(o.Patch) > 0 && sel.Exe == nil {
-		sel.Exe = []uftrace.Pattern{}
-	}
-	for _, p := range o.Unpatch {
-		lp, err := split("-U", p)
-		if err != nil {
-			return nil, sel, err
-		}
-		sel.Unpatch = append(sel.Unpatch, lp)
 	}
 	return libs, sel, nil
 }
@@ -496,7 +499,7 @@ func argSpecs(o Options) ([]uftrace.ArgSpecLine, func(exe *elfx.File, name strin
 				err = fmt.Errorf("no function before '@'")
 			}
 			if err == nil {
-				_, err = regexp.Compile(fs.Pattern)
+				_, err = uftrace.ParsePattern(fs.Pattern, o.Match)
 			}
 			if err != nil {
 				return nil, nil, &UsageError{fmt.Sprintf("%s %q: %v", g.flag, s, err)}
@@ -510,7 +513,12 @@ func argSpecs(o Options) ([]uftrace.ArgSpecLine, func(exe *elfx.File, name strin
 	if len(lines) == 0 {
 		return nil, nil, nil
 	}
-	table, err := uftrace.NewSpecs(lines, "regex")
+	kind := o.Match
+	if kind == "" {
+		kind = uftrace.PatternRegex
+	}
+	table, err := uftrace.NewSpecs(lines, kind) // as uftrace's reader will, by info's pattern type
+
 	if err != nil {
 		return nil, nil, &UsageError{err.Error()}
 	}

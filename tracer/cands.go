@@ -121,14 +121,22 @@ func libCands(f *elfx.File, lps []LibPattern, nest bool, mods []*ResModule, ids 
 // Selection narrows the functions traced, as uftrace's -P, -U and -Z
 // narrow what it patches. The zero Selection keeps every function.
 type Selection struct {
-	// Exe: when set, only the executable's functions matching one of
-	// these are traced (-P FUNC); nil: all of them (as -P .).
-	Exe []uftrace.Pattern
-	// Unpatch: functions never traced (-U FUNC, -U FUNC@LIB); Lib "" is
-	// the executable.
-	Unpatch []LibPattern
+	// Rules are the -P (in) and -U (out) patterns in command-line order:
+	// the last rule matching a function decides, as in uftrace. Without
+	// any in rule, all of the executable's functions are in (as -P .),
+	// with one, only those a rule puts in (-P naming only libraries
+	// leaves the executable out, as uftrace on a plain build); a
+	// library's are in only when picked by LibFuncs.
+	Rules []Rule
 	// MinSize: functions of fewer bytes are not traced (-Z).
 	MinSize uint64
+}
+
+// Rule is one -P or -U pattern.
+type Rule struct {
+	Func uftrace.Pattern
+	Lib  string // "": the executable; else a library (uftrace.MatchLibName)
+	Out  bool   // -U
 }
 
 // keepExe says whether the executable's function fn stays traced.
@@ -136,38 +144,34 @@ func (s *Selection) keepExe(fn elfx.Func) bool {
 	if s == nil {
 		return true
 	}
-	if s.Exe != nil && !matchAny(s.Exe, fn.Name) {
-		return false
+	in := true
+	for _, r := range s.Rules {
+		if !r.Out {
+			in = false // -P: only what it names
+			break
+		}
 	}
-	return s.keep("", fn)
+	return s.decide("", fn, in)
 }
 
 // keepLib says whether fn of the library at path, picked by a pattern,
 // stays traced.
 func (s *Selection) keepLib(path string, fn elfx.Func) bool {
-	return s == nil || s.keep(path, fn)
+	return s == nil || s.decide(path, fn, true)
 }
 
-// keep applies -U and -Z to fn of the module at path ("": the executable).
-func (s *Selection) keep(path string, fn elfx.Func) bool {
+// decide applies the rules of the module at path ("": the executable)
+// and -Z to fn, in for none matching.
+func (s *Selection) decide(path string, fn elfx.Func, in bool) bool {
 	if fn.Size < s.MinSize {
 		return false
 	}
-	for _, u := range s.Unpatch {
-		if (u.Lib == "") == (path == "") && (path == "" || uftrace.MatchLibName(path, u.Lib)) && u.Func.MatchSymbol(fn.Name) {
-			return false
+	for _, r := range s.Rules {
+		if (r.Lib == "") == (path == "") && (path == "" || uftrace.MatchLibName(path, r.Lib)) && r.Func.MatchSymbol(fn.Name) {
+			in = !r.Out
 		}
 	}
-	return true
-}
-
-func matchAny(ps []uftrace.Pattern, name string) bool {
-	for _, p := range ps {
-		if p.MatchSymbol(name) {
-			return true
-		}
-	}
-	return false
+	return in
 }
 
 // stubs returns the PLT stubs of f whose calls are recorded as library calls.

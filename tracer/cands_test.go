@@ -127,29 +127,30 @@ func TestExeCands(t *testing.T) {
 }
 
 // -P FUNC, -U and -Z narrow the executable's functions as uftrace's
-// patching does; the PLT stubs (library calls) stay.
+// patching does (the last matching pattern decides); the PLT stubs
+// (library calls) stay.
 func TestSelection(t *testing.T) {
-	pat := func(s ...string) []uftrace.Pattern {
-		var ps []uftrace.Pattern
-		for _, x := range s {
-			ps = append(ps, mustPattern(t, x))
-		}
-		return ps
-	}
+	in := func(p string) Rule { return Rule{Func: mustPattern(t, p)} }
+	out := func(p string) Rule { return Rule{Func: mustPattern(t, p), Out: true} }
+	libIn := func(p, lib string) Rule { return Rule{Func: mustPattern(t, p), Lib: lib} }
 	for _, c := range []struct {
-		name string
-		sel  Selection
-		want []string
+		name  string
+		rules []Rule
+		min   uint64
+		want  []string
 	}{
-		{"none", Selection{}, []string{"main", "foo", "bar.colder", "puts()", "malloc()"}},
-		{"-P main", Selection{Exe: pat("main")}, []string{"main", "puts()", "malloc()"}},
-		{"-P ^.a", Selection{Exe: pat("^.a")}, []string{"main", "bar.colder", "puts()", "malloc()"}},
-		{"only library patterns", Selection{Exe: []uftrace.Pattern{}}, []string{"puts()", "malloc()"}},
-		{"-U foo", Selection{Unpatch: []LibPattern{{Func: mustPattern(t, "foo")}}}, []string{"main", "bar.colder", "puts()", "malloc()"}},
-		{"-U foo@libc.so.6 leaves the executable's", Selection{Unpatch: []LibPattern{{Func: mustPattern(t, "foo"), Lib: "libc.so.6"}}}, []string{"main", "foo", "bar.colder", "puts()", "malloc()"}},
-		{"-Z 0x30", Selection{MinSize: 0x30}, []string{"main", "foo", "puts()", "malloc()"}},
+		{"none", nil, 0, []string{"main", "foo", "bar.colder", "puts()", "malloc()"}},
+		{"-P main", []Rule{in("main")}, 0, []string{"main", "puts()", "malloc()"}},
+		{"-P ^.a", []Rule{in("^.a")}, 0, []string{"main", "bar.colder", "puts()", "malloc()"}},
+		{"only library patterns", []Rule{libIn(".", "libc.so.6")}, 0, []string{"puts()", "malloc()"}},
+		{"-U foo", []Rule{out("foo")}, 0, []string{"main", "bar.colder", "puts()", "malloc()"}},
+		{"-U foo@libc.so.6 leaves the executable's", []Rule{{Func: mustPattern(t, "foo"), Lib: "libc.so.6", Out: true}}, 0, []string{"main", "foo", "bar.colder", "puts()", "malloc()"}},
+		{"-P . -U foo -P fo.", []Rule{in("."), out("foo"), in("fo.")}, 0, []string{"main", "foo", "bar.colder", "puts()", "malloc()"}},
+		{"-P fo. -U foo", []Rule{in("fo."), out("foo")}, 0, []string{"puts()", "malloc()"}},
+		{"-Z 0x30", nil, 0x30, []string{"main", "foo", "puts()", "malloc()"}},
 	} {
-		got, _ := exeCands(testExe(), nil, true, true, nil, &c.sel)
+		sel := Selection{Rules: c.rules, MinSize: c.min}
+		got, _ := exeCands(testExe(), nil, true, true, nil, &sel)
 		if !slices.Equal(names(got), c.want) {
 			t.Errorf("%s: got %q, want %q", c.name, names(got), c.want)
 		}
@@ -158,9 +159,9 @@ func TestSelection(t *testing.T) {
 	lib := &elfx.File{Path: "/usr/lib/libfoo.so.1", Loads: []elfx.Load{{Vaddr: 0, Memsz: 0x1000, Exec: true}},
 		Funcs: []elfx.Func{{Name: "foo_a", Value: 0x100, Size: 0x40}, {Name: "foo_b", Value: 0x200, Size: 0x8}}}
 	lps := []LibPattern{{Func: mustPattern(t, "foo_.*"), Lib: "libfoo.so"}}
-	sel := Selection{Unpatch: []LibPattern{{Func: mustPattern(t, "foo_a"), Lib: "libfoo.so"}}}
+	sel := Selection{Rules: []Rule{libIn("foo_.*", "libfoo.so"), {Func: mustPattern(t, "foo_a"), Lib: "libfoo.so", Out: true}, out("foo_b")}}
 	if got := names(libCands(lib, lps, false, nil, nil, &sel)); !slices.Equal(got, []string{"foo_b"}) {
-		t.Errorf("-U foo_a@libfoo.so: got %q", got)
+		t.Errorf("-U foo_a@libfoo.so (and -U foo_b, the executable's): got %q", got)
 	}
 	if got := names(libCands(lib, lps, false, nil, nil, &Selection{MinSize: 0x10})); !slices.Equal(got, []string{"foo_a"}) {
 		t.Errorf("-Z 16: got %q", got)

@@ -14,6 +14,9 @@ var version = "dev"
 
 // run builds the CLI, runs it on args and returns the process exit status.
 func run(args []string) int {
+	if len(args) >= 2 && args[1] == "help" { // rtrace help [VERB]
+		args = append(append([]string{args[0]}, args[2:min(len(args), 3)]...), "--help")
+	}
 	if verb, rest, ok := uftraceVerb(args); ok {
 		return runUftrace(verb, rest, args, os.Stdout, os.Stderr)
 	}
@@ -56,10 +59,17 @@ Function traces are written as uftrace.data directories that the real uftrace
 reads (replay, report, graph, tui, dump --chrome). Resource traces follow
 sp-rtrace: raw <pid>-<n>.rtrace streams and sp-rtrace text.
 
+Function tracing takes uftrace's command line (rtrace record --help):
+   record [OPTIONS] PROG [ARGS]   record PROG's function calls (uftrace record)
+   live [OPTIONS] PROG [ARGS]     record, then show with uftrace replay (uftrace live)
+   [OPTIONS] PROG [ARGS]          the same as live (uftrace PROG)
+
 Examples:
-   rtrace record -- ./prog args                   # writes uftrace.data/
+   rtrace record ./prog args                      # writes uftrace.data/
    uftrace replay -d uftrace.data                 # look at it with uftrace
-   rtrace postproc -l -c -i 1234-0.rtrace | rtrace resolve`,
+   rtrace -D3 ./prog args                         # record and show at once
+   rtrace sp-rtrace -e memory -s -o out -x ./prog # resource calls, sp-rtrace style
+   rtrace postproc -l -c -i out/1234-0.rtrace | rtrace resolve`,
 		Writer:                    stdout,
 		ErrWriter:                 stderr,
 		HideHelpCommand:           true,
@@ -85,11 +95,11 @@ Examples:
 				return nil // the action says it is unknown
 			}
 			switch verb {
-			case "record", "attach":
+			case "attach", "sp-rtrace":
 			case "":
-				return cli.Exit("-v: which verb? (rtrace -v record|attach ...)", 2)
+				return cli.Exit("-v: which verb? (rtrace -v record|live|attach|sp-rtrace ...)", 2)
 			default:
-				return cli.Exit(fmt.Sprintf("-v: %s has no verbose output; -v applies to record and attach", verb), 2)
+				return cli.Exit(fmt.Sprintf("-v: %s has no verbose output; -v applies to record, live, attach and sp-rtrace", verb), 2)
 			}
 			return nil
 		},

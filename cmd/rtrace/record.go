@@ -121,7 +121,7 @@ func sessionOptions(c *cli.Context) (launcher.Options, error) {
 			o.PostOpts = strings.TrimSpace(o.PostOpts + " " + p)
 			continue
 		}
-		o.Patch = append(o.Patch, p)
+		o.Patch = append(o.Patch, launcher.PatchRule{Pattern: p})
 	}
 	o.Start, o.OutDir, o.Manage = c.Bool("start"), c.String("output-dir"), c.Bool("manage-preproc")
 	o.Backtrace, o.BacktraceAll = c.Int("backtrace-depth"), c.Bool("backtrace-all")

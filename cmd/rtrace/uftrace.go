@@ -18,7 +18,7 @@ import (
 
 // The verbs urfave/cli reads; every other first word is uftrace's: record,
 // live, or a program to run live (uftrace PROG).
-var cliVerbs = []string{"attach", "toggle", "preproc", "postproc", "resolve", "sp-rtrace", "help"}
+var cliVerbs = []string{"attach", "toggle", "preproc", "postproc", "resolve", "sp-rtrace"}
 
 // uftraceVerb says whether args (os.Args) are a uftrace command line, and
 // which verb with which words: `rtrace record ...`, `rtrace live ...`,
@@ -31,7 +31,17 @@ func uftraceVerb(args []string) (verb string, rest []string, ok bool) {
 	}
 	k := ucli.FirstWord(args[1:])
 	if k < 0 {
-		return "", nil, false // options only (--help, -V), or a mistake urfave reports
+		// Options only: rtrace's help and version are urfave's; uftrace's
+		// --usage and an --opt-file that names the program are live's.
+		for _, a := range args[1:] {
+			if a == "--" {
+				break
+			}
+			if a == "--usage" || strings.HasPrefix(a, "--opt-file") {
+				return "", args[1:], true
+			}
+		}
+		return "", nil, false
 	}
 	k++
 	switch w := args[k]; {
@@ -137,9 +147,15 @@ func verbTypo(prog string) string {
 // trace with uftrace replay and the display options, as uftrace live does.
 // The status is the program's when it failed, else replay's.
 func live(o launcher.Options, replay []string, stdout, stderr io.Writer) int {
+	// Ctrl-C, SIGTERM or SIGHUP from here on ends the program (the
+	// session's own handling) or replay, never rtrace before it removes
+	// its directory. Caught, not ignored: an ignored signal would stay
+	// ignored in replay.
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	defer signal.Stop(sigs)
 	uft, lookErr := exec.LookPath("uftrace")
-	keep := o.Dir != ""
-	if !keep {
+	if o.Dir == "" {
 		tmp, err := os.MkdirTemp("", "rtrace-live-")
 		if err != nil {
 			fmt.Fprintln(stderr, "rtrace live:", err)
@@ -148,19 +164,19 @@ func live(o launcher.Options, replay []string, stdout, stderr io.Writer) int {
 		defer os.RemoveAll(tmp)
 		o.Dir = filepath.Join(tmp, "uftrace.data")
 	}
-	if !o.Verbose {
-		o.Quiet = true // no summary naming a directory about to go
-	}
+	o.NoSummary = true // no line naming a directory about to go
 	code, err := launcher.Record(o)
 	if err != nil {
 		fmt.Fprintln(o.Stderr, "rtrace:", err)
 		var ue *launcher.UsageError
-		if errors.As(err, &ue) {
-			return code
+		var ee *launcher.ExitError
+		if errors.As(err, &ue) || errors.As(err, &ee) {
+			return code // refused before anything ran: -d's old trace is not this run's
 		}
 	}
 	if _, statErr := os.Stat(filepath.Join(o.Dir, "info")); statErr != nil {
-		return max(code, 1) // nothing recorded to show
+		fmt.Fprintln(stderr, "rtrace live: nothing was recorded to show")
+		return max(code, 1)
 	}
 	if lookErr != nil {
 		fmt.Fprintf(stderr, "rtrace live: uftrace replay shows the trace, and uftrace is not in PATH (rtrace record -d DIR keeps a trace to read later)\n")
@@ -168,12 +184,6 @@ func live(o launcher.Options, replay []string, stdout, stderr io.Writer) int {
 	}
 	rp := exec.Command(uft, append([]string{"replay", "-d", o.Dir}, replay...)...)
 	rp.Stdin, rp.Stdout, rp.Stderr = os.Stdin, stdout, stderr
-	// Ctrl-C while replay shows (or pages) the trace ends replay; rtrace
-	// waits for it and removes the directory. Caught, not ignored: an
-	// ignored signal would stay ignored in replay.
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-	defer signal.Stop(sigs)
 	rerr := rp.Run()
 	if code != 0 {
 		return code
@@ -181,6 +191,9 @@ func live(o launcher.Options, replay []string, stdout, stderr io.Writer) int {
 	var ee *exec.ExitError
 	switch {
 	case errors.As(rerr, &ee):
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			return 128 + int(ws.Signal())
+		}
 		return ee.ExitCode()
 	case rerr != nil:
 		fmt.Fprintln(stderr, "rtrace live: uftrace replay:", rerr)

@@ -19,6 +19,7 @@ type spec struct {
 	long  string
 	short byte // 0: none
 	arg   bool // takes a value
+	exact bool // only its whole name selects it, no prefix
 }
 
 // occurrence is one option found on the command line.
@@ -101,7 +102,7 @@ func findLong(specs []spec, name string) (*spec, error) {
 		if s.long == name {
 			return s, nil
 		}
-		if strings.HasPrefix(s.long, name) {
+		if !s.exact && strings.HasPrefix(s.long, name) {
 			matches = append(matches, s)
 		}
 	}

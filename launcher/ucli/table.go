@@ -49,12 +49,18 @@ var table = []option{
 	{long: "retval", short: 'R', arg: "SPEC", group: recordGroup, help: "record function return values: FUNC@retval/s (repeatable)",
 		set: appendTo(func(o *launcher.Options) *[]string { return &o.RetSpecs })},
 	{long: "patch", short: 'P', arg: "FUNC", group: recordGroup, help: "trace only the functions matching FUNC (repeatable; without -P every function is, as with -P .); FUNC@LIB selects inside the shared library LIB, dlopen'ed ones too",
-		set: appendTo(func(o *launcher.Options) *[]string { return &o.Patch })},
+		set: func(c *Cmd, v string) error {
+			c.Options.Patch = append(c.Options.Patch, launcher.PatchRule{Pattern: v})
+			return nil
+		}},
 	{long: "unpatch", short: 'U', arg: "FUNC", group: recordGroup, help: "do not trace the functions matching FUNC (FUNC@LIB: in LIB) (repeatable)",
-		set: appendTo(func(o *launcher.Options) *[]string { return &o.Unpatch })},
-	{long: "event", short: 'E', arg: "EVENT", group: recordGroup, help: "record the USDT probes matching PROVIDER:NAME (globs: 'app:*') as uftrace EVENT records (repeatable)",
+		set: func(c *Cmd, v string) error {
+			c.Options.Patch = append(c.Options.Patch, launcher.PatchRule{Pattern: v, Out: true})
+			return nil
+		}},
+	{long: "Event", short: 'E', arg: "EVENT", group: recordGroup, help: "record the USDT probes matching PROVIDER:NAME (globs: 'app:*') as uftrace EVENT records (repeatable)",
 		set: appendTo(func(o *launcher.Options) *[]string { return &o.Events })},
-	{long: "Event", arg: "EVENT", group: hiddenGroup, help: "as --event (uftrace --help spells it so)",
+	{long: "event", arg: "EVENT", group: hiddenGroup, exact: true, help: "as --Event (uftrace-record(1) spells it so; a prefix of it is --event-full's, as in uftrace)",
 		set: appendTo(func(o *launcher.Options) *[]string { return &o.Events })},
 	{long: "script", short: 'S', arg: "SCRIPT", group: recordGroup, help: "run a script at each function entry and exit", kind: refused,
 		why: "record-time scripts run inside uftrace's libmcount; run the script on the trace instead: uftrace script -d DIR -S SCRIPT"},
@@ -87,24 +93,24 @@ var table = []option{
 		why: "entry-only recording (for sp-rtrace's -e MODULES, use 'rtrace sp-rtrace -e MODULES' or --module MODULES)"},
 
 	// COMMON OPTIONS: filters.
-	{long: "filter", short: 'F', arg: "FUNC", group: commonGroup, replay: true, help: "trace only functions matching FUNC and their callees (repeatable)",
+	{long: "filter", short: 'F', arg: "FUNC", group: commonGroup, help: "trace only functions matching FUNC and their callees (repeatable)",
 		set: appendTo(func(o *launcher.Options) *[]string { return &o.Filter })},
-	{long: "notrace", short: 'N', arg: "FUNC", group: commonGroup, replay: true, help: "do not trace functions matching FUNC nor their callees (repeatable)",
+	{long: "notrace", short: 'N', arg: "FUNC", group: commonGroup, help: "do not trace functions matching FUNC nor their callees (repeatable)",
 		set: appendTo(func(o *launcher.Options) *[]string { return &o.NoTrace })},
-	{long: "caller-filter", short: 'C', arg: "FUNC", group: commonGroup, replay: true, help: "trace only the callers of functions matching FUNC", kind: notYet, why: "caller filters"},
+	{long: "caller-filter", short: 'C', arg: "FUNC", group: commonGroup, help: "trace only the callers of functions matching FUNC", kind: notYet, why: "caller filters"},
 	{long: "trigger", short: 'T', arg: "FUNC@ACT", group: commonGroup, replay: true, help: "trigger actions at functions (depth=, trace_on, backtrace, ...)", kind: notYet, why: "triggers"},
-	{long: "depth", short: 'D', arg: "DEPTH", group: commonGroup, replay: true, help: "trace functions within DEPTH nested levels",
+	{long: "depth", short: 'D', arg: "DEPTH", group: commonGroup, help: "trace functions within DEPTH nested levels",
 		set: setInt(func(o *launcher.Options) *int { return &o.Depth })},
 	{long: "time-filter", short: 't', arg: "TIME", group: commonGroup, replay: true, help: "leave out calls shorter than TIME (500, 500ns, 20us, 1.5ms, 2s; a bare number is ns)",
 		set: func(c *Cmd, v string) error { c.Options.Time = v; return nil }},
-	{long: "size-filter", short: 'Z', arg: "SIZE", group: commonGroup, replay: true, help: "trace only functions of SIZE bytes or more",
+	{long: "size-filter", short: 'Z', arg: "SIZE", group: commonGroup, help: "trace only functions of SIZE bytes or more",
 		set: setInt(func(o *launcher.Options) *int { return &o.SizeFilter })},
 	{long: "loc-filter", short: 'L', arg: "LOCATION", group: commonGroup, replay: true, help: "trace only functions of these source locations", kind: notYet, why: "location filters"},
 	{long: "hide", short: 'H', arg: "FUNC", group: commonGroup, replay: true, help: "hide functions matching FUNC, not their callees", kind: notYet, why: "hiding functions"},
 	{long: "no-libcall", group: commonGroup, replay: true, help: "do not record calls into shared libraries",
 		set: func(c *Cmd, _ string) error { c.Options.NoLibcall = true; return nil }},
-	{long: "no-event", group: commonGroup, replay: true, help: "record no default events", kind: inert, why: "rtrace records no events but -E's"},
-	{long: "no-sched", group: commonGroup, replay: true, help: "record no schedule events", kind: inert, why: "rtrace records no schedule events"},
+	{long: "no-event", group: commonGroup, help: "record no default events", kind: inert, why: "rtrace records no events but -E's"},
+	{long: "no-sched", group: commonGroup, help: "record no schedule events", kind: inert, why: "rtrace records no schedule events"},
 	{long: "match", arg: "TYPE", group: commonGroup, replay: true, help: "patterns are regex (the default) or glob",
 		set: func(c *Cmd, v string) error {
 			if v != "regex" && v != "glob" {
@@ -113,7 +119,7 @@ var table = []option{
 			c.Options.Match = v
 			return nil
 		}},
-	{long: "disable", group: commonGroup, replay: true, help: "start with tracing off: 'rtrace toggle PID' turns it on and off",
+	{long: "disable", group: commonGroup, help: "start with tracing off: 'rtrace toggle PID' turns it on and off",
 		set: func(c *Cmd, _ string) error { c.Options.Disable = true; return nil }},
 	{long: "with-syms", arg: "DIR", group: commonGroup, replay: true, help: "read symbols from the .sym files in DIR", kind: notYet, why: "symbols from .sym files"},
 
@@ -155,7 +161,7 @@ var table = []option{
 		set: func(c *Cmd, v string) error { c.Options.Dir = v; return nil }},
 	{long: "logfile", arg: "FILE", group: globalGroup, help: "write rtrace's messages to FILE instead of stderr", set: setString(func(c *Cmd) *string { return &c.LogFile })},
 	{long: "color", arg: "VAL", group: globalGroup, replay: true, help: "color the output: yes, no or auto",
-		set: oneOf("yes", "true", "1", "on", "no", "false", "0", "off", "auto")},
+		set: oneOf("yes", "y", "true", "1", "on", "no", "n", "false", "0", "off", "auto")},
 	{long: "no-pager", group: globalGroup, replay: true, help: "use no pager"},
 	{long: "opt-file", arg: "FILE", group: globalGroup, help: "read options (and the program, if the command line names none) from FILE", set: optFile},
 
@@ -207,7 +213,7 @@ var table = []option{
 		set: func(c *Cmd, _ string) error { c.Options.NoPin = true; return nil }},
 	{long: "output-dir", short: 'o', arg: "DIR", group: rtraceGroup, help: "also store the raw stream in DIR/<pid>-<n>.rtrace ('rtrace preproc' turns it into a trace later); with --module: the resource traces",
 		set: func(c *Cmd, v string) error { c.Options.OutDir = v; return nil }},
-	{long: "list-events", group: rtraceGroup, help: "as --list-event", set: setTrue(func(c *Cmd) *bool { return &c.ListEvents })},
+	{long: "list-events", group: rtraceGroup, exact: true, help: "as --list-event", set: setTrue(func(c *Cmd) *bool { return &c.ListEvents })},
 	{long: "toggle-signal", arg: "SIGNAL", group: rtraceGroup, help: "the signal that toggles tracing with --disable or --module (default SIGUSR1; rtrace intercepts it)",
 		set: func(c *Cmd, v string) error {
 			sig, err := launcher.ParseSignal(v)

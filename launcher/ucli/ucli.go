@@ -59,7 +59,8 @@ type option struct {
 	help   string
 	kind   kind
 	why    string // inert, notYet, refused: the reason
-	replay bool   // uftrace replay takes it too
+	replay bool   // live passes it to uftrace replay (uftrace live's rule: not the record-time filters)
+	exact  bool   // an alias only its whole name selects (no prefix of it)
 	set    func(c *Cmd, v string) error
 }
 
@@ -149,7 +150,7 @@ var (
 func init() {
 	for i := range table {
 		o := &table[i]
-		specs = append(specs, spec{long: o.long, short: o.short, arg: o.arg != ""})
+		specs = append(specs, spec{long: o.long, short: o.short, arg: o.arg != "", exact: o.exact})
 		byLong[o.long] = o
 	}
 }

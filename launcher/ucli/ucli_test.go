@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"rtrace/launcher"
 )
 
 func TestGetoptSpellings(t *testing.T) {
@@ -44,8 +46,9 @@ func TestPatchValueDot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(cmd.Options.Patch, []string{".", "f@libx.so"}) || !slices.Equal(cmd.Options.Unpatch, []string{"g"}) {
-		t.Errorf("patch %q unpatch %q", cmd.Options.Patch, cmd.Options.Unpatch)
+	want := []launcher.PatchRule{{Pattern: "."}, {Pattern: "f@libx.so"}, {Pattern: "g", Out: true}}
+	if !slices.Equal(cmd.Options.Patch, want) {
+		t.Errorf("patch rules %+v, want %+v", cmd.Options.Patch, want)
 	}
 }
 
@@ -87,7 +90,7 @@ func TestInertAndDisplay(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"--no-event", "--output-fields=+tid", "--tid=1,2", "--time-filter=1us", "--no-pager"}
+	want := []string{"--output-fields=+tid", "--tid=1,2", "--time-filter=1us", "--no-pager"}
 	if !slices.Equal(cmd.Replay, want) {
 		t.Errorf("replay options %q, want %q", cmd.Replay, want)
 	}
@@ -251,5 +254,17 @@ func TestReadmeTable(t *testing.T) {
 	}
 	if got := readme[i+len(begin) : j]; got != want.String() {
 		t.Errorf("README.md's table of uftrace's options is not the table's; it should be:\n%s", want.String())
+	}
+}
+
+// Prefixes resolve as in uftrace, whose names these are: rtrace's
+// aliases (--event, --list-events) take only their whole name.
+func TestPrefixesAsUftrace(t *testing.T) {
+	cmd, err := Parse([]string{"--ev", "--list-e", "--event=app:*", "--Ev", "b:c", "x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(cmd.Replay, []string{"--event-full"}) || !cmd.ListEvents || !slices.Equal(cmd.Options.Events, []string{"app:*", "b:c"}) {
+		t.Errorf("replay %q list %v events %q", cmd.Replay, cmd.ListEvents, cmd.Options.Events)
 	}
 }
