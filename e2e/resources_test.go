@@ -205,12 +205,22 @@ func TestRecordFileLeaks(t *testing.T) {
 }
 
 // TestRecordMemoryUftrace: with -d the resource calls also appear in the
-// uftrace.data output, with sizes and returned pointers.
+// uftrace.data output, with sizes and returned pointers; also from record
+// with --match=glob, whose argument specs are globs then.
 func TestRecordMemoryUftrace(t *testing.T) {
-	uft := testutil.RequireTool(t, "uftrace")
 	prog := testutil.BuildC(t, "leaky.c", "-O0", "-g")
+	for _, args := range [][]string{
+		{"sp-rtrace", "-e", "memory", "-d", "OUT", "--start", "-o", "D", "-q", "--", prog},
+		{"record", "--match=glob", "--module", "memory", "-d", "OUT", "--start", "-o", "D", "-q", prog},
+	} {
+		t.Run(args[0], func(t *testing.T) { recordMemoryUftrace(t, args) })
+	}
+}
+
+func recordMemoryUftrace(t *testing.T, args []string) {
+	uft := testutil.RequireTool(t, "uftrace")
 	tmp := t.TempDir()
-	r := runCmd(t, tmp, rtraceBin, "sp-rtrace", "-e", "memory", "-d", "OUT", "--start", "-o", "D", "-q", "--", prog)
+	r := runCmd(t, tmp, rtraceBin, args...)
 	if r.code != 0 {
 		t.Fatalf("record: exit %d\n%s", r.code, r.stderr)
 	}

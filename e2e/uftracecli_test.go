@@ -96,6 +96,8 @@ func TestUftraceLookupAndLive(t *testing.T) {
 	// uftrace exits 1 when the program fails; rtrace with the program's
 	// status (4 here).
 	u := runCmd(t, tmp, uft, "live", "--no-libcall", "--no-event", "--no-pager", "-D3", "-f", "none", "chain-pg")
+	liveTmp := t.TempDir() // where live makes its directory: gone again after each run
+	t.Setenv("TMPDIR", liveTmp)
 	for _, args := range [][]string{
 		{"--no-libcall", "--no-pager", "-D3", "-f", "none", "chain"},
 		{"live", "--no-libcall", "--no-pager", "-D3", "-f", "none", "chain"},
@@ -110,8 +112,28 @@ func TestUftraceLookupAndLive(t *testing.T) {
 			t.Errorf("rtrace %v shows:\n%s\nuftrace live:\n%s", args, got, want)
 		}
 	}
-	if ents, _ := filepath.Glob(filepath.Join(os.TempDir(), "rtrace-live-*")); len(ents) > 0 {
-		t.Logf("left in %s (maybe by other runs): %v", os.TempDir(), ents)
+	if ents, _ := filepath.Glob(filepath.Join(liveTmp, "rtrace-live-*")); len(ents) > 0 {
+		t.Errorf("live left %v in its TMPDIR", ents)
+	}
+	// -d keeps the trace; a refused program does not show -d's old one.
+	if r := runCmd(t, tmp, rtraceBin, "live", "--no-pager", "-d", "L", "chain"); r.code != 18%7 || !strings.Contains(r.stdout, "main()") {
+		t.Errorf("live -d L: %+v", r)
+	}
+	if err := os.WriteFile(filepath.Join(tmp, "script"), []byte("#!/bin/sh\necho hi\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if r := runCmd(t, tmp, rtraceBin, "live", "--no-pager", "-d", "L", "./script"); r.code == 0 || strings.Contains(r.stdout, "main()") {
+		t.Errorf("live -d L ./script showed a trace: %+v", r)
+	}
+	if _, err := os.Stat(filepath.Join(tmp, "L", "info")); err != nil {
+		t.Errorf("the refusal removed -d's trace: %v", err)
+	}
+	// Nothing recorded: said, not shown.
+	if r := runCmd(t, tmp, rtraceBin, "live", "--no-pager", "--disable", "chain"); r.code == 0 || !strings.Contains(r.stderr, "nothing saved") || strings.Contains(r.stdout, "main()") {
+		t.Errorf("live --disable: %+v", r)
+	}
+	if ents, _ := filepath.Glob(filepath.Join(liveTmp, "rtrace-live-*")); len(ents) > 0 {
+		t.Errorf("live left %v in its TMPDIR", ents)
 	}
 }
 

@@ -150,6 +150,9 @@ func (s *session) finish(res *tracer.Result, runErr error) (int, error) {
 			fmt.Fprintf(c.Stderr, "rtrace: detached from pid %d; %s; %s\n", c.Pid, s.summary(res), saved)
 		}
 		return 0, nil
+	case caught != nil && c.NoSummary && len(outs) > 0:
+		fmt.Fprintf(c.Stderr, "rtrace: %v: target killed\n", caught)
+		return 128 + int(caught.(unix.Signal)), nil
 	case caught != nil:
 		fmt.Fprintf(c.Stderr, "rtrace: %v: target killed; %s; %s\n", caught, s.summary(res), saved)
 		return 128 + int(caught.(unix.Signal)), nil

@@ -191,7 +191,7 @@ func check(o Options) (*config, error) {
 	}
 	specOpts := c.Options
 	if len(c.mods) > 0 && c.funcDir != "" {
-		a, r := resSpecs(c.mods)
+		a, r := resSpecs(c.mods, o.Match)
 		specOpts.ArgSpecs = append(slices.Clip(o.ArgSpecs), a...)
 		specOpts.RetSpecs = append(slices.Clip(o.RetSpecs), r...)
 	}

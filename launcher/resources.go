@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"rtrace/internal/trace"
+	"rtrace/internal/uftrace"
 	"rtrace/internal/wire"
 	"rtrace/preproc"
 	"rtrace/tracer"
@@ -216,13 +217,20 @@ func (s *resStream) finish() ([]string, error) {
 	return s.files, errors.Join(s.errs...)
 }
 
+// globQuote escapes what path.Match and fnmatch(3) read as glob syntax.
+var globQuote = strings.NewReplacer(`\`, `\\`, `*`, `\*`, `?`, `\?`, `[`, `\[`)
+
 // resSpecs are the uftrace argument and return-value specs of the
 // selected modules' functions, so `uftrace replay` shows malloc(100) =
-// 0x55d0c2a0 in a -d recording.
-func resSpecs(mods []*tracer.ResModule) (args, rets []string) {
+// 0x55d0c2a0 in a -d recording; each names one function exactly, in the
+// pattern kind of --match.
+func resSpecs(mods []*tracer.ResModule, kind string) (args, rets []string) {
 	for _, m := range mods {
 		for _, f := range m.Funcs {
 			pat := "^" + regexp.QuoteMeta(f.Display()) + "$"
+			if kind == uftrace.PatternGlob { // --match=glob: the name, its glob characters escaped
+				pat = globQuote.Replace(f.Display())
+			}
 			if a := f.UftraceArgs(); len(a) > 0 {
 				args = append(args, pat+"@"+strings.Join(a, ","))
 			}

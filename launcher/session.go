@@ -16,6 +16,9 @@ import (
 	"rtrace/tracer"
 )
 
+// ErrAborted is a session left at a second Ctrl-C, its trace unfinished.
+var ErrAborted = errors.New("interrupted twice, aborting")
+
 // Record traces a program (o.Args) and returns the exit code rtrace
 // should exit with: the program's (128+N when a signal N killed it).
 func Record(o Options) (int, error) { return run(o) }
@@ -212,11 +215,10 @@ func (s *session) run(sigs chan os.Signal) (int, error) {
 	case <-s.aborted:
 		stopStatus()
 		stopSignals()
-		msg := "interrupted twice, aborting"
 		if s.c.Pid != 0 {
-			msg += " (the process may be left stopped)"
+			return 128 + int(unix.SIGINT), fmt.Errorf("%w (the process may be left stopped)", ErrAborted)
 		}
-		return 128 + int(unix.SIGINT), errors.New(msg)
+		return 128 + int(unix.SIGINT), ErrAborted
 	}
 	stopSignals()
 	stopStatus()

@@ -14,8 +14,10 @@ var version = "dev"
 
 // run builds the CLI, runs it on args and returns the process exit status.
 func run(args []string) int {
-	if len(args) >= 2 && args[1] == "help" { // rtrace help [VERB]
-		args = append(append([]string{args[0]}, args[2:min(len(args), 3)]...), "--help")
+	args, err := helpArgs(args)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "rtrace:", err)
+		return 2
 	}
 	if verb, rest, ok := uftraceVerb(args); ok {
 		return runUftrace(verb, rest, args, os.Stdout, os.Stderr)
@@ -79,7 +81,7 @@ Examples:
 		// output, not the version (-V, --version).
 		HideVersion: true,
 		Flags: []cli.Flag{
-			&cli.BoolFlag{Name: "verbose", Aliases: []string{"v"}, Usage: "verbose output of record and attach (as their own -v)"},
+			&cli.BoolFlag{Name: "verbose", Aliases: []string{"v"}, Usage: "verbose output of record, live, attach and sp-rtrace (as their own -v)"},
 			&cli.BoolFlag{Name: "version", Aliases: []string{"V"}, Usage: "print the version"},
 		},
 		Before: func(c *cli.Context) error {

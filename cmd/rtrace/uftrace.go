@@ -20,6 +20,25 @@ import (
 // live, or a program to run live (uftrace PROG).
 var cliVerbs = []string{"attach", "toggle", "preproc", "postproc", "resolve", "sp-rtrace"}
 
+// helpArgs turns `rtrace [OPTIONS] help [VERB]` into `rtrace VERB --help`
+// (or `rtrace --help`); other command lines are returned as they are.
+func helpArgs(args []string) ([]string, error) {
+	k := ucli.FirstWord(args[min(len(args), 1):])
+	if k < 0 || args[k+1] != "help" {
+		return args, nil
+	}
+	rest := args[k+2:]
+	switch {
+	case len(rest) == 0:
+		return []string{args[0], "--help"}, nil
+	case len(rest) > 1:
+		return nil, fmt.Errorf("help: one verb at most (rtrace help [VERB])")
+	case rest[0] == "record" || rest[0] == "live" || slices.Contains(cliVerbs, rest[0]):
+		return []string{args[0], rest[0], "--help"}, nil
+	}
+	return nil, fmt.Errorf("help: unknown command %q (rtrace help lists them)", rest[0])
+}
+
 // uftraceVerb says whether args (os.Args) are a uftrace command line, and
 // which verb with which words: `rtrace record ...`, `rtrace live ...`,
 // `rtrace PROG ...` (live: verb "", the program's name first in rest),
@@ -37,7 +56,7 @@ func uftraceVerb(args []string) (verb string, rest []string, ok bool) {
 			if a == "--" {
 				break
 			}
-			if a == "--usage" || strings.HasPrefix(a, "--opt-file") {
+			if n := ucli.LongName(a); n == "usage" || n == "opt-file" {
 				return "", args[1:], true
 			}
 		}
@@ -135,7 +154,7 @@ func verbTypo(prog string) string {
 	if _, err := exec.LookPath(prog); err == nil {
 		return ""
 	}
-	for _, v := range append([]string{"record", "live"}, cliVerbs...) {
+	for _, v := range append([]string{"record", "live", "help"}, cliVerbs...) {
 		if ucli.Distance(prog, v) <= 2 {
 			return fmt.Sprintf("%s: no such program (did you mean 'rtrace %s'?)", prog, v)
 		}
@@ -165,17 +184,20 @@ func live(o launcher.Options, replay []string, stdout, stderr io.Writer) int {
 		o.Dir = filepath.Join(tmp, "uftrace.data")
 	}
 	o.NoSummary = true // no line naming a directory about to go
+	info := filepath.Join(o.Dir, "info")
+	before, _ := os.Stat(info) // -d DIR's trace of an earlier run, moved aside if this one starts
 	code, err := launcher.Record(o)
 	if err != nil {
 		fmt.Fprintln(o.Stderr, "rtrace:", err)
-		var ue *launcher.UsageError
-		var ee *launcher.ExitError
-		if errors.As(err, &ue) || errors.As(err, &ee) {
-			return code // refused before anything ran: -d's old trace is not this run's
+		if errors.Is(err, launcher.ErrAborted) {
+			return code // aborted: the trace is unfinished
 		}
 	}
-	if _, statErr := os.Stat(filepath.Join(o.Dir, "info")); statErr != nil {
-		fmt.Fprintln(stderr, "rtrace live: nothing was recorded to show")
+	after, statErr := os.Stat(info)
+	if statErr != nil || before != nil && os.SameFile(before, after) {
+		if err == nil {
+			fmt.Fprintln(o.Stderr, "rtrace live: nothing was recorded to show")
+		}
 		return max(code, 1)
 	}
 	if lookErr != nil {
@@ -184,7 +206,22 @@ func live(o launcher.Options, replay []string, stdout, stderr io.Writer) int {
 	}
 	rp := exec.Command(uft, append([]string{"replay", "-d", o.Dir}, replay...)...)
 	rp.Stdin, rp.Stdout, rp.Stderr = os.Stdin, stdout, stderr
-	rerr := rp.Run()
+	rerr := rp.Start()
+	if rerr == nil {
+		done := make(chan struct{})
+		go func() { // a signal sent to rtrace alone ends replay too
+			for {
+				select {
+				case sig := <-sigs:
+					rp.Process.Signal(sig)
+				case <-done:
+					return
+				}
+			}
+		}()
+		rerr = rp.Wait()
+		close(done)
+	}
 	if code != 0 {
 		return code
 	}

@@ -222,3 +222,17 @@ func FirstWord(args []string) int {
 
 // Distance is the edit distance between two words (for suggestions).
 func Distance(a, b string) int { return distance(a, b) }
+
+// LongName is the long option a word names ("--opt" and "--opt-file=F"
+// name opt-file), "" when it names none or is no long option.
+func LongName(word string) string {
+	if !strings.HasPrefix(word, "--") || word == "--" {
+		return ""
+	}
+	name, _, _ := strings.Cut(word[2:], "=")
+	s, err := findLong(specs, name)
+	if err != nil {
+		return ""
+	}
+	return s.long
+}

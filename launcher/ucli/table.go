@@ -53,7 +53,7 @@ var table = []option{
 			c.Options.Patch = append(c.Options.Patch, launcher.PatchRule{Pattern: v})
 			return nil
 		}},
-	{long: "unpatch", short: 'U', arg: "FUNC", group: recordGroup, help: "do not trace the functions matching FUNC (FUNC@LIB: in LIB) (repeatable)",
+	{long: "unpatch", short: 'U', arg: "FUNC", group: recordGroup, help: "do not trace the functions matching FUNC (FUNC@LIB: in LIB) (repeatable; with -P, the last pattern that matches a function decides)",
 		set: func(c *Cmd, v string) error {
 			c.Options.Patch = append(c.Options.Patch, launcher.PatchRule{Pattern: v, Out: true})
 			return nil

@@ -86,7 +86,9 @@ func TestParseErrors(t *testing.T) {
 }
 
 func TestInertAndDisplay(t *testing.T) {
-	cmd, err := Parse([]string{"--force", "--no-event", "-s", "call", "-f", "+tid", "--tid=1,2", "-t", "1us", "--no-pager", "-b", "1M", "x", "y"})
+	// uftrace live passes none of the record-time filters on to replay.
+	cmd, err := Parse([]string{"--force", "--no-event", "-s", "call", "-f", "+tid", "--tid=1,2", "-t", "1us", "--no-pager", "-b", "1M",
+		"-F", "a", "-N", "b", "-D", "2", "-Z", "8", "--disable", "--no-sched", "x", "y"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +96,7 @@ func TestInertAndDisplay(t *testing.T) {
 	if !slices.Equal(cmd.Replay, want) {
 		t.Errorf("replay options %q, want %q", cmd.Replay, want)
 	}
-	if len(cmd.Ignored) != 4 || !strings.HasPrefix(cmd.Ignored[0], "--force: ignored: ") {
+	if len(cmd.Ignored) != 5 || !strings.HasPrefix(cmd.Ignored[0], "--force: ignored: ") {
 		t.Errorf("ignored: %q", cmd.Ignored)
 	}
 	if cmd.Options.Time != "1us" || !slices.Equal(cmd.Options.Args, []string{"x", "y"}) {
@@ -266,5 +268,13 @@ func TestPrefixesAsUftrace(t *testing.T) {
 	}
 	if !slices.Equal(cmd.Replay, []string{"--event-full"}) || !cmd.ListEvents || !slices.Equal(cmd.Options.Events, []string{"app:*", "b:c"}) {
 		t.Errorf("replay %q list %v events %q", cmd.Replay, cmd.ListEvents, cmd.Options.Events)
+	}
+}
+
+func TestLongName(t *testing.T) {
+	for word, want := range map[string]string{"--opt": "opt-file", "--opt-file=F": "opt-file", "--usa": "usage", "--no": "", "-D": "", "--": "", "--nosuch": ""} {
+		if got := LongName(word); got != want {
+			t.Errorf("LongName(%q) = %q, want %q", word, got, want)
+		}
 	}
 }
