@@ -231,7 +231,11 @@ func (t *Tracer) setupImage(tid int) (*image, []byte, error) {
 	}
 	cands, nfuncs := exeCands(f, own, t.funcs != nil, t.cfg.Libcalls, t.cfg.Modules, &t.cfg.Select)
 	if nfuncs == 0 && t.funcs != nil {
-		fmt.Fprintf(t.cfg.Warn, "rtrace: warning: %s has no function symbols (stripped?): no calls will be recorded\n", exe)
+		what := "no calls will be recorded"
+		if len(cands) > 0 {
+			what = "only its calls into libraries will be recorded"
+		}
+		fmt.Fprintf(t.cfg.Warn, "rtrace: warning: %s has no function symbols (stripped?): %s\n", exe, what)
 	}
 	// Scratch: the return breakpoint, then one slot per function, then the
 	// room for hooks and GOT trampolines planted later.
