@@ -122,7 +122,6 @@ type config struct {
 	exe      *elfx.File
 	mods     []*tracer.ResModule
 	funcs    postproc.FuncOptions // what the function trace keeps
-	libFuncs []tracer.LibPattern
 	sel      tracer.Selection
 	specs    func(exe *elfx.File, name string) (args, rets []uftrace.ArgSpec)
 	specLine []uftrace.ArgSpecLine
@@ -161,7 +160,7 @@ func check(o Options) (*config, error) {
 	if c.funcs, err = funcOptions(o); err != nil {
 		return nil, err
 	}
-	if c.libFuncs, c.sel, err = selection(o); err != nil {
+	if c.sel, err = selection(o); err != nil {
 		return nil, err
 	}
 	// Outputs. Resource tracing alone records no function calls, unless
@@ -262,21 +261,20 @@ func compile(flag, kind string, pats []string) ([]uftrace.Pattern, error) {
 	return ps, nil
 }
 
-// selection compiles -P, -U and -Z: the library functions -P picks, and
-// the rules that narrow what is traced. A pattern is FUNC (the
+// selection compiles -P, -U and -Z into the rules that choose what is
+// traced. A pattern is FUNC (the
 // executable's functions) or FUNC@LIB (those of the library LIB: a file
 // name, and libfoo.so also names libfoo.so.1; LIB the executable's own
 // name is the executable), FUNC as -F patterns are.
-func selection(o Options) ([]tracer.LibPattern, tracer.Selection, error) {
+func selection(o Options) (tracer.Selection, error) {
 	sel := tracer.Selection{MinSize: uint64(max(o.SizeFilter, 0))}
 	if o.SizeFilter < 0 {
-		return nil, sel, &UsageError{fmt.Sprintf("-Z %d: the size must be positive", o.SizeFilter)}
+		return sel, &UsageError{fmt.Sprintf("-Z %d: the size must be positive", o.SizeFilter)}
 	}
 	exe := ""
 	if len(o.Args) > 0 {
 		exe = filepath.Base(o.Args[0])
 	}
-	var libs []tracer.LibPattern
 	for _, p := range o.Patch {
 		flag := "-P"
 		if p.Out {
@@ -286,7 +284,7 @@ func selection(o Options) ([]tracer.LibPattern, tracer.Selection, error) {
 		if i := strings.LastIndex(p.Pattern, "@"); i >= 0 {
 			fn, lib = p.Pattern[:i], p.Pattern[i+1:]
 			if lib == "" || strings.Contains(lib, "/") {
-				return nil, sel, &UsageError{fmt.Sprintf("%s %q: name the library by its file name, FUNC@LIB (e.g. %s 'plug_.*@libplug.so')", flag, p.Pattern, flag)}
+				return sel, &UsageError{fmt.Sprintf("%s %q: name the library by its file name, FUNC@LIB (e.g. %s 'plug_.*@libplug.so')", flag, p.Pattern, flag)}
 			}
 			if lib == exe {
 				lib = ""
@@ -294,14 +292,11 @@ func selection(o Options) ([]tracer.LibPattern, tracer.Selection, error) {
 		}
 		ps, err := compile(flag, o.Match, []string{fn})
 		if err != nil {
-			return nil, sel, err
+			return sel, err
 		}
 		sel.Rules = append(sel.Rules, tracer.Rule{Func: ps[0], Lib: lib, Out: p.Out})
-		if lib != "" && !p.Out {
-			libs = append(libs, tracer.LibPattern{Func: ps[0], Lib: lib})
-		}
 	}
-	return libs, sel, nil
+	return sel, nil
 }
 
 // checkTraceDir refuses a uftrace.data directory that cannot be written:
@@ -513,12 +508,7 @@ func argSpecs(o Options) ([]uftrace.ArgSpecLine, func(exe *elfx.File, name strin
 	if len(lines) == 0 {
 		return nil, nil, nil
 	}
-	kind := o.Match
-	if kind == "" {
-		kind = uftrace.PatternRegex
-	}
-	table, err := uftrace.NewSpecs(lines, kind) // as uftrace's reader will, by info's pattern type
-
+	table, err := uftrace.NewSpecs(lines, o.Match) // as uftrace's reader will, by info's pattern type
 	if err != nil {
 		return nil, nil, &UsageError{err.Error()}
 	}
@@ -552,6 +542,18 @@ func (c *config) env() []string {
 		return nil
 	}
 	return append(os.Environ(), c.Env...)
+}
+
+// SplitModules splits a list of resource modules as sp-rtrace writes it
+// (memory:file), empty names left out.
+func SplitModules(list string) []string {
+	var out []string
+	for _, n := range strings.Split(list, ":") {
+		if n != "" {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 // ParseSizes reads a comma-separated list of sizes (--monitor).

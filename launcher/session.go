@@ -1,6 +1,7 @@
 package launcher
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"os"
@@ -75,10 +76,7 @@ type session struct {
 
 func newSession(c *config, ready func()) *session {
 	s := &session{c: c, con: tty.NewLine(c.Stderr)}
-	info := uftrace.Info{Cmdline: c.Cmdline, Version: "rtrace " + c.Version, ArgSpecs: c.specLine, PatternType: uftrace.PatternRegex}
-	if c.Match == uftrace.PatternGlob {
-		info.PatternType = uftrace.PatternGlob
-	}
+	info := uftrace.Info{Cmdline: c.Cmdline, Version: "rtrace " + c.Version, ArgSpecs: c.specLine, PatternType: cmp.Or(c.Match, uftrace.PatternRegex)}
 	if c.exe != nil {
 		info.ExeName, info.BuildID = c.prog, c.exe.BuildID
 	} else if exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", c.Pid)); err == nil {
@@ -98,7 +96,6 @@ func newSession(c *config, ready func()) *session {
 		Path: c.prog, Args: c.Args, Pin: !c.NoPin,
 		Libcalls:     !c.NoLibcall,
 		NestLibcall:  c.NestLibcall && !c.NoLibcall,
-		LibFuncs:     c.libFuncs,
 		Select:       c.sel,
 		NoRandomize:  c.NoRandomize,
 		Env:          c.env(),

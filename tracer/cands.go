@@ -91,22 +91,26 @@ func exeCands(f *elfx.File, own map[uint64]bool, funcs, libcalls bool, mods []*R
 }
 
 // libCands returns the code of library f that is instrumented, in planting
-// order: the traceable functions a -P pattern of lps selects, with nest
-// (--nest-libcall) its PLT stubs unless it is a C runtime library, then the
-// functions the resource modules mods report (ids numbers their resource
-// types).
-func libCands(f *elfx.File, lps []LibPattern, nest bool, mods []*ResModule, ids map[*ResType]int, sel *Selection) []cand {
+// order: the traceable functions a -P FUNC@LIB rule of sel names (and
+// sel keeps), with nest (--nest-libcall) its PLT stubs unless it is a C
+// runtime library, then the functions the resource modules mods report
+// (ids numbers their resource types).
+func libCands(f *elfx.File, sel *Selection, nest bool, mods []*ResModule, ids map[*ResType]int) []cand {
 	var cands []cand
 	picked := map[uint64]bool{}
-	for _, lp := range lps {
-		if !uftrace.MatchLibName(f.Path, lp.Lib) {
+	var rules []Rule
+	if sel != nil {
+		rules = sel.Rules
+	}
+	for _, r := range rules {
+		if r.Out || r.Lib == "" || !uftrace.MatchLibName(f.Path, r.Lib) {
 			continue
 		}
 		for _, fn := range f.Funcs {
 			if picked[fn.Value] || !traceable(f, fn) || !sel.keepLib(f.Path, fn) {
 				continue
 			}
-			if lp.Func.MatchSymbol(fn.Name) {
+			if r.Func.MatchSymbol(fn.Name) {
 				picked[fn.Value] = true
 				cands = append(cands, cand{name: fn.Name, value: fn.Value, size: fn.Size})
 			}
@@ -126,7 +130,7 @@ type Selection struct {
 	// any in rule, all of the executable's functions are in (as -P .),
 	// with one, only those a rule puts in (-P naming only libraries
 	// leaves the executable out, as uftrace on a plain build); a
-	// library's are in only when picked by LibFuncs.
+	// library's only when an in rule names the library (FUNC@LIB).
 	Rules []Rule
 	// MinSize: functions of fewer bytes are not traced (-Z).
 	MinSize uint64
@@ -154,7 +158,7 @@ func (s *Selection) keepExe(fn elfx.Func) bool {
 	return s.decide("", fn, in)
 }
 
-// keepLib says whether fn of the library at path, picked by a pattern,
+// keepLib says whether fn of the library at path, picked by an in rule,
 // stays traced.
 func (s *Selection) keepLib(path string, fn elfx.Func) bool {
 	return s == nil || s.decide(path, fn, true)

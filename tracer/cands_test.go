@@ -158,12 +158,11 @@ func TestSelection(t *testing.T) {
 	// In a library: -U and -Z apply to what a -P pattern picked.
 	lib := &elfx.File{Path: "/usr/lib/libfoo.so.1", Loads: []elfx.Load{{Vaddr: 0, Memsz: 0x1000, Exec: true}},
 		Funcs: []elfx.Func{{Name: "foo_a", Value: 0x100, Size: 0x40}, {Name: "foo_b", Value: 0x200, Size: 0x8}}}
-	lps := []LibPattern{{Func: mustPattern(t, "foo_.*"), Lib: "libfoo.so"}}
 	sel := Selection{Rules: []Rule{libIn("foo_.*", "libfoo.so"), {Func: mustPattern(t, "foo_a"), Lib: "libfoo.so", Out: true}, out("foo_b")}}
-	if got := names(libCands(lib, lps, false, nil, nil, &sel)); !slices.Equal(got, []string{"foo_b"}) {
+	if got := names(libCands(lib, &sel, false, nil, nil)); !slices.Equal(got, []string{"foo_b"}) {
 		t.Errorf("-U foo_a@libfoo.so (and -U foo_b, the executable's): got %q", got)
 	}
-	if got := names(libCands(lib, lps, false, nil, nil, &Selection{MinSize: 0x10})); !slices.Equal(got, []string{"foo_a"}) {
+	if got := names(libCands(lib, &Selection{Rules: []Rule{libIn("foo_.*", "libfoo.so")}, MinSize: 0x10}, false, nil, nil)); !slices.Equal(got, []string{"foo_a"}) {
 		t.Errorf("-Z 16: got %q", got)
 	}
 }
@@ -197,20 +196,22 @@ func TestLibCands(t *testing.T) {
 	}
 	mods := []*ResModule{&resModules[0], &resModules[1]} // memory, file
 	ids := resIDs(mods)
-	fooP := LibPattern{Func: mustPattern(t, "foo_.*"), Lib: "libfoo.so"}
-	freeP := LibPattern{Func: mustPattern(t, "__libc_free"), Lib: "libfoo.so"}
-	otherP := LibPattern{Func: mustPattern(t, "foo_a"), Lib: "libbar.so"}
+	fooP := Rule{Func: mustPattern(t, "foo_.*"), Lib: "libfoo.so"}
+	freeP := Rule{Func: mustPattern(t, "__libc_free"), Lib: "libfoo.so"}
+	otherP := Rule{Func: mustPattern(t, "foo_a"), Lib: "libbar.so"}
+	exeP := Rule{Func: mustPattern(t, "foo_.*")} // the executable's: not the library's
 	cases := []struct {
 		name string
 		path string
-		lps  []LibPattern
+		lps  []Rule
 		nest bool
 		mods []*ResModule
 		want []string
 	}{
 		{name: "nothing selected", path: "/usr/lib/libfoo.so.1"},
-		{name: "pattern of another library", path: "/usr/lib/libfoo.so.1", lps: []LibPattern{otherP}},
-		{name: "-P", path: "/usr/lib/libfoo.so.1", lps: []LibPattern{fooP, otherP}, want: []string{"foo_a", "foo_b"}},
+		{name: "pattern of another library", path: "/usr/lib/libfoo.so.1", lps: []Rule{otherP}},
+		{name: "pattern of the executable", path: "/usr/lib/libfoo.so.1", lps: []Rule{exeP}},
+		{name: "-P", path: "/usr/lib/libfoo.so.1", lps: []Rule{fooP, otherP}, want: []string{"foo_a", "foo_b"}},
 		{name: "nest", path: "/usr/lib/libfoo.so.1", nest: true, want: []string{"strlen()"}},
 		{name: "nest skips the C library", path: "/lib/libc.so.6", nest: true},
 		// Resource functions follow, module by module in catalog order;
@@ -218,12 +219,12 @@ func TestLibCands(t *testing.T) {
 		{name: "modules", path: "/lib/libc.so.6", mods: mods,
 			want: []string{"malloc", "__libc_free", "_Znwm", "_Znam", "fclose"}},
 		// A function -P picked is not picked again as a resource one.
-		{name: "-P then modules", path: "/usr/lib/libfoo.so.1", lps: []LibPattern{freeP}, nest: true, mods: mods,
+		{name: "-P then modules", path: "/usr/lib/libfoo.so.1", lps: []Rule{freeP}, nest: true, mods: mods,
 			want: []string{"__libc_free", "strlen()", "malloc", "_Znwm", "_Znam", "fclose"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			got := libCands(lib(c.path), c.lps, c.nest, c.mods, ids, nil)
+			got := libCands(lib(c.path), &Selection{Rules: c.lps}, c.nest, c.mods, ids)
 			if !slices.Equal(names(got), c.want) {
 				t.Fatalf("got %q, want %q", names(got), c.want)
 			}

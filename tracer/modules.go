@@ -12,14 +12,6 @@ import (
 	"rtrace/tracer/bp"
 )
 
-// LibPattern selects functions of shared libraries to trace (-P FUNC@LIB).
-type LibPattern struct {
-	Func uftrace.Pattern
-	// Lib names the library (uftrace.MatchLibName): libfoo.so matches
-	// libfoo.so, libfoo.so.1 and libfoo.so.1.2.
-	Lib string
-}
-
 // module is a library mapped in an image, and what rtrace planted there.
 type module struct {
 	base, end uint64 // its mappings
@@ -144,7 +136,7 @@ func (t *Tracer) syncModules(th *thread, ts uint64) {
 // that -P selects, and its PLT stubs with --nest-libcall, in scratch
 // memory mapped next to it.
 func (t *Tracer) traceLibrary(tid int, mem *os.File, im *image, f *elfx.File, bias uint64) {
-	cands := libCands(f, t.cfg.LibFuncs, t.cfg.NestLibcall, t.cfg.Modules, t.resIDs, &t.cfg.Select)
+	cands := libCands(f, &t.cfg.Select, t.cfg.NestLibcall, t.cfg.Modules, t.resIDs)
 	if len(cands) == 0 {
 		return
 	}

@@ -31,9 +31,8 @@ type Config struct {
 	// NestLibcall: record the calls libraries make through their own PLT
 	// too (but not those of the C runtime's libraries).
 	NestLibcall bool
-	// LibFuncs select functions inside shared libraries to trace.
-	LibFuncs []LibPattern
-	// Select narrows the functions traced (-P FUNC, -U, -Z).
+	// Select chooses the functions traced (-P, -U, -Z): the executable's,
+	// and those inside shared libraries (-P FUNC@LIB).
 	Select Selection
 	// NoRandomize runs the program without address space randomization
 	// (personality(2), ADDR_NO_RANDOMIZE).
