@@ -109,11 +109,7 @@ func sessionOptions(c *cli.Context) (launcher.Options, error) {
 		Stderr:        c.App.ErrWriter,
 	}
 	for _, m := range c.StringSlice("module") {
-		for _, n := range strings.Split(m, ":") {
-			if n != "" {
-				o.Modules = append(o.Modules, n)
-			}
-		}
+		o.Modules = append(o.Modules, launcher.SplitModules(m)...)
 	}
 	o.PostOpts = c.String("postproc")
 	for _, p := range c.StringSlice("patch") {

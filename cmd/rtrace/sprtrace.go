@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"os"
-	"strings"
 
 	"github.com/urfave/cli/v2"
 
@@ -95,7 +94,7 @@ sp-rtrace, starts the program: the words after it are its own.
 				Args:          c.Args().Slice(),
 			}
 			for _, m := range c.StringSlice("preload") {
-				o.Modules = append(o.Modules, splitList(m)...)
+				o.Modules = append(o.Modules, launcher.SplitModules(m)...)
 			}
 			if len(o.Modules) == 0 {
 				return cli.Exit("sp-rtrace: choose the resources with -e MODULES (-l lists them)", 2)
@@ -115,15 +114,4 @@ sp-rtrace, starts the program: the words after it are its own.
 			return exit(launcher.Record(o))
 		},
 	}
-}
-
-// splitList splits sp-rtrace's MODULES list (memory:file).
-func splitList(v string) []string {
-	var out []string
-	for _, n := range strings.Split(v, ":") {
-		if n != "" {
-			out = append(out, n)
-		}
-	}
-	return out
 }

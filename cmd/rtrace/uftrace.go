@@ -16,9 +16,12 @@ import (
 	"rtrace/launcher/ucli"
 )
 
-// The verbs urfave/cli reads; every other first word is uftrace's: record,
-// live, or a program to run live (uftrace PROG).
-var cliVerbs = []string{"attach", "toggle", "preproc", "postproc", "resolve", "sp-rtrace"}
+// The verbs launcher/ucli reads (uftrace's), and those urfave/cli reads;
+// any other first word is a program to run live (uftrace PROG).
+var (
+	ucliVerbs = []string{"record", "live"}
+	cliVerbs  = []string{"attach", "toggle", "preproc", "postproc", "resolve", "sp-rtrace"}
+)
 
 // helpArgs turns `rtrace [OPTIONS] help [VERB]` into `rtrace VERB --help`
 // (or `rtrace --help`); other command lines are returned as they are.
@@ -33,7 +36,7 @@ func helpArgs(args []string) ([]string, error) {
 		return []string{args[0], "--help"}, nil
 	case len(rest) > 1:
 		return nil, fmt.Errorf("help: one verb at most (rtrace help [VERB])")
-	case rest[0] == "record" || rest[0] == "live" || slices.Contains(cliVerbs, rest[0]):
+	case slices.Contains(ucliVerbs, rest[0]) || slices.Contains(cliVerbs, rest[0]):
 		return []string{args[0], rest[0], "--help"}, nil
 	}
 	return nil, fmt.Errorf("help: unknown command %q (rtrace help lists them)", rest[0])
@@ -64,7 +67,7 @@ func uftraceVerb(args []string) (verb string, rest []string, ok bool) {
 	}
 	k++
 	switch w := args[k]; {
-	case w == "record" || w == "live":
+	case slices.Contains(ucliVerbs, w):
 		return w, append(slices.Clip(args[1:k]), args[k+1:]...), true
 	case slices.Contains(cliVerbs, w):
 		return "", nil, false
@@ -154,7 +157,7 @@ func verbTypo(prog string) string {
 	if _, err := exec.LookPath(prog); err == nil {
 		return ""
 	}
-	for _, v := range append([]string{"record", "live", "help"}, cliVerbs...) {
+	for _, v := range slices.Concat(ucliVerbs, cliVerbs, []string{"help"}) {
 		if ucli.Distance(prog, v) <= 2 {
 			return fmt.Sprintf("%s: no such program (did you mean 'rtrace %s'?)", prog, v)
 		}

@@ -35,8 +35,12 @@ type parseError struct{ msg string }
 func (e *parseError) Error() string { return e.msg }
 
 // getopt reads the options at the start of args and returns them in order
-// with the words left: the program and its arguments.
-func getopt(specs []spec, args []string) ([]occurrence, []string, error) {
+// with the words left: the program and its arguments. Lenient, it reads
+// past what it cannot take (an unknown or ambiguous long option is taken
+// for a switch, an unknown letter ends its cluster, a value missing at the
+// end ends the options) and returns no error: it only finds where the
+// options end (FirstWord).
+func getopt(specs []spec, args []string, lenient bool) ([]occurrence, []string, error) {
 	var occ []occurrence
 	for i := 0; i < len(args); i++ {
 		a := args[i]
@@ -47,6 +51,9 @@ func getopt(specs []spec, args []string) ([]occurrence, []string, error) {
 			name, value, hasValue := strings.Cut(a[2:], "=")
 			s, err := findLong(specs, name)
 			if err != nil {
+				if lenient {
+					continue
+				}
 				return nil, nil, err
 			}
 			o := occurrence{spec: s, typed: "--" + name}
@@ -55,28 +62,38 @@ func getopt(specs []spec, args []string) ([]occurrence, []string, error) {
 				o.value = value
 			case s.arg:
 				if i+1 >= len(args) {
+					if lenient {
+						return occ, nil, nil
+					}
 					return nil, nil, &parseError{fmt.Sprintf("option --%s needs a value (--%s=VALUE)", s.long, s.long)}
 				}
 				i++
 				o.value = args[i]
-			case hasValue:
+			case hasValue && !lenient:
 				return nil, nil, &parseError{fmt.Sprintf("option --%s takes no value (%q given)", s.long, value)}
 			}
 			occ = append(occ, o)
 		case len(a) > 1 && a[0] == '-':
+		cluster:
 			for j := 1; j < len(a); j++ {
 				s := findShort(specs, a[j])
-				if s == nil {
+				switch {
+				case s == nil && lenient:
+					break cluster
+				case s == nil:
 					return nil, nil, &parseError{unknownShort(a, j)}
 				}
 				o := occurrence{spec: s, typed: "-" + string(a[j])}
 				if s.arg {
-					if j+1 < len(a) {
+					switch {
+					case j+1 < len(a):
 						o.value = a[j+1:]
-					} else if i+1 < len(args) {
+					case i+1 < len(args):
 						i++
 						o.value = args[i]
-					} else {
+					case lenient:
+						return occ, nil, nil
+					default:
 						return nil, nil, &parseError{fmt.Sprintf("option -%c needs a value", a[j])}
 					}
 					occ = append(occ, o)
@@ -183,41 +200,15 @@ func distance(a, b string) int {
 
 // FirstWord is the index in args of the first word that is not an option
 // or an option's value (the verb, or the program), -1 when there is none
-// ("--" ends the options: the word after it). Unlike getopt it reads past
-// options it does not know, taking them for switches: it only finds
-// where the options end.
+// ("--" ends the options: the word after it). It reads past options it
+// does not know, taking them for switches (getopt's lenient mode): it
+// only finds where the options end.
 func FirstWord(args []string) int {
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		switch {
-		case a == "--":
-			if i+1 < len(args) {
-				return i + 1
-			}
-			return -1
-		case strings.HasPrefix(a, "--"):
-			name, _, hasValue := strings.Cut(a[2:], "=")
-			if s, err := findLong(specs, name); err == nil && s.arg && !hasValue {
-				i++
-			}
-		case len(a) > 1 && a[0] == '-':
-			for j := 1; j < len(a); j++ {
-				s := findShort(specs, a[j])
-				if s == nil {
-					break
-				}
-				if s.arg {
-					if j+1 == len(a) {
-						i++
-					}
-					break
-				}
-			}
-		default:
-			return i
-		}
+	_, rest, _ := getopt(specs, args, true)
+	if len(rest) == 0 {
+		return -1
 	}
-	return -1
+	return len(args) - len(rest)
 }
 
 // Distance is the edit distance between two words (for suggestions).

@@ -227,7 +227,7 @@ var table = []option{
 	// RESOURCE TRACING (sp-rtrace's, by long name).
 	{long: "module", arg: "MODULES", group: resourceGroup, help: "trace the resource calls of MODULES (memory, file, thread, shm, mmap; join with ':')",
 		set: func(c *Cmd, v string) error {
-			c.Options.Modules = append(c.Options.Modules, splitModules(v)...)
+			c.Options.Modules = append(c.Options.Modules, launcher.SplitModules(v)...)
 			return nil
 		}},
 	{long: "start", group: resourceGroup, help: "trace resources from the start (default: off until toggled)",

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -99,7 +100,7 @@ func Parse(args []string) (*Cmd, error) {
 
 // parse applies the options of args and returns the words after them.
 func (c *Cmd) parse(args []string) ([]string, error) {
-	occ, rest, err := getopt(specs, args)
+	occ, rest, err := getopt(specs, args, false)
 	if err != nil {
 		return nil, &usageError{err.Error()}
 	}
@@ -187,10 +188,8 @@ func setString(f func(*Cmd) *string) func(*Cmd, string) error {
 // oneOf checks a value against uftrace's choices.
 func oneOf(choices ...string) func(*Cmd, string) error {
 	return func(_ *Cmd, v string) error {
-		for _, ch := range choices {
-			if v == ch {
-				return nil
-			}
+		if slices.Contains(choices, v) {
+			return nil
 		}
 		return fmt.Errorf("want %s", strings.Join(choices, ", "))
 	}
@@ -277,15 +276,4 @@ func splitWords(text string) ([]string, error) {
 		words = append(words, cur.String())
 	}
 	return words, nil
-}
-
-// splitModules splits sp-rtrace's MODULES list (memory:file).
-func splitModules(v string) []string {
-	var out []string
-	for _, n := range strings.Split(v, ":") {
-		if n != "" {
-			out = append(out, n)
-		}
-	}
-	return out
 }
