@@ -34,16 +34,9 @@ type Marginal struct {
 // Marginals pairs each report whose workload names a Short one with that
 // one's report, and gives each tool that ran both its marginal cost.
 func Marginals(reps []*Report) []Marginal {
-	byName := map[string]*Report{}
-	for _, r := range reps {
-		byName[r.W.Name] = r
-	}
 	var ms []Marginal
-	for _, long := range reps {
-		short := byName[long.W.Short]
-		if short == nil {
-			continue
-		}
+	for _, p := range counterparts(reps, func(w *Workload) string { return w.Short }) {
+		short, long := p[1], p[0]
 		var pair []Marginal
 		pg := 0.0
 		for _, rl := range long.Rows {
@@ -110,16 +103,9 @@ func PrintMarginals(w io.Writer, ms []Marginal) {
 // work in one thread, untraced and under rtrace: a tracer that
 // serialises the threads makes its ratio worse than the untraced one.
 func ThreadScaling(reps []*Report) []string {
-	byName := map[string]*Report{}
-	for _, r := range reps {
-		byName[r.W.Name] = r
-	}
 	var lines []string
-	for _, th := range reps {
-		one := byName[th.W.OneThread]
-		if one == nil {
-			continue
-		}
+	for _, p := range counterparts(reps, func(w *Workload) string { return w.OneThread }) {
+		th, one := p[0], p[1]
 		var parts []string
 		for _, tool := range []string{"untraced", "rtrace", "uftrace -pg"} {
 			a, b := rowNamed(th, tool), rowNamed(one, tool)
@@ -133,4 +119,20 @@ func ThreadScaling(reps []*Report) []string {
 		}
 	}
 	return lines
+}
+
+// counterparts pairs each report with the report of the workload its
+// workload names by other (Short, OneThread), when that one ran too.
+func counterparts(reps []*Report, other func(*Workload) string) [][2]*Report {
+	byName := map[string]*Report{}
+	for _, r := range reps {
+		byName[r.W.Name] = r
+	}
+	var pairs [][2]*Report
+	for _, r := range reps {
+		if o := byName[other(r.W)]; o != nil {
+			pairs = append(pairs, [2]*Report{r, o})
+		}
+	}
+	return pairs
 }
