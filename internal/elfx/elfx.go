@@ -24,6 +24,9 @@ type Func struct {
 	// Aliases are the other names at Value (libc's free is also
 	// __libc_free, cfree).
 	Aliases []string
+	// Synthetic: no symbol names it; its bounds are an FDE's and its
+	// name is SyntheticName's (see FrameFuncs).
+	Synthetic bool
 }
 
 // Load is one PT_LOAD segment.
@@ -41,8 +44,10 @@ type File struct {
 	Needed  []string // DT_NEEDED: the libraries it names
 	Loads   []Load
 	BuildID string
-	Funcs   []Func   // sorted by Value; from .symtab, else .dynsym
-	Imports []Import // functions called through the GOT, sorted by slot
+	Funcs   []Func // sorted by Value; from .symtab, else .dynsym
+	// Stripped: no .symtab function, Funcs are .dynsym's (see FrameFuncs).
+	Stripped bool
+	Imports  []Import // functions called through the GOT, sorted by slot
 	// Probes are the USDT probe sites (.note.stapsdt); ProbeErr says why
 	// the list stops early when the notes are malformed.
 	Probes   []usdt.Probe
@@ -84,7 +89,7 @@ func Parse(r io.ReaderAt) (*File, error) {
 		// .dynsym once: a stripped library's functions and every
 		// object's imports both read it (libc's took half of its parse).
 		dyn, dynErr := f.DynamicSymbols()
-		ef.Funcs = funcs(f, dyn)
+		ef.Funcs, ef.Stripped = funcs(f, dyn)
 		ef.Needed, _ = f.ImportedLibraries()
 		if dynErr == nil {
 			ef.Imports = imports(f, dyn)
@@ -120,10 +125,10 @@ func buildID(f *elf.File) string {
 // funcs returns the defined function symbols of .symtab, or of .dynsym
 // (dyn) when the object is stripped, sorted by address, one name per address (globals
 // win over locals, strong over weak).
-func funcs(f *elf.File, dyn []elf.Symbol) []Func {
+func funcs(f *elf.File, dyn []elf.Symbol) (_ []Func, stripped bool) {
 	syms, err := f.Symbols()
 	if err != nil || len(syms) == 0 {
-		syms = dyn
+		syms, stripped = dyn, true
 	}
 	isFunc := func(s *elf.Symbol) bool {
 		t := elf.ST_TYPE(s.Info)
@@ -190,7 +195,7 @@ func funcs(f *elf.File, dyn []elf.Symbol) []Func {
 		}
 		dedup = append(dedup, fn)
 	}
-	return dedup
+	return dedup, stripped
 }
 
 // rank orders the names of one address: globals before locals, then the

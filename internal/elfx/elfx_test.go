@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 
 	"rtrace/internal/testutil"
@@ -144,4 +146,87 @@ func BenchmarkParseLibc(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// TestFrameFuncs strips a program with a split-off cold part and checks
+// that the FDEs give back every function of its symbol table that has
+// code of its own: at the same address, with the same size, named by
+// SyntheticName (the entry point: _start); nothing of the PLT.
+func TestFrameFuncs(t *testing.T) {
+	for _, flags := range [][]string{{"-O2"}, {"-O0", "-no-pie", "-fno-PIE"}} {
+		full := testutil.BuildC(t, "cold.c", flags...)
+		f, err := Open(full)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f.Stripped {
+			t.Fatalf("%v: the unstripped build reads as stripped", flags)
+		}
+		s, err := Open(testutil.Strip(t, full))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !s.Stripped {
+			t.Fatalf("%v: the stripped build reads as having a symbol table", flags)
+		}
+		got, err := FrameFuncs(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		at := map[uint64]Func{}
+		for _, fn := range got {
+			at[fn.Value] = fn
+		}
+		// crtstuff's functions are built without unwind tables.
+		noFDE := map[string]bool{"_init": true, "_fini": true, "deregister_tm_clones": true, "register_tm_clones": true, "__do_global_dtors_aux": true, "frame_dummy": true}
+		seen := 0
+		for _, want := range f.Funcs {
+			if noFDE[want.Name] {
+				continue
+			}
+			fn, ok := at[want.Value]
+			switch {
+			case !ok:
+				t.Errorf("%v: %s at %#x is not in the stripped build's functions", flags, want.Name, want.Value)
+				continue
+			case want.Name == "_start" && fn.Name != "_start":
+				t.Errorf("%v: the entry point is named %s", flags, fn.Name)
+			case want.Name != "_start" && fn.Name != SyntheticName(want.Value):
+				t.Errorf("%v: %s is named %s, want %s", flags, want.Name, fn.Name, SyntheticName(want.Value))
+			}
+			if !fn.Synthetic || fn.Size != want.Size {
+				t.Errorf("%v: %s: %+v, want a synthetic function of %d bytes", flags, want.Name, fn, want.Size)
+			}
+			seen++
+		}
+		if seen != len(got) {
+			t.Errorf("%v: %d functions from the FDEs, %d of them in the symbol table: %+v", flags, len(got), seen, got)
+		}
+		if flags[0] == "-O2" && !slices.ContainsFunc(f.Funcs, func(fn Func) bool { return strings.HasSuffix(fn.Name, ".cold") }) {
+			t.Errorf("%v: gcc split off no cold part: the test checks less than it says", flags)
+		}
+	}
+}
+
+// FuzzFrameFuncs feeds arbitrary objects to FrameFuncs' reading of the
+// FDEs: errors are fine, panics are not.
+func FuzzFrameFuncs(f *testing.F) {
+	if b, err := os.ReadFile("/usr/bin/bzip2"); err == nil { // stripped on Debian
+		f.Add(b)
+	}
+	f.Add([]byte("\x7fELF\x02\x01\x01"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		xf, err := Parse(bytes.NewReader(data))
+		if err != nil || !xf.Stripped {
+			return
+		}
+		ef, err := NewELF(bytes.NewReader(data))
+		if err != nil {
+			return
+		}
+		funcs, err := frameFuncs(xf, ef)
+		if err == nil && len(funcs) < len(xf.Funcs) {
+			t.Errorf("%d functions from the FDEs, fewer than .dynsym's %d", len(funcs), len(xf.Funcs))
+		}
+	})
 }

@@ -98,6 +98,19 @@ func BuildC(t testing.TB, src string, flags ...string) string {
 	return out
 }
 
+// Strip writes a copy of the binary at path without its symbol table and
+// debug sections (strip --strip-all, as Debian ships its programs) into
+// the test's temporary directory, and returns its path.
+func Strip(t testing.TB, path string) string {
+	t.Helper()
+	strip := RequireTool(t, "strip")
+	out := filepath.Join(t.TempDir(), filepath.Base(path)+"-stripped")
+	if b, err := exec.Command(strip, "--strip-all", "-o", out, path).CombinedOutput(); err != nil {
+		t.Fatalf("strip %s: %v\n%s", path, err, b)
+	}
+	return out
+}
+
 // Run runs a command and returns its stdout; a non-zero exit fails the test
 // with the command's output.
 func Run(t testing.TB, dir, name string, args ...string) string {

@@ -1,10 +1,6 @@
 package unwind
 
 import (
-	"debug/elf"
-	"encoding/binary"
-	"errors"
-	"fmt"
 	"strings"
 
 	"github.com/go-delve/delve/pkg/dwarf/frame"
@@ -39,78 +35,11 @@ func loadCFI(path string, bias uint64) (*cfi, error) {
 		return nil, err
 	}
 	defer f.Close()
-	var eh, debug []byte
-	var ehAddr uint64
-	// Section data is read (and decompressed) on demand: inside the guard.
-	err = elfx.Guard(func() (err error) {
-		if s := f.Section(".eh_frame"); s != nil && s.Type != elf.SHT_NOBITS && s.Addr != 0 {
-			if eh, err = s.Data(); err != nil {
-				return fmt.Errorf("reading .eh_frame of %s: %w", path, err)
-			}
-			ehAddr = s.Addr
-		}
-		if s := f.Section(".debug_frame"); s != nil && s.Type != elf.SHT_NOBITS {
-			if debug, err = s.Data(); err != nil {
-				return fmt.Errorf("reading .debug_frame of %s: %w", path, err)
-			}
-		}
-		return nil
-	})
+	fdes, err := elfx.CFI(f, path, bias)
 	if err != nil {
 		return nil, err
 	}
-	fdes, err := parseCFI(eh, ehAddr, debug, bias)
-	if err != nil {
-		return nil, fmt.Errorf("parsing CFI of %s: %w", path, err)
-	}
 	return &cfi{fdes: fdes, rows: map[uint64]row{}}, nil
-}
-
-// errNoCFI says an object has neither .eh_frame nor .debug_frame.
-var errNoCFI = errors.New("no .eh_frame or .debug_frame")
-
-// parseCFI parses an .eh_frame section (linked at ehAddr) and a .debug_frame
-// section, either possibly empty, into FDEs with runtime addresses sorted by
-// start. A section that fails to parse is left out; it is an error only
-// that nothing is left.
-func parseCFI(eh []byte, ehAddr uint64, debug []byte, bias uint64) (frame.FrameDescriptionEntries, error) {
-	var all frame.FrameDescriptionEntries
-	var errs []error
-	if len(eh) > 0 && ehAddr != 0 {
-		// A non-zero ehFrameAddr is what makes delve read the .eh_frame
-		// variant (pc-relative pointers, CIE ids counted backwards).
-		fdes, err := safeParse(eh, bias, ehAddr)
-		if err != nil {
-			errs = append(errs, fmt.Errorf(".eh_frame: %w", err))
-		}
-		all = all.Append(fdes)
-	}
-	if len(debug) > 0 {
-		fdes, err := safeParse(debug, bias, 0)
-		if err != nil {
-			errs = append(errs, fmt.Errorf(".debug_frame: %w", err))
-		}
-		// Append sorts and drops duplicates: frame.Parse does not sort,
-		// and FDEForPC's binary search silently misses on unsorted input.
-		all = all.Append(fdes)
-	}
-	if len(all) == 0 {
-		if len(errs) > 0 {
-			return nil, errors.Join(errs...)
-		}
-		return nil, errNoCFI
-	}
-	return all, nil
-}
-
-// safeParse is frame.Parse, whose parser panics on some truncated input.
-func safeParse(data []byte, bias, ehAddr uint64) (fdes frame.FrameDescriptionEntries, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			fdes, err = nil, fmt.Errorf("panic: %v", r)
-		}
-	}()
-	return frame.Parse(data, binary.LittleEndian, bias, 8, ehAddr)
 }
 
 // kind is how a row finds a value.

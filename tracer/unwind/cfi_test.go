@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/go-delve/delve/pkg/dwarf/frame"
+
+	"rtrace/internal/elfx"
 )
 
 // TestParseEHFrame checks .eh_frame's pc-relative pointers and the bias:
@@ -17,7 +19,7 @@ func TestParseEHFrame(t *testing.T) {
 		ehFDE{lo: 0x1200, hi: 0x1300, ins: []byte{0x0e, 16}},
 		ehFDE{lo: 0x1100, hi: 0x1200, ins: nil},
 		ehFDE{lo: 0x1000, hi: 0x1080, ins: nil})
-	fdes, err := parseCFI(eh, addr, nil, bias)
+	fdes, err := elfx.ParseCFI(eh, addr, nil, bias)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,15 +47,15 @@ func TestParseEHFrame(t *testing.T) {
 	fde := 4 + binary.LittleEndian.Uint32(bad) // the first FDE follows the CIEs
 	fde += 4 + binary.LittleEndian.Uint32(bad[fde:])
 	binary.LittleEndian.PutUint32(bad[fde+4:], 0x1234)
-	if _, err := parseCFI(bad, addr, nil, 0); err == nil {
+	if _, err := elfx.ParseCFI(bad, addr, nil, 0); err == nil {
 		t.Errorf("an FDE pointing at no CIE parsed")
 	}
-	fdes, err = parseCFI(bad, addr, synthCFI(), 0)
+	fdes, err = elfx.ParseCFI(bad, addr, synthCFI(), 0)
 	if err != nil || len(fdes) != 7 {
 		t.Errorf("bad .eh_frame, good .debug_frame: %d FDEs, %v; want the 7 of .debug_frame", len(fdes), err)
 	}
-	if _, err := parseCFI(nil, 0, nil, 0); err != errNoCFI {
-		t.Errorf("no sections: %v, want %v", err, errNoCFI)
+	if _, err := elfx.ParseCFI(nil, 0, nil, 0); err != elfx.ErrNoCFI {
+		t.Errorf("no sections: %v, want %v", err, elfx.ErrNoCFI)
 	}
 }
 
@@ -69,9 +71,9 @@ func FuzzParseCFI(f *testing.F) {
 		var fdes frame.FrameDescriptionEntries
 		var err error
 		if debug {
-			fdes, err = parseCFI(nil, 0, data, 0)
+			fdes, err = elfx.ParseCFI(nil, 0, data, 0)
 		} else {
-			fdes, err = parseCFI(data, 0x2000, nil, 0)
+			fdes, err = elfx.ParseCFI(data, 0x2000, nil, 0)
 		}
 		if err != nil {
 			return
@@ -144,7 +146,7 @@ func TestSignalFrame(t *testing.T) {
 		ehFDE{lo: 0x12ff, hi: 0x1310, signal: true, ins: []byte{
 			0x0f, 3, 0x77, 0x20, 0x06,
 			0x10, 16, 2, 0x77, 0x28}})
-	fdes, err := parseCFI(eh, addr, nil, 0)
+	fdes, err := elfx.ParseCFI(eh, addr, nil, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

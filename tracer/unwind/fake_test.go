@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"sort"
+
+	"rtrace/internal/elfx"
 )
 
 // fakeMem is a target memory made of regions; reads stop at a region's end
@@ -133,7 +135,7 @@ func synthCFI() []byte {
 
 // synthUnwinder returns an Unwinder whose only module is the synthetic one.
 func synthUnwinder(t interface{ Fatal(...any) }) *Unwinder {
-	fdes, err := parseCFI(nil, 0, synthCFI(), 0)
+	fdes, err := elfx.ParseCFI(nil, 0, synthCFI(), 0)
 	if err != nil {
 		t.Fatal(err)
 	}
