@@ -163,27 +163,6 @@ func TestRecordRefusesSetuid(t *testing.T) {
 	}
 }
 
-// A stripped executable has no function symbols: rtrace says so, runs the
-// program and records its library calls (none with --no-libcall).
-func TestRecordStripped(t *testing.T) {
-	strip := testutil.RequireTool(t, "strip")
-	tmp := t.TempDir()
-	prog := filepath.Join(tmp, "stripped")
-	testutil.Run(t, tmp, strip, "-o", prog, testutil.BuildC(t, "chain.c", "-O0"))
-	r := runCmd(t, tmp, rtraceBin, "record", "-d", "R", "--", prog)
-	if r.code != 18%7 || r.stdout != "chain 18\n" || !strings.Contains(r.stderr, "no function symbols (stripped?): only its calls into libraries will be recorded") {
-		t.Errorf("stripped program: %+v, want its output and a warning", r)
-	}
-	if out := replay(t, filepath.Join(tmp, "R")); !strings.Contains(out, "printf()") {
-		t.Errorf("no library call in the stripped program's trace:\n%s", out)
-	}
-	r = runCmd(t, tmp, rtraceBin, "record", "--no-libcall", "-d", "R2", "--", prog)
-	if r.code != 18%7 || !strings.Contains(r.stderr, "no function symbols (stripped?): no calls will be recorded") {
-		t.Errorf("stripped program, --no-libcall: %+v", r)
-	}
-	testutil.Run(t, tmp, testutil.RequireTool(t, "uftrace"), "info", "-d", "R")
-}
-
 // The trace's info holds rtrace's real command line, flags included.
 func TestRecordInfoCmdline(t *testing.T) {
 	prog := testutil.BuildC(t, "chain.c", "-O0")

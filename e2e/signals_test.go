@@ -147,12 +147,15 @@ func TestRefusals(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(tmp, "script"), []byte("#!/bin/sh\necho hi\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
+	if err := os.WriteFile(filepath.Join(tmp, "badscript"), []byte("#!/nonexistent/sh\necho hi\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []struct {
 		args []string
 		want string
 	}{
 		{[]string{"record", "--", "./no-such-prog"}, "no-such-prog"},
-		{[]string{"record", "--", "./script"}, "a script for /bin/sh"},
+		{[]string{"record", "--", "./badscript"}, "its interpreter /nonexistent/sh"},
 		{[]string{"record"}, "no program given"},
 		{[]string{"record", "-F", "(", "--", "./script"}, "-F: function pattern"},
 		{[]string{"record", "-P", "plug_run@", "--", "./script"}, "FUNC@LIB"},
@@ -200,7 +203,7 @@ func TestRefusals(t *testing.T) {
 		prog, want string
 		code       int
 	}{
-		{"./script", "./script: a script for /bin/sh: rtrace traces ELF programs", 126},
+		{"./badscript", "./badscript: its interpreter /nonexistent/sh: no such file or directory", 126},
 		{"./empty", "./empty: empty file", 126},
 		{"./adir", "./adir: is a directory", 126},
 		{"./noexec", "./noexec: permission denied", 126},

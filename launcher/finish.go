@@ -190,6 +190,11 @@ func (s *session) summary(res *tracer.Result) string {
 // reportSkipped lists the functions not traced (-v), or counts them.
 func (s *session) reportSkipped(res *tracer.Result) {
 	w := s.c.Stderr
+	for _, u := range res.Unwound {
+		if s.c.Verbose && u.Traced+u.Parts+u.Other > 0 {
+			fmt.Fprintf(w, "rtrace: %s has no symbol table: traced the %d functions its unwind tables bound, named func_<address> (`rtrace resolve -i DIR` names them from a debug file); left out: %d split-off parts, %d others\n", u.Exe, u.Traced, u.Parts, u.Other)
+		}
+	}
 	if s.c.Verbose && res.Fast {
 		fmt.Fprintf(w, "rtrace: fast engine: %d of %d instrumented functions recorded without a stop\n", res.Functions-len(res.Int3Entries), res.Functions)
 	}

@@ -2,6 +2,7 @@ package launcher
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -37,7 +38,7 @@ func TestCheckRunnable(t *testing.T) {
 		path string
 		want string // "" for runnable
 	}{
-		{write("script", "#!/bin/sh -e\necho hi\n", 0o755), "a script for /bin/sh -e"},
+		{write("script", "#!/bin/sh -e\necho hi\n", 0o755), ""},
 		{write("empty", "", 0o755), "empty file"},
 		{write("noexec", "\x7fELF", 0o644), "permission denied"},
 		{dir, "is a directory"},
@@ -94,6 +95,44 @@ func TestChooseEngine(t *testing.T) {
 		}
 		if err != nil || got != c.want {
 			t.Errorf("--engine %q, $RTRACE_ENGINE %q, not fast %v: %q, %v; want %q", c.engine, c.def, c.notFast, got, err, c.want)
+		}
+	}
+}
+
+// A script's interpreters are what the kernel runs (#! line) and what
+// #!/usr/bin/env runs, found in PATH; a missing one is refused with exit
+// 126, and a program without #! has none.
+func TestInterpreters(t *testing.T) {
+	dir := t.TempDir()
+	sh, err := exec.LookPath("sh")
+	if err != nil {
+		t.Skip("no sh in PATH")
+	}
+	for _, c := range []struct {
+		text string
+		want []string
+		err  string
+	}{
+		{"#!/bin/sh -e\necho hi\n", []string{"/bin/sh"}, ""},
+		{"#! /bin/sh\n", []string{"/bin/sh"}, ""},
+		{"#!/usr/bin/env sh\n", []string{"/usr/bin/env", sh}, ""},
+		{"#!/usr/bin/env -S sh -e\n", []string{"/usr/bin/env"}, ""},
+		{"#!/nonexistent/sh\n", nil, "its interpreter /nonexistent/sh: no such file or directory"},
+		{"#!\n", nil, "names no interpreter"},
+		{"\x7fELF", nil, ""},
+	} {
+		p := filepath.Join(dir, "s")
+		if err := os.WriteFile(p, []byte(c.text), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		got, err := interpreters("s", p)
+		switch {
+		case c.err == "" && err != nil:
+			t.Errorf("%q: %v", c.text, err)
+		case c.err != "" && (err == nil || !strings.Contains(err.Error(), c.err) || exitCode(err) != 126):
+			t.Errorf("%q: %v (exit %d), want %q and 126", c.text, err, exitCode(err), c.err)
+		case strings.Join(got, " ") != strings.Join(c.want, " "):
+			t.Errorf("%q: %q, want %q", c.text, got, c.want)
 		}
 	}
 }

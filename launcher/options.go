@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -118,8 +119,11 @@ func (e *ExitError) Unwrap() error { return e.Err }
 // config is what a session runs: the options, checked and compiled.
 type config struct {
 	Options
-	prog     string // record: the program's absolute path
-	exe      *elfx.File
+	prog string     // record: the program's absolute path
+	exe  *elfx.File // the program, or a script's interpreter
+	// untraced: a script's interpreter (and what #!/usr/bin/env runs),
+	// whose own functions are not traced (tracer.Config.Untraced).
+	untraced []string
 	mods     []*tracer.ResModule
 	funcs    postproc.FuncOptions // what the function trace keeps
 	sel      tracer.Selection
@@ -218,7 +222,14 @@ func check(o Options) (*config, error) {
 	if err := checkRunnable(o.Args[0], c.prog); err != nil {
 		return nil, err
 	}
-	if c.exe, err = elfx.Open(c.prog); err != nil {
+	exe := c.prog
+	if c.untraced, err = interpreters(o.Args[0], c.prog); err != nil {
+		return nil, err
+	}
+	if len(c.untraced) > 0 {
+		exe = c.untraced[len(c.untraced)-1]
+	}
+	if c.exe, err = elfx.Open(exe); err != nil {
 		return nil, &ExitError{126, fmt.Errorf("%s: cannot trace it: %w", o.Args[0], err)}
 	}
 	elfx.Prefetch(c.exe)
@@ -443,8 +454,7 @@ func lookPath(prog string) (string, error) {
 
 // checkRunnable refuses, with one line and exit 126 as a shell would, a
 // program rtrace cannot start: a directory, a file without execute
-// permission, an empty file, or a script (rtrace traces ELF programs; a
-// script's interpreter would be traced, not the script).
+// permission, an empty file.
 func checkRunnable(name, path string) error {
 	st, err := os.Stat(path)
 	if err != nil {
@@ -459,20 +469,49 @@ func checkRunnable(name, path string) error {
 	case st.Size() == 0:
 		return refuse("empty file: nothing to run")
 	}
+	return nil
+}
+
+// interpreters returns, for a script at path (named name on the command
+// line), its interpreter as its #! line names it and, for #!/usr/bin/env
+// PROG, the PROG env runs, found in PATH: the executables the kernel and
+// env run before the script's own commands. Their functions are not
+// traced; what the script runs is. nil for a program that is no script.
+func interpreters(name, path string) ([]string, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return refuse(err.Error())
+		return nil, &ExitError{126, fmt.Errorf("%s: %w", name, err)}
 	}
 	defer f.Close()
-	head := make([]byte, 128)
+	// The kernel reads at most BINPRM_BUF_SIZE (256) bytes of the #! line
+	// (include/uapi/linux/binfmts.h).
+	head := make([]byte, 256)
 	n, _ := io.ReadFull(f, head)
-	head = head[:n]
-	if line, ok := strings.CutPrefix(string(head), "#!"); ok {
-		line, _, _ = strings.Cut(line, "\n")
-		return refuse(fmt.Sprintf("a script for %s: rtrace traces ELF programs; trace the interpreter with its arguments (rtrace record -- %s %s)",
-			strings.TrimSpace(line), strings.Fields(line + " ?")[0], name))
+	line, ok := strings.CutPrefix(string(head[:n]), "#!")
+	if !ok {
+		return nil, nil
 	}
-	return nil
+	line, _, _ = strings.Cut(line, "\n")
+	words := strings.Fields(line)
+	if len(words) == 0 {
+		return nil, &ExitError{126, fmt.Errorf("%s: a script whose #! line names no interpreter", name)}
+	}
+	interp := []string{words[0]}
+	if filepath.Base(words[0]) == "env" && len(words) > 1 && !strings.HasPrefix(words[1], "-") {
+		if p, err := exec.LookPath(words[1]); err == nil {
+			interp = append(interp, p)
+		}
+	}
+	for _, p := range interp {
+		if _, err := os.Stat(p); err != nil {
+			var pe *fs.PathError
+			if errors.As(err, &pe) {
+				err = pe.Err
+			}
+			return nil, &ExitError{126, fmt.Errorf("%s: its interpreter %s: %w (#!%s)", name, p, err, strings.TrimSpace(line))}
+		}
+	}
+	return interp, nil
 }
 
 // argSpecs checks -A and -R and returns info's argspec lines and the lookup

@@ -78,7 +78,10 @@ func newSession(c *config, ready func()) *session {
 	s := &session{c: c, con: tty.NewLine(c.Stderr)}
 	info := uftrace.Info{Cmdline: c.Cmdline, Version: "rtrace " + c.Version, ArgSpecs: c.specLine, PatternType: cmp.Or(c.Match, uftrace.PatternRegex)}
 	if c.exe != nil {
-		info.ExeName, info.BuildID = c.prog, c.exe.BuildID
+		info.ExeName = c.prog
+		if len(c.untraced) == 0 { // a script's is its interpreter's
+			info.BuildID = c.exe.BuildID
+		}
 	} else if exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", c.Pid)); err == nil {
 		info.ExeName = exe
 	}
@@ -112,6 +115,7 @@ func newSession(c *config, ready func()) *session {
 		Started:      s.started,
 		Ready:        ready,
 		Fast:         c.Engine == "fast",
+		Untraced:     c.untraced,
 	}, funcs, res)
 	return s
 }

@@ -142,6 +142,17 @@ func (s *ModuleStage) files(path, name string, exe, auto bool) error {
 		}
 		return nil
 	}
+	if exe && f.Stripped {
+		// The functions the tracer traced: its FDEs', named func_<address>.
+		// `rtrace resolve -i` names them from a debug file later.
+		funcs, err := elfx.FrameFuncs(f)
+		if err != nil {
+			return &warning{fmt.Sprintf("rtrace: warning: no function names for %s: %v\n", path, err)}
+		}
+		xf := *f // f is elfx.Open's, shared
+		xf.Funcs = funcs
+		f = &xf
+	}
 	syms, end := Symbols(f)
 	var sym bytes.Buffer
 	if err := uftrace.WriteSyms(&sym, path, f.BuildID, syms, end); err != nil {

@@ -122,6 +122,10 @@ type traceModule struct {
 	// own (uftrace reads it in session_add_dlopen).
 	id     string
 	dlopen bool
+	// exe: the executable of a session. Stripped, with no debug file that
+	// has a symbol table, its functions are the FDEs' (elfx.FrameFuncs), as
+	// the tracer traced them.
+	exe bool
 
 	md       *moduleData
 	dbg      []uftrace.DebugFunc
@@ -133,7 +137,7 @@ type traceModule struct {
 // load reads the module and its DWARF (with argument specs when auto).
 func (m *traceModule) load(dirs []string, auto bool) {
 	m.err = elfx.Guard(func() (err error) {
-		if m.md, err = loadModule(m.path, dirs); err != nil {
+		if m.md, err = loadModule(m.path, dirs, m.exe); err != nil {
 			return err
 		}
 		if m.md.dwarf != "" {
@@ -295,10 +299,12 @@ func traceModules(dir string) ([]traceModule, error) {
 		return nil, fmt.Errorf("reading trace directory: %w", err)
 	}
 	var mods []traceModule
-	seen := map[string]bool{}
+	seen := map[string]int{} // index in mods
 	add := func(m traceModule) {
-		if !seen[m.path] && strings.HasPrefix(m.path, "/") {
-			seen[m.path] = true
+		if i, ok := seen[m.path]; ok {
+			mods[i].exe = mods[i].exe || m.exe
+		} else if strings.HasPrefix(m.path, "/") {
+			seen[m.path] = len(mods)
 			mods = append(mods, m)
 		}
 	}
@@ -325,9 +331,12 @@ func traceModules(dir string) ([]traceModule, error) {
 			}
 		}
 		ids := mapBuildIDs(data)
+		first := true
 		for _, m := range uftrace.Modules(maps) {
-			if exec[m.Path] {
-				add(traceModule{path: m.Path, id: ids[m.Path]})
+			if exec[m.Path] && strings.HasPrefix(m.Path, "/") {
+				// The first file of a session's maps is its executable.
+				add(traceModule{path: m.Path, id: ids[m.Path], exe: first})
+				first = false
 			}
 		}
 	}
@@ -419,7 +428,9 @@ type moduleData struct {
 // loadModule reads the module at path and, when it lacks a symbol table
 // or DWARF, its separate debug file. A debug file shares the module's
 // link-time addresses, so its symbols and DWARF stand for the module's.
-func loadModule(path string, dirs []string) (*moduleData, error) {
+// A stripped executable (exe) with no such symbols gets the functions
+// its FDEs bound, named as the tracer named them (elfx.FrameFuncs).
+func loadModule(path string, dirs []string, exe bool) (*moduleData, error) {
 	m, err := openModule(path, dirs)
 	if err != nil {
 		return nil, err
@@ -438,6 +449,15 @@ func loadModule(path string, dirs []string) (*moduleData, error) {
 		if !m.main.hasDWARF && d.hasDWARF {
 			md.dwarf = d.fh.Name()
 			md.debug = d.fh.Name()
+		}
+	}
+	if exe && xf.Stripped && (m.debug == nil || !m.debug.hasSymtab) {
+		xf.Path = path
+		funcs, err := elfx.FrameFuncs(&xf)
+		if err != nil {
+			md.warn = errors.Join(md.warn, err)
+		} else {
+			xf.Funcs = funcs
 		}
 	}
 	return md, nil

@@ -38,7 +38,7 @@ func untraceable(f *elfx.File, fn elfx.Func) string {
 		return "PC thunk"
 	case isFragment(fn.Name):
 		return "part split off a function"
-	case !inExec(f, fn.Value):
+	case !f.InExec(fn.Value):
 		return "not in an executable segment"
 	}
 	return ""
@@ -51,15 +51,6 @@ var fragment = regexp.MustCompile(`\.cold(\.\d+)?$`)
 
 func isFragment(name string) bool {
 	return strings.Contains(name, ".cold") && fragment.MatchString(name)
-}
-
-func inExec(f *elfx.File, vaddr uint64) bool {
-	for _, l := range f.Loads {
-		if l.Exec && vaddr >= l.Vaddr && vaddr < l.Vaddr+l.Memsz {
-			return true
-		}
-	}
-	return false
 }
 
 // exeCands returns the code of executable f that is instrumented, in
@@ -215,7 +206,7 @@ func resCands(f *elfx.File, mods []*ResModule, ids map[*ResType]int, picked map[
 		for i := range m.Funcs {
 			rf := &m.Funcs[i]
 			for _, fn := range f.Funcs {
-				if picked[fn.Value] || !rf.matchFunc(fn) || !inExec(f, fn.Value) {
+				if picked[fn.Value] || !rf.matchFunc(fn) || !f.InExec(fn.Value) {
 					continue
 				}
 				picked[fn.Value] = true

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 
 	"rtrace/internal/elfx"
@@ -65,9 +66,12 @@ type cand struct {
 // image is one address space: the breakpoints and scratch page planted in
 // it. A forked child shares its parent's image (its memory is a copy).
 type image struct {
-	exe     string
-	elf     *elfx.File
-	bias    uint64
+	exe  string
+	elf  *elfx.File
+	bias uint64
+	// bare: one of Config.Untraced, with no function traced, only its
+	// resources (-e).
+	bare    bool
 	retAddr uint64 // the shared return breakpoint: the first byte of the scratch mapping
 	// rets are the return breakpoints: retAddr, and one at the start of
 	// each library's scratch mapping (a detour's trampoline must reach
@@ -229,19 +233,9 @@ func (t *Tracer) setupImage(tid int) (*image, []byte, error) {
 			}
 		}
 	}
-	cands, nfuncs := exeCands(f, own, t.funcs != nil, t.cfg.Libcalls, t.cfg.Modules, &t.cfg.Select)
-	if nfuncs == 0 && t.funcs != nil {
-		what := "no calls will be recorded"
-		if len(cands) > 0 {
-			what = "only its calls into libraries will be recorded"
-		}
-		fmt.Fprintf(t.cfg.Warn, "rtrace: warning: %s has no function symbols (stripped?): %s\n", exe, what)
-	}
-	// Scratch: the return breakpoint, then one slot per function, then the
-	// room for hooks and GOT trampolines planted later.
-	size := scratchSize(len(cands) + len(f.Imports) + hookSlots)
-	if t.drain != nil {
-		size += cloneRoom
+	if f.Stripped && t.funcs != nil && !t.untraced(exe) {
+		f = withFrameFuncs(f, t.cfg.Warn)
+		im.elf = f
 	}
 	mem, err := os.OpenFile(fmt.Sprintf("/proc/%d/mem", tid), os.O_RDWR, 0)
 	if err != nil {
@@ -259,6 +253,26 @@ func (t *Tracer) setupImage(tid int) (*image, []byte, error) {
 		}
 	}
 	cm := scanModule(mem, f, bias, t.cfg.Events)
+	cm.markColdParts()
+	im.bare = t.untraced(exe)
+	funcs := t.funcs != nil && !im.bare
+	cands, nfuncs := exeCands(f, own, funcs, t.cfg.Libcalls, t.cfg.Modules, &t.cfg.Select)
+	if f.Stripped && funcs {
+		t.result.Unwound = append(t.result.Unwound, unwound(f, cands))
+	}
+	if nfuncs == 0 && funcs {
+		what := "no calls will be recorded"
+		if len(cands) > 0 {
+			what = "only its calls into libraries will be recorded"
+		}
+		fmt.Fprintf(t.cfg.Warn, "rtrace: warning: %s has no function symbols and no unwind tables: %s\n", exe, what)
+	}
+	// Scratch: the return breakpoint, then one slot per function, then the
+	// room for hooks and GOT trampolines planted later.
+	size := scratchSize(len(cands) + len(f.Imports) + hookSlots)
+	if t.drain != nil {
+		size += cloneRoom
+	}
 	if t.cfg.Libcalls && t.funcs != nil {
 		im.gotCalls = gotCalls(f, cm)
 	}
@@ -288,6 +302,62 @@ func (t *Tracer) setupImage(tid int) (*image, []byte, error) {
 		t.arm(mem, im, 0, len(im.funcs), false)
 	}
 	return im, maps, nil
+}
+
+// untraced reports whether the executable at path is one of
+// Config.Untraced.
+func (t *Tracer) untraced(path string) bool {
+	if len(t.cfg.Untraced) == 0 {
+		return false
+	}
+	st, err := os.Stat(path)
+	if err != nil {
+		return false
+	}
+	for _, u := range t.cfg.Untraced {
+		if ut, err := os.Stat(u); err == nil && os.SameFile(st, ut) {
+			return true
+		}
+	}
+	return false
+}
+
+// withFrameFuncs returns the stripped executable f with the functions its
+// FDEs bound (elfx.FrameFuncs), named func_<address> unless .dynsym names
+// them; rtrace resolve, and the uftrace.data's .sym files, name them from a
+// separate debug file when one is installed. Unreadable FDEs leave f as it
+// is, with a warning.
+func withFrameFuncs(f *elfx.File, warn io.Writer) *elfx.File {
+	funcs, err := elfx.FrameFuncs(f)
+	if err != nil {
+		fmt.Fprintf(warn, "rtrace: warning: %s has no symbol table and its unwind tables are unreadable (%v): only its calls into libraries will be recorded\n", f.Path, err)
+		return f
+	}
+	xf := *f // f is elfx.Open's, shared
+	xf.Funcs = funcs
+	return &xf
+}
+
+// unwound counts the functions of the stripped executable f that its FDEs
+// gave (withFrameFuncs), and those of them among cands.
+func unwound(f *elfx.File, cands []cand) Unwound {
+	u := Unwound{Exe: f.Path}
+	planted := make(map[uint64]bool, len(cands))
+	for _, c := range cands {
+		planted[c.value] = true
+	}
+	for _, fn := range f.Funcs {
+		switch {
+		case !fn.Synthetic:
+		case planted[fn.Value]:
+			u.Traced++
+		case isFragment(fn.Name):
+			u.Parts++
+		default:
+			u.Other++
+		}
+	}
+	return u
 }
 
 // newFn describes a traced function of module f at runtime address addr,

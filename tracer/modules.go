@@ -136,7 +136,11 @@ func (t *Tracer) syncModules(th *thread, ts uint64) {
 // that -P selects, and its PLT stubs with --nest-libcall, in scratch
 // memory mapped next to it.
 func (t *Tracer) traceLibrary(tid int, mem *os.File, im *image, f *elfx.File, bias uint64) {
-	cands := libCands(f, &t.cfg.Select, t.cfg.NestLibcall, t.cfg.Modules, t.resIDs)
+	sel, nest := &t.cfg.Select, t.cfg.NestLibcall
+	if im.bare {
+		sel, nest = &Selection{}, false // selects no library function
+	}
+	cands := libCands(f, sel, nest, t.cfg.Modules, t.resIDs)
 	if len(cands) == 0 {
 		return
 	}

@@ -140,6 +140,37 @@ func scanModule(mem *os.File, f *elfx.File, bias uint64, events []string) *codeM
 	return cm
 }
 
+// markColdParts renames the functions of a stripped executable that are
+// parts split off a function (foo.cold, which a symbol table would name):
+// with FDEs of their own, they look like functions, but they are reached
+// by a jump from their function and never called. A synthetic function
+// that a direct branch lands on and no direct call does is taken for one,
+// and named func_<address>.cold so that it is not traced (isFragment). A
+// function that only tail calls reach is left out with them.
+func (cm *codeMap) markColdParts() {
+	for i := range cm.f.Funcs {
+		fn := &cm.f.Funcs[i]
+		if !fn.Synthetic || isFragment(fn.Name) {
+			continue
+		}
+		addr := fn.Value + cm.bias
+		if c := cm.targets.count(addr); c != nil && *c > 0 && !cm.called(addr) {
+			fn.Name += ".cold"
+		}
+	}
+}
+
+// called reports whether a 5-byte direct call (e8 rel32) targets addr.
+func (cm *codeMap) called(addr uint64) bool {
+	i, _ := slices.BinarySearchFunc(cm.callers, addr, func(s bp.Site, a uint64) int { return cmp.Compare(s.Target, a) })
+	for ; i < len(cm.callers) && cm.callers[i].Target == addr; i++ {
+		if b := cm.text.code(cm.callers[i].At, 1); len(b) == 1 && b[0] == 0xe8 {
+			return true
+		}
+	}
+	return false
+}
+
 // bySite orders call sites by target, then address.
 func bySite(a, b bp.Site) int {
 	if c := cmp.Compare(a.Target, b.Target); c != 0 {

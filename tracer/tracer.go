@@ -70,6 +70,9 @@ type Config struct {
 	// Fast: the fast engine (docs/FAST-PATH.md), not a ptrace stop per
 	// event. Function tracing only (no -e).
 	Fast bool
+	// Untraced are executables whose functions and library calls are not
+	// traced, though the programs they run are: a script's interpreter.
+	Untraced []string
 }
 
 // Result is how a trace ended.
@@ -86,6 +89,17 @@ type Result struct {
 	// fast engine recorded them (those not in Int3Entries without a stop).
 	Functions int
 	Fast      bool
+	// Unwound lists the stripped executables whose functions came from
+	// their unwind tables (FDEs), one per exec.
+	Unwound []Unwound
+}
+
+// Unwound counts the functions a stripped executable's FDEs bound: those
+// instrumented (named func_<address>, or by .dynsym), the parts split off a
+// function (foo.cold) and others left out (the entry point, -P).
+type Unwound struct {
+	Exe                  string
+	Traced, Parts, Other int
 }
 
 // ExitCode is the shell-style exit code of the traced program: its status,

@@ -32,6 +32,11 @@ letters with the same meaning, spelled as uftrace takes them (-D3, -P.,
 looked for in the current directory, then in PATH, as uftrace does.
 Options come before PROG: the words after it are PROG's own.
 
+Beyond uftrace: a stripped PROG is traced through the functions its
+.eh_frame bounds, named func_<address> ('rtrace resolve -i DIR' names them
+from a debug file when one is installed); a script PROG (#!) is traced
+through the programs it runs, its interpreter left out.
+
 rtrace exits with PROG's exit code (128+N when a signal N killed it). An
 existing output directory is renamed to DIR.old. Ctrl-C or SIGTERM kills
 PROG and keeps everything recorded so far.
