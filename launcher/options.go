@@ -36,6 +36,9 @@ type Options struct {
 	Dir         string   // -d: the uftrace.data directory ("" with -e: none; with -o: none)
 	Filter      []string // -F
 	NoTrace     []string // -N
+	Hide        []string // -H
+	Caller      []string // -C
+	Trigger     []string // -T FUNC@ACTION[,ACTION...]
 	Depth       int      // -D
 	MaxStack    int      // --max-stack
 	Time        string   // -t: a time threshold ("100us"; a bare number is ns)
@@ -161,7 +164,8 @@ func check(o Options) (*config, error) {
 	if o.Backtrace < 0 || o.Backtrace > 256 {
 		return nil, &UsageError{fmt.Sprintf("-b (--backtrace-depth) %d: want a depth from 0 to 256", o.Backtrace)}
 	}
-	if c.funcs, err = funcOptions(o); err != nil {
+	var trigArgs, trigRets []string
+	if c.funcs, trigArgs, trigRets, err = funcOptions(o); err != nil {
 		return nil, err
 	}
 	if c.sel, err = selection(o); err != nil {
@@ -193,10 +197,12 @@ func check(o Options) (*config, error) {
 		}
 	}
 	specOpts := c.Options
+	specOpts.ArgSpecs = append(slices.Clip(o.ArgSpecs), trigArgs...)
+	specOpts.RetSpecs = append(slices.Clip(o.RetSpecs), trigRets...)
 	if len(c.mods) > 0 && c.funcDir != "" {
 		a, r := resSpecs(c.mods, o.Match)
-		specOpts.ArgSpecs = append(slices.Clip(o.ArgSpecs), a...)
-		specOpts.RetSpecs = append(slices.Clip(o.RetSpecs), r...)
+		specOpts.ArgSpecs = append(slices.Clip(specOpts.ArgSpecs), a...)
+		specOpts.RetSpecs = append(slices.Clip(specOpts.RetSpecs), r...)
 	}
 	if c.specLine, c.specs, err = argSpecs(specOpts); err != nil {
 		return nil, err
@@ -237,16 +243,76 @@ func check(o Options) (*config, error) {
 }
 
 // funcOptions compiles the uftrace filters into what the post-processor's
-// function stage keeps.
-func funcOptions(o Options) (postproc.FuncOptions, error) {
-	var f postproc.FuncOptions
-	var err error
+// function stage keeps, and the argument and return value specs that -T
+// triggers give (FUNC@arg1/s as -A takes it).
+func funcOptions(o Options) (f postproc.FuncOptions, args, rets []string, err error) {
 	if f.Filters, err = compile("-F", o.Match, o.Filter); err != nil {
-		return f, err
+		return f, nil, nil, err
 	}
 	if f.NoTrace, err = compile("-N", o.Match, o.NoTrace); err != nil {
-		return f, err
+		return f, nil, nil, err
 	}
+	if f.Hide, err = compile("-H", o.Match, o.Hide); err != nil {
+		return f, nil, nil, err
+	}
+	if f.Callers, err = compile("-C", o.Match, o.Caller); err != nil {
+		return f, nil, nil, err
+	}
+	for _, s := range o.Trigger {
+		tr, a, r, err := trigger(s, o.Match)
+		if err != nil {
+			return f, nil, nil, err
+		}
+		if tr != nil {
+			f.Triggers = append(f.Triggers, *tr)
+		}
+		args, rets = append(args, a...), append(rets, r...)
+	}
+	f, err = funcLimits(o, f)
+	return f, args, rets, err
+}
+
+// trigger reads the -T argument s, patterns of kind. Its actions go where
+// rtrace applies them: those on what is kept to the function stage (tr,
+// nil when there is none), arguments and return values to the specs
+// (args, rets: FUNC@arg1/s). backtrace and color= show in uftrace
+// replay only: recorded, they change nothing, as in uftrace record. The
+// others are refused with the reason.
+func trigger(s, kind string) (tr *uftrace.Trigger, args, rets []string, err error) {
+	if _, err := uftrace.ParseTrigger(s, kind); err != nil {
+		return nil, nil, nil, &UsageError{"-T: " + err.Error()}
+	}
+	fn, acts, _ := strings.Cut(s, "@")
+	var kept []string
+	for _, act := range strings.Split(acts, ",") {
+		one, _ := uftrace.ParseTrigger(fn+"@"+act, kind) // all parsed: each does
+		switch {
+		case one.Module != "":
+			return nil, nil, nil, &UsageError{fmt.Sprintf("-T %s: %s: module qualifiers in triggers are not supported yet", s, act)}
+		case one.Read != "", one.Recover, one.AutoArgs, one.HasSize:
+			return nil, nil, nil, &UsageError{fmt.Sprintf("-T %s: the %s action is not supported yet", s, act)}
+		case len(one.Args) > 0:
+			args = append(args, fn+"@"+act)
+		case len(one.Rets) > 0:
+			rets = append(rets, fn+"@"+act)
+		case one.Backtrace, one.Color != "":
+		default:
+			kept = append(kept, act)
+		}
+	}
+	if len(kept) == 0 {
+		return nil, args, rets, nil
+	}
+	t, err := uftrace.ParseTrigger(fn+"@"+strings.Join(kept, ","), kind)
+	if err != nil {
+		return nil, nil, nil, &UsageError{"-T: " + err.Error()}
+	}
+	return &t, args, rets, nil
+}
+
+// funcLimits checks and sets the depth and time limits of o in f.
+func funcLimits(o Options, f postproc.FuncOptions) (postproc.FuncOptions, error) {
+	var err error
 	if o.MaxStack < 0 {
 		return f, &UsageError{fmt.Sprintf("--max-stack %d: the depth must be positive", o.MaxStack)}
 	}

@@ -23,6 +23,15 @@ func (o FuncOptions) String() string {
 	for _, p := range o.NoTrace {
 		args = append(args, "-N", p.String())
 	}
+	for _, p := range o.Hide {
+		args = append(args, "-H", p.String())
+	}
+	for _, p := range o.Callers {
+		args = append(args, "--caller-filter", p.String())
+	}
+	for _, tr := range o.Triggers {
+		args = append(args, "-T", tr.Text)
+	}
 	if o.Depth > 0 {
 		args = append(args, "-D", strconv.Itoa(o.Depth))
 	}
@@ -60,16 +69,30 @@ func ParseFuncOptionString(s string) (FuncOptions, error) {
 // set applies the uftrace filter long ("filter", "depth", ...) with val.
 func (o *FuncOptions) set(long, val string) error {
 	switch long {
-	case "filter", "notrace":
+	case "filter", "notrace", "hide", "caller-filter":
 		p, err := uftrace.ParsePattern(val, uftrace.PatternRegex)
 		if err != nil {
 			return err
 		}
-		if long == "filter" {
+		switch long {
+		case "filter":
 			o.Filters = append(o.Filters, p)
-		} else {
+		case "notrace":
 			o.NoTrace = append(o.NoTrace, p)
+		case "hide":
+			o.Hide = append(o.Hide, p)
+		default:
+			o.Callers = append(o.Callers, p)
 		}
+	case "trigger":
+		tr, err := uftrace.ParseTrigger(val, uftrace.PatternRegex)
+		if err != nil {
+			return err
+		}
+		if why := StageTrigger(tr); why != "" {
+			return fmt.Errorf("trigger %q: %s", val, why)
+		}
+		o.Triggers = append(o.Triggers, tr)
 	case "depth", "max-stack":
 		n, err := strconv.Atoi(val)
 		if err != nil || n < 1 {
@@ -103,4 +126,26 @@ func (o *FuncOptions) set(long, val string) error {
 		return fmt.Errorf("unknown option --%s", long)
 	}
 	return nil
+}
+
+// StageTrigger says why the function stage cannot apply tr ("" when it
+// can): it acts on what is kept of a trace (depth=, time=, filter,
+// notrace, hide, caller, trace, trace_on, trace_off, finish), not on how it
+// is recorded (arguments, read=, recover) nor shown (backtrace, color=).
+func StageTrigger(tr uftrace.Trigger) string {
+	switch {
+	case tr.Module != "":
+		return fmt.Sprintf("%s: a module qualifier is not supported", tr.Module)
+	case len(tr.Args) > 0 || len(tr.Rets) > 0 || tr.AutoArgs:
+		return "arguments are recorded with -A/-R, not filtered"
+	case tr.Read != "":
+		return "read= needs the counters read while recording"
+	case tr.Recover:
+		return "recover acts while recording"
+	case tr.HasSize:
+		return "size= is not supported: use -Z"
+	case tr.Backtrace || tr.Color != "":
+		return "backtrace and color= are uftrace replay's: give them to uftrace replay"
+	}
+	return ""
 }

@@ -19,34 +19,84 @@ type FuncOptions struct {
 	// .dbg file for `uftrace replay --srcline`, as uftrace record --srcline
 	// does. Not a filter; without it the DWARF is not read.
 	Srcline bool
+	// Hide (-H): calls of these functions are left out, their callees
+	// kept, a level up.
+	Hide []uftrace.Pattern
+	// Callers (-C): only the calls of these functions (without their
+	// callees) and the calls they are made in are kept.
+	Callers []uftrace.Pattern
+	// Triggers (-T): of their actions, those on what is kept: depth=,
+	// time=, filter, notrace, hide, caller, trace, trace_on, trace_off and
+	// finish. The others are not the function stage's.
+	Triggers []uftrace.Trigger
 }
 
 // Active says whether any filter is set.
 func (o FuncOptions) Active() bool {
-	return len(o.Filters) > 0 || len(o.NoTrace) > 0 || o.Depth > 0 || o.Threshold > 0 || len(o.Tids) > 0 || o.MaxStack > 0
+	return len(o.Filters) > 0 || len(o.NoTrace) > 0 || o.Depth > 0 || o.Threshold > 0 || len(o.Tids) > 0 || o.MaxStack > 0 ||
+		len(o.Hide) > 0 || len(o.Callers) > 0 || len(o.Triggers) > 0
+}
+
+// holds says whether the filter may hold entries until their exit: a
+// time filter (-t, time=) or a caller filter is set.
+func (o FuncOptions) holds() bool {
+	if o.Threshold > 0 || o.callerFilter() {
+		return true
+	}
+	for _, tr := range o.Triggers {
+		if tr.HasTime {
+			return true
+		}
+	}
+	return false
+}
+
+// callerFilter says whether a -C pattern or a caller trigger is set.
+func (o FuncOptions) callerFilter() bool {
+	if len(o.Callers) > 0 {
+		return true
+	}
+	for _, tr := range o.Triggers {
+		if tr.Caller {
+			return true
+		}
+	}
+	return false
 }
 
 // NewFuncFilter returns the uftrace.Filter of o, for uftrace.Copy. parent,
 // when not nil, names the task a forked process's main thread came from
 // (uftrace.Reader.Parent): the child's stack starts as its parent's was.
 func NewFuncFilter(o FuncOptions, parent func(tid int) int) uftrace.Filter {
-	return &funcFilter{opts: o, parent: parent, tasks: map[int]*funcTask{}}
+	return newFuncFilter(o, parent)
 }
 
-// funcFilter follows each task's call stack from the records' depths. A
-// call is kept when it is under a -F function (or there is no -F), under
-// no -N function, and fewer than -D kept calls below the innermost -F
-// function (or the bottom); kept records are written with their depth
-// among kept calls. With -t an entry waits on the stack until its exit
-// shows the call lasted long enough; a call that does makes its waiting
-// callers pass too (they lasted longer), so the filter holds at most one
-// stack of entries per task. Levels a task's records start below (a
-// forked child, a trace started mid-run) get stand-in frames: the parent's
-// when known, else frames kept unless a -F is needed.
+func newFuncFilter(o FuncOptions, parent func(tid int) int) *funcFilter {
+	return &funcFilter{opts: o, parent: parent, tasks: map[int]*funcTask{}, enabled: true, callers: o.callerFilter()}
+}
+
+// funcFilter follows each task's call stack from the records' depths, as
+// uftrace replay's filters do (utils/fstack.c: fstack_entry and
+// get_task_ustack of uftrace v0.13). A call is kept when it is under a -F
+// function (or there is no -F), under no -N function, not hidden (-H),
+// and fewer than -D kept calls below the innermost -F function or depth=
+// trigger (or the bottom); kept records are written with their depth among
+// kept calls. With -t (or a time= trigger) an entry waits on the stack
+// until its exit shows the call lasted long enough; with -C, until its exit
+// shows it was a call of a -C function. A call that passes makes its
+// waiting callers pass too, so the filter holds at most one stack of
+// entries per task. Levels a task's records start below (a forked child, a
+// trace started mid-run) get stand-in frames: the parent's when known,
+// else frames kept unless a -F is needed. trace_off and trace_on triggers
+// switch tracing for every task, as uftrace's do; a finish trigger ends
+// it.
 type funcFilter struct {
-	opts   FuncOptions
-	parent func(tid int) int
-	tasks  map[int]*funcTask
+	opts     FuncOptions
+	parent   func(tid int) int
+	tasks    map[int]*funcTask
+	enabled  bool // no trace_off trigger since the last trace_on
+	finished bool // a finish trigger was hit: nothing more is kept
+	callers  bool // a caller filter is set
 }
 
 type funcTask struct {
@@ -64,12 +114,52 @@ type funcFrame struct {
 	depth   int           // output depth when kept
 	nkept   int           // kept calls on the stack up to this one
 	dnext   int           // -D depth of a kept call under this one
+	limit   int           // the -D or depth= limit on dnext (-1: none)
 	entry   uint64        // entry time
-	pending *uftrace.Item // -t: entry not yet written
+	pending *uftrace.Item // -t, -C: entry not yet written
+	// threshold is the -t or time= of the call; caller: a -C function;
+	// trace: shown whatever threshold says ("trace" trigger).
+	threshold     uint64
+	caller, trace bool
+}
+
+// acts is what the options say of one function.
+type acts struct {
+	filter, notrace, hide, caller, trace, on, off, finish bool
+	depth                                                 int // -1: no depth= trigger
+	time                                                  uint64
+	hasTime                                               bool
+}
+
+// actsOf merges what -F, -N, -H, -C and the triggers say of the function
+// name ("" for a stand-in: nothing).
+func (f *funcFilter) actsOf(name string) acts {
+	a := acts{depth: -1}
+	if name == "" {
+		return a
+	}
+	o := &f.opts
+	a.filter, a.notrace = uftrace.MatchAny(o.Filters, name), uftrace.MatchAny(o.NoTrace, name)
+	a.hide, a.caller = uftrace.MatchAny(o.Hide, name), uftrace.MatchAny(o.Callers, name)
+	for i := range o.Triggers {
+		tr := &o.Triggers[i]
+		if !tr.Func.MatchSymbol(name) {
+			continue
+		}
+		a.filter, a.notrace, a.hide, a.caller = a.filter || tr.Filter, a.notrace || tr.NoTrace, a.hide || tr.Hide, a.caller || tr.Caller
+		a.trace, a.on, a.off, a.finish = a.trace || tr.Trace, a.on || tr.TraceOn, a.off || tr.TraceOff, a.finish || tr.Finish
+		if tr.HasDepth {
+			a.depth = tr.Depth
+		}
+		if tr.HasTime {
+			a.time, a.hasTime = tr.Time, true
+		}
+	}
+	return a
 }
 
 func (f *funcFilter) Record(it *uftrace.Item, emit func(*uftrace.Item) error) error {
-	if len(f.opts.Tids) > 0 && !f.opts.Tids[it.Tid] {
+	if len(f.opts.Tids) > 0 && !f.opts.Tids[it.Tid] || f.finished {
 		return nil
 	}
 	t := f.tasks[it.Tid]
@@ -85,7 +175,7 @@ func (f *funcFilter) Record(it *uftrace.Item, emit func(*uftrace.Item) error) er
 	}
 	// Events and lost records belong to the innermost call.
 	top := f.top(t)
-	if !f.inside(top) {
+	if !f.inside(top) || !f.enabled {
 		return nil
 	}
 	if err := f.flush(t, len(t.stack), emit); err != nil {
@@ -134,7 +224,14 @@ func (f *funcFilter) newTask(tid int) *funcTask {
 // top is the innermost open call (a frame for "no call" when none is).
 func (f *funcFilter) top(t *funcTask) funcFrame {
 	if len(t.stack) == 0 {
-		return funcFrame{in: len(f.opts.Filters) == 0}
+		root := funcFrame{in: len(f.opts.Filters) == 0, limit: -1, threshold: f.opts.Threshold}
+		for _, tr := range f.opts.Triggers {
+			root.in = root.in && !tr.Filter
+		}
+		if f.opts.Depth > 0 {
+			root.limit = f.opts.Depth
+		}
+		return root
 	}
 	return t.stack[len(t.stack)-1]
 }
@@ -152,27 +249,63 @@ func (t *funcTask) unwind(d int) {
 // name is "" for a stand-in.
 func (f *funcFilter) frame(t *funcTask, d int, addr uint64, name string) funcFrame {
 	p := f.top(t)
-	matchF := name != "" && uftrace.MatchAny(f.opts.Filters, name)
+	a := f.actsOf(name)
 	fr := funcFrame{
-		addr:    addr,
-		inDepth: d,
-		in:      p.in || matchF,
-		out:     p.out || name != "" && uftrace.MatchAny(f.opts.NoTrace, name),
-		stand:   name == "",
-		depth:   p.nkept,
-		nkept:   p.nkept,
-		dnext:   p.dnext,
+		addr:      addr,
+		inDepth:   d,
+		in:        p.in || a.filter,
+		out:       p.out || a.notrace,
+		stand:     name == "",
+		depth:     p.nkept,
+		nkept:     p.nkept,
+		limit:     p.limit,
+		threshold: p.threshold,
+		caller:    a.caller,
+		trace:     a.trace,
+	}
+	if a.hasTime {
+		fr.threshold = a.time
 	}
 	dd := p.dnext
-	if matchF {
-		dd = 0 // uftrace counts -D from the innermost -F function
+	if a.filter {
+		// uftrace counts -D from the innermost -F function
+		dd, fr.limit = 0, -1
+		if f.opts.Depth > 0 {
+			fr.limit = f.opts.Depth
+		}
 	}
-	fr.kept = f.inside(fr) && (f.opts.Depth == 0 || dd < f.opts.Depth) && (f.opts.MaxStack == 0 || d < f.opts.MaxStack)
+	if a.depth >= 0 {
+		dd, fr.limit = 0, a.depth
+	}
+	fr.dnext = dd // a call not kept is no level (uftrace: not counted)
+	if f.inside(fr) {
+		// Only where the filters let a call through, as in uftrace.
+		if a.on {
+			f.enabled = true
+		}
+		if a.off {
+			f.enabled = false
+		}
+		if a.finish {
+			f.finished = true // after this entry
+		}
+	}
+	fr.kept = f.inside(fr) && f.enabled && !a.hide && (fr.limit < 0 || dd < fr.limit) && (f.opts.MaxStack == 0 || d < f.opts.MaxStack)
 	if fr.kept {
 		fr.nkept++
 		fr.dnext = dd + 1
 	}
 	return fr
+}
+
+// waits says whether a kept call's entry waits for its exit: its exit
+// decides (-t, time=, -C).
+func (f *funcFilter) waits(fr *funcFrame) bool { return fr.threshold > 0 || f.callers }
+
+// drop says whether a call whose entry waited, and that lasted dur, is
+// left out: too short, or no -C function.
+func (f *funcFilter) drop(fr *funcFrame, dur uint64) bool {
+	return !fr.trace && (dur < fr.threshold || f.callers && !fr.caller)
 }
 
 // fill pushes stand-ins for the levels below record depth d that have no
@@ -200,7 +333,7 @@ func (f *funcFilter) entry(t *funcTask, it *uftrace.Item, emit func(*uftrace.Ite
 	fr.entry = it.Time
 	if fr.kept {
 		it.Depth = fr.depth
-		if f.opts.Threshold > 0 {
+		if f.waits(&fr) {
 			fr.pending = it
 		} else if err := emit(it); err != nil {
 			return err
@@ -231,10 +364,10 @@ func (f *funcFilter) exit(t *funcTask, it *uftrace.Item, emit func(*uftrace.Item
 		it.Depth = fr.depth
 		return emit(it)
 	}
-	if !fr.kept {
+	if !fr.kept || !f.enabled { // uftrace shows no exit while tracing is off
 		return nil
 	}
-	if fr.pending != nil && it.Time-fr.entry < f.opts.Threshold {
+	if fr.pending != nil && f.drop(&fr, it.Time-fr.entry) {
 		return nil
 	}
 	t.stack = append(t.stack, fr)
@@ -268,7 +401,7 @@ func (f *funcFilter) End(emit func(*uftrace.Item) error) error {
 	for _, t := range f.tasks {
 		n := 0
 		for i, fr := range t.stack {
-			if fr.pending != nil && t.last-fr.entry >= f.opts.Threshold {
+			if fr.pending != nil && !f.drop(&fr, t.last-fr.entry) {
 				n = i + 1
 			}
 		}

@@ -18,9 +18,9 @@ func NewFuncStage(o FuncOptions, next trace.Writer) trace.Writer {
 	if !o.Active() {
 		return next
 	}
-	s := &funcStage{next: next, hold: o.Threshold > 0, names: map[string]map[uint64]string{},
+	s := &funcStage{next: next, hold: o.holds(), names: map[string]map[uint64]string{},
 		sids: map[int]string{}, pids: map[int]int{}, out: map[int][]trace.Rec{}}
-	s.filter = &funcFilter{opts: o, tasks: map[int]*funcTask{}}
+	s.filter = newFuncFilter(o, nil)
 	s.emit = func(it *uftrace.Item) error {
 		s.out[it.Tid] = append(s.out[it.Tid], trace.Rec{Record: it.Record, Payload: it.Payload})
 		return nil
@@ -32,8 +32,8 @@ type funcStage struct {
 	next   trace.Writer
 	filter *funcFilter
 	emit   func(*uftrace.Item) error
-	// hold: the filter keeps entries past the batch (-t), so each record
-	// gets its own item and payload.
+	// hold: the filter keeps entries past the batch (-t, time=, -C), so
+	// each record gets its own item and payload.
 	hold  bool
 	item  uftrace.Item
 	names map[string]map[uint64]string // function names by session, by address

@@ -142,7 +142,7 @@ func TestOptionTable(t *testing.T) {
 	var o Options
 	for _, f := range Flags() {
 		val := map[string]string{"": "", "ORDER": "count", "MASK": "3", "N": "2", "FILE": "idx",
-			"RANGE": "0x400000+0x10", "FUNC": "main", "TIME": "1us", "TID[,TID...]": "12"}[f.Arg]
+			"RANGE": "0x400000+0x10", "FUNC": "main", "TIME": "1us", "TID[,TID...]": "12", "FUNC@ACT": "main@depth=1"}[f.Arg]
 		if f.Long == "include" || f.Long == "exclude" {
 			continue // reads a file
 		}
@@ -151,9 +151,11 @@ func TestOptionTable(t *testing.T) {
 		}
 	}
 	want := Options{Leaks: true, Compress: true, Sort: SortCount, Resolve: true, RemoveArgs: true, Resource: 3,
-		Funcs: FuncOptions{Filters: o.Funcs.Filters, NoTrace: o.Funcs.NoTrace, Depth: 2, MaxStack: 2, Threshold: 1000, Tids: map[int]bool{12: true}}}
+		Funcs: FuncOptions{Filters: o.Funcs.Filters, NoTrace: o.Funcs.NoTrace, Hide: o.Funcs.Hide, Callers: o.Funcs.Callers, Triggers: o.Funcs.Triggers,
+			Depth: 2, MaxStack: 2, Threshold: 1000, Tids: map[int]bool{12: true}}}
 	want.Context, want.Depth, want.CallAddress = o.Context, o.Depth, o.CallAddress
-	if !reflect.DeepEqual(o, want) || *o.Context != 3 || *o.Depth != 2 || len(o.Funcs.Filters) != 1 || len(o.Funcs.NoTrace) != 1 || len(o.CallAddress) != 1 {
+	if !reflect.DeepEqual(o, want) || *o.Context != 3 || *o.Depth != 2 || len(o.Funcs.Filters) != 1 || len(o.Funcs.NoTrace) != 1 || len(o.CallAddress) != 1 ||
+		len(o.Funcs.Hide) != 1 || len(o.Funcs.Callers) != 1 || len(o.Funcs.Triggers) != 1 || o.Funcs.Triggers[0].Depth != 1 {
 		t.Errorf("every flag set: got %+v", o)
 	}
 	if err := o.Set("text", ""); err == nil {

@@ -90,6 +90,10 @@ func writeOption(w io.Writer, o *option) {
 		text += " [refused: " + o.why + "]"
 	case inert:
 		text += " [accepted, no effect: " + o.why + "]"
+	default:
+		if o.why != "" {
+			text += " [" + o.why + "]"
+		}
 	}
 	lines := wrap(text, 50)
 	if len(head) >= 30 {
@@ -157,6 +161,8 @@ func Markdown(w io.Writer) {
 				status = "not yet: " + o.why
 			case o.kind == refused:
 				status = "refused: " + o.why
+			case o.why != "":
+				status = "✓ (" + o.why + ")"
 			}
 			fmt.Fprintf(w, "| %s | %s |\n", name, strings.ReplaceAll(status, "|", `\|`))
 		}
