@@ -3,6 +3,7 @@ package e2e_test
 import (
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -231,5 +232,49 @@ func TestUftraceTriggers(t *testing.T) {
 		if r.code != 2 || !strings.Contains(r.stderr, c.want) || strings.Count(r.stderr, "\n") != 1 {
 			t.Errorf("record -T %s: %+v, want exit 2 and one line with %q", c.opt, r, c.want)
 		}
+	}
+}
+
+// --time prints the program's running time after its output, in uftrace
+// record --time's three lines.
+func TestUftraceTime(t *testing.T) {
+	uft := testutil.RequireTool(t, "uftrace")
+	plain := build(t, "callers.c", variants[0], false, nil)
+	pg := build(t, "callers.c", variants[0], true, nil)
+	line := regexp.MustCompile(`(?m)^(elapsed| system|   user) time: +\d+\.\d{9} sec$`)
+	tmp := t.TempDir()
+	u := runCmd(t, tmp, uft, "record", "--time", "-d", "U", pg)
+	r := runCmd(t, tmp, rtraceBin, "record", "--time", "-d", "R", plain)
+	labels := func(out string) string {
+		var ls []string
+		for _, m := range line.FindAllStringSubmatch(out, -1) {
+			ls = append(ls, m[1])
+		}
+		return strings.Join(ls, ",")
+	}
+	if want := labels(u.stdout); want != "elapsed, system,   user" || labels(r.stdout) != want || !strings.HasPrefix(r.stdout, "callers 17\n") {
+		t.Errorf("uftrace --time:\n%s\nrtrace --time:\n%s", u.stdout, r.stdout)
+	}
+}
+
+// -L keeps the functions declared in the source files it names, as uftrace
+// record -L does (a plain word is a path component; no match leaves every
+// function), and implies --srcline.
+func TestUftraceLocFilter(t *testing.T) {
+	uft := testutil.RequireTool(t, "uftrace")
+	plain := build(t, "callers.c", variants[0], false, nil)
+	pg := build(t, "callers.c", variants[0], true, nil)
+	for _, opts := range [][]string{
+		{"-L", "callers.c", "-D", "3"},
+		{"-L", "testdata"},
+		{"--loc-filter=nomatch"},
+	} {
+		t.Run(strings.Join(opts, " "), func(t *testing.T) { sameTrees(t, uft, pg, plain, opts) })
+	}
+	tmp := t.TempDir()
+	runCmd(t, tmp, rtraceBin, "record", "-L", "testdata", "-d", "R", plain)
+	out := testutil.Run(t, "", uft, "replay", "--srcline", "-d", filepath.Join(tmp, "R"))
+	if !strings.Contains(out, "testdata/callers.c:") || strings.Contains(out, "printf") {
+		t.Errorf("-L testdata: want source lines and no library call:\n%s", out)
 	}
 }

@@ -3,6 +3,7 @@ package launcher
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"strconv"
@@ -125,6 +126,9 @@ func (s *session) finish(res *tracer.Result, runErr error) (int, error) {
 		}
 		return 1, errors.Join(runErr, finishErr)
 	}
+	if c.ShowTime && res != nil && c.Pid == 0 {
+		printTime(c.Stdout, s.ran, &res.Rusage)
+	}
 	if !c.Quiet || c.Verbose {
 		s.reportSkipped(res)
 		s.unmatched()
@@ -169,6 +173,17 @@ func (s *session) finish(res *tracer.Result, runErr error) (int, error) {
 		fmt.Fprintf(c.Stderr, "rtrace: %s\n", summary[2:])
 	}
 	return res.ExitCode(), nil
+}
+
+// printTime prints the program's running time (elapsed: from its start
+// to rtrace's end of tracing) and its system and user time (ru, the
+// program's own), in uftrace record --time's format (cmds/record.c,
+// print_child_time and print_child_usage).
+func printTime(w io.Writer, elapsed time.Duration, ru *unix.Rusage) {
+	ns := elapsed.Nanoseconds()
+	fmt.Fprintf(w, "elapsed time: %20s\n", fmt.Sprintf("%d.%09d sec", ns/1e9, ns%1e9))
+	fmt.Fprintf(w, " system time: %6d.%06d000 sec\n", ru.Stime.Sec, ru.Stime.Usec)
+	fmt.Fprintf(w, "   user time: %6d.%06d000 sec\n", ru.Utime.Sec, ru.Utime.Usec)
 }
 
 // summary is the one-line account of a session: events, lost, duration.

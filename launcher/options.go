@@ -37,6 +37,7 @@ type Options struct {
 	Filter      []string // -F
 	NoTrace     []string // -N
 	Hide        []string // -H
+	Loc         []string // -L: source files (LOCATION@hide: not these)
 	Caller      []string // -C
 	Trigger     []string // -T FUNC@ACTION[,ACTION...]
 	Depth       int      // -D
@@ -93,8 +94,13 @@ type Options struct {
 	ToggleSignal unix.Signal
 	Manage       bool // --manage-preproc
 
+	// ShowTime (--time): print the program's running time as uftrace does
+	// (elapsed, system and user time), on Stdout.
+	ShowTime bool
+
 	Cmdline string // rtrace's own command line, for info
 	Version string
+	Stdout  io.Writer // nil: os.Stdout
 	Stderr  io.Writer
 }
 
@@ -142,6 +148,9 @@ type config struct {
 // A usage error is a *UsageError, a program that cannot run an *ExitError.
 func check(o Options) (*config, error) {
 	c := &config{Options: o}
+	if c.Stdout == nil {
+		c.Stdout = os.Stdout
+	}
 	if c.Stderr == nil {
 		c.Stderr = os.Stderr
 	}
@@ -170,6 +179,9 @@ func check(o Options) (*config, error) {
 	}
 	if c.sel, err = selection(o); err != nil {
 		return nil, err
+	}
+	if len(o.Loc) > 0 {
+		c.funcs.Srcline = true // as uftrace's -L implies --srcline
 	}
 	// Outputs. Resource tracing alone records no function calls, unless
 	// -d asks for a uftrace.data directory too; without -e, -o stores the
@@ -372,6 +384,20 @@ func selection(o Options) (tracer.Selection, error) {
 			return sel, err
 		}
 		sel.Rules = append(sel.Rules, tracer.Rule{Func: ps[0], Lib: lib, Out: p.Out})
+	}
+	for _, l := range o.Loc {
+		file, act, hide := strings.Cut(l, "@")
+		if hide && act != "hide" {
+			return sel, &UsageError{fmt.Sprintf("-L %q: want LOCATION, LOCATION@hide or !LOCATION", l)}
+		}
+		if f, ok := strings.CutPrefix(file, "!"); ok {
+			file, hide = f, true
+		}
+		p, err := uftrace.ParseLocPattern(file, o.Match)
+		if err != nil {
+			return sel, &UsageError{fmt.Sprintf("-L %q: %v", l, err)}
+		}
+		sel.Locs = append(sel.Locs, tracer.LocRule{File: p, Hide: hide})
 	}
 	return sel, nil
 }

@@ -66,6 +66,7 @@ type session struct {
 	rs    *resStream  // nil: no resource trace
 	marks marks
 	start time.Time
+	ran   time.Duration // from start to the tracer's end
 
 	mu      sync.Mutex
 	pid     int           // the target, once it runs
@@ -213,6 +214,7 @@ func (s *session) run(sigs chan os.Signal) (int, error) {
 	var o outcome
 	select {
 	case o = <-done:
+		s.ran = time.Since(s.start)
 	case <-s.aborted:
 		stopStatus()
 		stopSignals()

@@ -57,21 +57,23 @@ func isFragment(name string) bool {
 // planting order: its traceable functions (only those at an address of own
 // when own is non-nil: the DWARF subprograms of a static executable), then,
 // with libcalls, its PLT stubs, except those of functions a resource module
-// of mods reports (recorded inside their library, once). Nothing when no
-// function trace is recorded (funcs false). nfuncs counts the functions,
-// stubs left out.
-func exeCands(f *elfx.File, own map[uint64]bool, funcs, libcalls bool, mods []*ResModule, sel *Selection) (cands []cand, nfuncs int) {
+// of mods reports (recorded inside their library, once); sel's -P, -U, -Z
+// and -L rules (files: the source file of each function, by address, for
+// -L) choose among them. Nothing when no function trace is recorded
+// (funcs false). nfuncs counts the functions, stubs left out.
+func exeCands(f *elfx.File, own map[uint64]bool, funcs, libcalls bool, mods []*ResModule, sel *Selection, files map[uint64]string) (cands []cand, nfuncs int) {
 	if !funcs {
 		return nil, 0
 	}
+	loc, locStubs := sel.locFilter(files)
 	for _, fn := range f.Funcs {
-		if !traceable(f, fn) || own != nil && !own[fn.Value] || !sel.keepExe(fn) {
+		if !traceable(f, fn) || own != nil && !own[fn.Value] || !sel.keepExe(fn) || loc != nil && !loc(fn) {
 			continue
 		}
 		cands = append(cands, cand{name: fn.Name, value: fn.Value, size: fn.Size})
 	}
 	nfuncs = len(cands)
-	if libcalls {
+	if libcalls && locStubs {
 		for _, c := range stubs(f) {
 			if !resName(mods, c.name) {
 				cands = append(cands, c)
@@ -125,6 +127,44 @@ type Selection struct {
 	Rules []Rule
 	// MinSize: functions of fewer bytes are not traced (-Z).
 	MinSize uint64
+	// Locs (-L) select the executable's functions by the source file DWARF
+	// declares them in, in command-line order (the last rule matching a
+	// file decides).
+	Locs []LocRule
+}
+
+// LocRule is one -L pattern: the functions declared in a file it matches
+// are traced, and those only (PATTERN@hide: are not).
+type LocRule struct {
+	File uftrace.Pattern
+	Hide bool
+}
+
+// locFilter returns what the -L rules keep of the functions whose source
+// files files gives (by address), as uftrace record -L does: with a rule
+// that matches a file of them, only the functions it names (and no library
+// call: stubs false); with none, every function but those a @hide rule
+// names. nil: no -L rule.
+func (s *Selection) locFilter(files map[uint64]string) (keep func(elfx.Func) bool, stubs bool) {
+	if s == nil || len(s.Locs) == 0 {
+		return nil, true
+	}
+	in := false
+	for _, r := range s.Locs {
+		for _, file := range files {
+			in = in || !r.Hide && r.File.Match(file)
+		}
+	}
+	return func(fn elfx.Func) bool {
+		file, ok := files[fn.Value]
+		keep := !in
+		for _, r := range s.Locs {
+			if ok && r.File.Match(file) {
+				keep = !r.Hide
+			}
+		}
+		return keep
+	}, !in
 }
 
 // Rule is one -P or -U pattern.

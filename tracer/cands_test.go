@@ -105,7 +105,7 @@ func TestExeCands(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			got, n := exeCands(testExe(), c.own, c.funcs, c.libcalls, c.mods, nil)
+			got, n := exeCands(testExe(), c.own, c.funcs, c.libcalls, c.mods, nil, nil)
 			if !slices.Equal(names(got), c.want) || n != c.wantFuncs {
 				t.Errorf("got %q (%d functions), want %q (%d)", names(got), n, c.want, c.wantFuncs)
 			}
@@ -117,7 +117,7 @@ func TestExeCands(t *testing.T) {
 		})
 	}
 	// Addresses and sizes come from the symbol, or the stub.
-	got, _ := exeCands(testExe(), nil, true, true, nil, nil)
+	got, _ := exeCands(testExe(), nil, true, true, nil, nil, nil)
 	if c := got[1]; c.value != 0x1200 || c.size != 0x30 {
 		t.Errorf("foo: %#x+%#x, want 0x1200+0x30", c.value, c.size)
 	}
@@ -150,7 +150,7 @@ func TestSelection(t *testing.T) {
 		{"-Z 0x30", nil, 0x30, []string{"main", "foo", "puts()", "malloc()"}},
 	} {
 		sel := Selection{Rules: c.rules, MinSize: c.min}
-		got, _ := exeCands(testExe(), nil, true, true, nil, &sel)
+		got, _ := exeCands(testExe(), nil, true, true, nil, &sel, nil)
 		if !slices.Equal(names(got), c.want) {
 			t.Errorf("%s: got %q, want %q", c.name, names(got), c.want)
 		}

@@ -225,12 +225,16 @@ func (t *Tracer) setupImage(tid int) (*image, []byte, error) {
 	// functions DWARF describes: the program's own code (Debian's libc.a
 	// has no debug info), as uftrace -pg would show them.
 	var own map[uint64]bool
-	if f.Static() {
+	var files map[uint64]string // for -L
+	if f.Static() || len(t.cfg.Select.Locs) > 0 {
 		if subs, err := elfx.SubprogramLines(exe); err == nil && len(subs) > 0 {
-			own = map[uint64]bool{}
+			own, files = map[uint64]bool{}, map[uint64]string{}
 			for _, s := range subs {
-				own[s.Low] = true
+				own[s.Low], files[s.Low] = true, s.File
 			}
+		}
+		if !f.Static() {
+			own = nil
 		}
 	}
 	if f.Stripped && t.funcs != nil && !t.untraced(exe) {
@@ -256,7 +260,7 @@ func (t *Tracer) setupImage(tid int) (*image, []byte, error) {
 	cm.markColdParts()
 	im.bare = t.untraced(exe)
 	funcs := t.funcs != nil && !im.bare
-	cands, nfuncs := exeCands(f, own, funcs, t.cfg.Libcalls, t.cfg.Modules, &t.cfg.Select)
+	cands, nfuncs := exeCands(f, own, funcs, t.cfg.Libcalls, t.cfg.Modules, &t.cfg.Select, files)
 	if f.Stripped && funcs {
 		t.result.Unwound = append(t.result.Unwound, unwound(f, cands))
 	}

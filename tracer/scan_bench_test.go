@@ -44,7 +44,7 @@ func benchModule(b *testing.B, glob string) (*elfx.File, *os.File) {
 // program.
 func BenchmarkScanModule(b *testing.B) {
 	f, mem := benchModule(b, "sqlite3-plain-*/sqlite3")
-	cands, _ := exeCands(f, nil, true, false, nil, nil)
+	cands, _ := exeCands(f, nil, true, false, nil, nil, nil)
 	size := scratchSize(len(cands)+len(f.Imports)+hookSlots) + cloneRoom
 	hi := uint64(0)
 	for _, l := range f.Loads {

@@ -127,3 +127,18 @@ func MatchLibName(libPath, lib string) bool {
 	base := filepath.Base(libPath)
 	return base == lib || strings.HasPrefix(base, lib+".")
 }
+
+// ParseLocPattern compiles s as a -L source location pattern, as uftrace
+// does (utils/filter.c, init_locfilter_pattern): one without RegexChars
+// names a file or directory and matches whole path components anywhere in
+// a path (lib matches /src/lib/a.c and lib/b.c, not libc/c.c); others are
+// patterns of kind.
+func ParseLocPattern(s, kind string) (Pattern, error) {
+	if s == "" || strings.ContainsAny(s, RegexChars) {
+		return ParsePattern(s, kind)
+	}
+	s = strings.TrimSuffix(strings.TrimPrefix(s, "/"), "/")
+	p, err := ParsePattern("((.*/)*)"+regexp.QuoteMeta(s)+"($|(/.*))", PatternRegex)
+	p.text = s
+	return p, err
+}

@@ -81,3 +81,27 @@ func FuzzParseTime(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, s string) { ParseTime(s) })
 }
+
+func TestLocPattern(t *testing.T) {
+	for _, c := range []struct {
+		pat, path string
+		want      bool
+	}{
+		{"testdata", "/work/main/testdata/callers.c", true},
+		{"/testdata/", "/work/main/testdata/callers.c", true},
+		{"callers", "/work/main/testdata/callers.c", false},
+		{"callers.c", "/work/main/testdata/callers.c", true}, // a regex
+		{"main/testdata", "/work/main/testdata/callers.c", true},
+		{"lib", "/src/libc/c.c", false},
+		{"lib", "lib/b.c", true},
+		{"a+b", "/x/a+b/c.c", false}, // '+' makes it a regex: a, then b's
+	} {
+		p, err := ParseLocPattern(c.pat, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := p.Match(c.path); got != c.want {
+			t.Errorf("-L %s on %s: %v, want %v", c.pat, c.path, got, c.want)
+		}
+	}
+}
