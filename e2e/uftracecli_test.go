@@ -278,3 +278,47 @@ func TestUftraceLocFilter(t *testing.T) {
 		t.Errorf("-L testdata: want source lines and no library call:\n%s", out)
 	}
 }
+
+// --signal SIG@ACTION turns tracing off, on, or ends it at SIG, which the
+// program never gets: trace_off leaves a gap in the one trace (as uftrace
+// does), finish saves the trace at once and the program goes on, and
+// trace_on after --disable starts the trace.
+func TestUftraceSignal(t *testing.T) {
+	uft := testutil.RequireTool(t, "uftrace")
+	prog := testutil.BuildC(t, "sigswitch.c", "-O0", "-g")
+	pg := testutil.BuildC(t, "sigswitch.c", "-O0", "-g", "-pg")
+	for _, c := range []struct {
+		opts []string
+		want string // the entries, in order
+	}{
+		{[]string{"--signal", "SIGUSR1@trace_off", "--signal", "USR2@trace_on"}, "main before raise after printf"},
+		{[]string{"--signal=SIGUSR1@finish", "--signal=SIGUSR2@trace_on"}, "main before raise"},
+		{[]string{"--disable", "--signal", "SIGUSR2@trace-on", "--signal", "SIGUSR1@traceoff"}, "after printf"},
+	} {
+		t.Run(strings.Join(c.opts, " "), func(t *testing.T) {
+			tmp := t.TempDir()
+			r := runCmd(t, tmp, rtraceBin, append(append([]string{"record", "-d", "R"}, c.opts...), prog)...)
+			if r.code != 0 || r.stdout != "sigswitch 8\n" {
+				t.Fatalf("rtrace record %v: %+v", c.opts, r)
+			}
+			var got []string
+			for _, block := range tree(testutil.Run(t, "", uft, "replay", "--no-pager", "-d", filepath.Join(tmp, "R"))) {
+				for _, l := range strings.Fields(block) {
+					got = append(got, strings.TrimSuffix(l, "()"))
+				}
+			}
+			if strings.Join(got, " ") != c.want {
+				t.Errorf("entries %q, want %q", got, c.want)
+			}
+			if _, err := os.Stat(filepath.Join(tmp, "R.1")); err == nil {
+				t.Errorf("a second trace directory: %s", filepath.Join(tmp, "R.1"))
+			}
+			// The program's own functions as uftrace record shows them.
+			sameTrees(t, uft, pg, prog, c.opts)
+		})
+	}
+	r := runCmd(t, t.TempDir(), rtraceBin, "record", "--signal", "SIGUSR1@depth=1", prog)
+	if r.code != 2 || !strings.Contains(r.stderr, "the actions of a signal are trace_on, trace_off and finish") {
+		t.Errorf("--signal SIGUSR1@depth=1: %+v", r)
+	}
+}

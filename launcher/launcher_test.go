@@ -4,9 +4,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
+	"rtrace/tracer"
 	"rtrace/tracer/fast"
 )
 
@@ -133,6 +137,22 @@ func TestInterpreters(t *testing.T) {
 			t.Errorf("%q: %v (exit %d), want %q and 126", c.text, err, exitCode(err), c.err)
 		case strings.Join(got, " ") != strings.Join(c.want, " "):
 			t.Errorf("%q: %q, want %q", c.text, got, c.want)
+		}
+	}
+}
+
+func TestSignalTriggers(t *testing.T) {
+	got, err := signalTriggers([]string{"SIGUSR1@trace_off", "usr2@Trace-On", "12@finish,trace_on", "SIGINT@traceon,traceoff"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[unix.Signal]tracer.SignalAction{unix.SIGUSR1: tracer.TraceOff, unix.SIGUSR2: tracer.Finish, unix.SIGINT: tracer.TraceOff}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("got %v, want %v", got, want)
+	}
+	for _, bad := range []string{"SIGUSR1", "SIGUSR1@", "SIGNOPE@finish", "SIGKILL@finish", "SIGUSR1@depth=1"} {
+		if _, err := signalTriggers([]string{bad}); err == nil || exitCode(err) != 2 {
+			t.Errorf("%q: %v (exit %d), want a usage error", bad, err, exitCode(err))
 		}
 	}
 }

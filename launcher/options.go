@@ -38,6 +38,7 @@ type Options struct {
 	NoTrace     []string // -N
 	Hide        []string // -H
 	Loc         []string // -L: source files (LOCATION@hide: not these)
+	Signals     []string // --signal SIG@ACTION: trace_on, trace_off, finish
 	Caller      []string // -C
 	Trigger     []string // -T FUNC@ACTION[,ACTION...]
 	Depth       int      // -D
@@ -133,6 +134,7 @@ type config struct {
 	// untraced: a script's interpreter (and what #!/usr/bin/env runs),
 	// whose own functions are not traced (tracer.Config.Untraced).
 	untraced []string
+	signals  map[unix.Signal]tracer.SignalAction // --signal
 	mods     []*tracer.ResModule
 	funcs    postproc.FuncOptions // what the function trace keeps
 	sel      tracer.Selection
@@ -182,6 +184,9 @@ func check(o Options) (*config, error) {
 	}
 	if len(o.Loc) > 0 {
 		c.funcs.Srcline = true // as uftrace's -L implies --srcline
+	}
+	if c.signals, err = signalTriggers(o.Signals); err != nil {
+		return nil, err
 	}
 	// Outputs. Resource tracing alone records no function calls, unless
 	// -d asks for a uftrace.data directory too; without -e, -o stores the

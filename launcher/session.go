@@ -117,6 +117,7 @@ func newSession(c *config, ready func()) *session {
 		Ready:        ready,
 		Fast:         c.Engine == "fast",
 		Untraced:     c.untraced,
+		Signals:      c.signals,
 	}, funcs, res)
 	return s
 }

@@ -31,6 +31,43 @@ func ParseSignal(s string) (unix.Signal, error) {
 	return 0, fmt.Errorf("unknown signal %q (e.g. SIGUSR1, USR2, 12)", s)
 }
 
+// signalTriggers reads uftrace's --signal SIG@ACTION[,ACTION...] triggers:
+// the actions are trace_on (trace-on, traceon), trace_off and finish, as
+// uftrace's --signal takes them; of several, finish wins, else the last.
+func signalTriggers(specs []string) (map[unix.Signal]tracer.SignalAction, error) {
+	if len(specs) == 0 {
+		return nil, nil
+	}
+	out := map[unix.Signal]tracer.SignalAction{}
+	for _, spec := range specs {
+		name, acts, ok := strings.Cut(spec, "@")
+		if !ok || acts == "" {
+			return nil, &UsageError{fmt.Sprintf("--signal %q: want SIGNAL@ACTION (trace_on, trace_off or finish)", spec)}
+		}
+		sig, err := ParseSignal(name)
+		if err != nil {
+			return nil, &UsageError{fmt.Sprintf("--signal %q: %v", spec, err)}
+		}
+		for _, a := range strings.Split(acts, ",") {
+			var act tracer.SignalAction
+			switch strings.ToLower(strings.NewReplacer("-", "_").Replace(a)) {
+			case "trace_on", "traceon":
+				act = tracer.TraceOn
+			case "trace_off", "traceoff":
+				act = tracer.TraceOff
+			case "finish":
+				act = tracer.Finish
+			default:
+				return nil, &UsageError{fmt.Sprintf("--signal %q: %q: the actions of a signal are trace_on, trace_off and finish", spec, a)}
+			}
+			if out[sig] != tracer.Finish {
+				out[sig] = act
+			}
+		}
+	}
+	return out, nil
+}
+
 // ListModules prints the resource modules: name, resource types and
 // functions.
 func ListModules(w interface{ Write([]byte) (int, error) }) {

@@ -177,8 +177,15 @@ func (t *Tracer) stopped(th *thread, ws unix.WaitStatus, regs *unix.PtraceRegs, 
 		t.detachAll(th)
 		return nil
 	}
+	if act := t.cfg.Signals[sig]; act != 0 && th.proc != nil {
+		t.signalAction(th, act)
+		resume(th.tid, 0) // rtrace's, not the program's
+		return nil
+	}
 	if sig == t.cfg.ToggleSignal && t.cfg.Toggle && th.proc != nil {
-		t.toggle(th)
+		if !t.finished {
+			t.toggle(th)
+		}
 		resume(th.tid, 0) // rtrace's, not the program's
 		return nil
 	}

@@ -43,9 +43,35 @@ func (t *Tracer) toggle(th *thread) {
 		}
 		opened = append(opened, s)
 	}
+	t.window = on
 	// Entries are rewritten with every thread stopped: none runs the
 	// bytes while they change.
 	t.whileParked(th, func() { t.setOn(on) })
+}
+
+// signalAction does what a --signal trigger asks (the signal stopped
+// th). Called on the tracer thread.
+func (t *Tracer) signalAction(th *thread, act SignalAction) {
+	switch {
+	case t.finished:
+	case act == Finish:
+		t.finished = true
+		if t.window {
+			t.toggle(th)
+		} else if t.on {
+			t.whileParked(th, func() { t.setOn(false) })
+		}
+	case act == TraceOn && !t.on:
+		if !t.window {
+			t.toggle(th)
+			return
+		}
+		t.flushAll()
+		t.whileParked(th, func() { t.setOn(true) })
+	case act == TraceOff && t.on:
+		t.flushAll()
+		t.whileParked(th, func() { t.setOn(false) })
+	}
 }
 
 // whileParked runs f with every thread stopped: first is stopped already;

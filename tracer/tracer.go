@@ -73,7 +73,25 @@ type Config struct {
 	// Untraced are executables whose functions and library calls are not
 	// traced, though the programs they run are: a script's interpreter.
 	Untraced []string
+	// Signals are uftrace's --signal triggers: at one of these signals,
+	// tracing turns on, off, or off for good. The program does not get the
+	// signal. One taken from the toggle signal is the trigger's.
+	Signals map[unix.Signal]SignalAction
 }
+
+// SignalAction is what a --signal trigger does.
+type SignalAction int
+
+const (
+	// TraceOn turns tracing on, in the same trace (a gap in it), or in a
+	// new window when none is open (started with --disable).
+	TraceOn SignalAction = iota + 1
+	// TraceOff turns tracing off; the window stays open.
+	TraceOff
+	// Finish closes the window, the trace done, and nothing turns tracing
+	// on again; the program goes on.
+	Finish
+)
 
 // Result is how a trace ended.
 type Result struct {
@@ -131,8 +149,11 @@ type Tracer struct {
 	err      error // first sink error: the trace goes on without recording
 	// on: tracing is on (records and resource calls are reported);
 	// resIDs number the resource types.
-	on     bool
-	resIDs map[*ResType]int
+	on bool
+	// window: the sinks have a window open (they were told tracing is on
+	// and not told since that it is off); finished: a Finish signal came.
+	window, finished bool
+	resIDs           map[*ResType]int
 	attachState
 	// drain moves the fast engine's records to the sink (nil: int3 engine).
 	drain       *drainer
@@ -153,7 +174,7 @@ func New(cfg Config, funcs FuncSink, res ResSink) *Tracer {
 		cfg.ToggleSignal = unix.SIGUSR1
 	}
 	t := &Tracer{cfg: cfg, funcs: funcs, res: res, procs: map[int]*process{}, threads: map[int]*thread{}, libs: map[string]*elfx.File{}, eventIDs: map[string]uint64{},
-		on: cfg.Start, resIDs: resIDs(cfg.Modules)}
+		on: cfg.Start, window: cfg.Start, resIDs: resIDs(cfg.Modules)}
 	return t
 }
 
