@@ -1,11 +1,16 @@
 package e2e_test
 
 import (
+	"fmt"
+	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"rtrace/internal/testutil"
 )
@@ -320,5 +325,64 @@ func TestUftraceSignal(t *testing.T) {
 	r := runCmd(t, t.TempDir(), rtraceBin, "record", "--signal", "SIGUSR1@depth=1", prog)
 	if r.code != 2 || !strings.Contains(r.stderr, "the actions of a signal are trace_on, trace_off and finish") {
 		t.Errorf("--signal SIGUSR1@depth=1: %+v", r)
+	}
+}
+
+// --host sends the trace to a running `uftrace recv`, which writes it
+// under its -d directory by the name -d gives; nothing is kept here. A
+// receiver that is not there fails the command before the program runs.
+func TestUftraceHost(t *testing.T) {
+	uft := testutil.RequireTool(t, "uftrace")
+	prog := build(t, "callers.c", variants[0], false, nil)
+	l, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	tmp, recvDir := t.TempDir(), t.TempDir()
+	r := runCmd(t, tmp, rtraceBin, "record", "--host", "127.0.0.1", "--port", strconv.Itoa(port), "-d", "sent.data", prog)
+	if r.code != 1 || !strings.Contains(r.stderr, "connection refused") || r.stdout != "" {
+		t.Errorf("no receiver: %+v, want exit 1 before the program ran", r)
+	}
+	recv := exec.Command(uft, "recv", "-d", recvDir, "--port", strconv.Itoa(port))
+	if err := recv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { recv.Process.Kill(); recv.Wait() }()
+	// uftrace recv dies of a connection that sends nothing: its listening
+	// socket is watched for in /proc/net/tcp instead.
+	listening := fmt.Sprintf(":%04X 00000000:0000 0A", port)
+	waitFor(t, "uftrace recv to listen", func() bool {
+		b, _ := os.ReadFile("/proc/net/tcp")
+		return strings.Contains(string(b), listening)
+	})
+	r = runCmd(t, tmp, rtraceBin, "record", "--host", "127.0.0.1", "--port", strconv.Itoa(port), "-d", "sent.data", prog)
+	if r.code != 0 || r.stdout != "callers 17\n" || !strings.Contains(r.stderr, "sent.data at 127.0.0.1:") {
+		t.Fatalf("rtrace record --host: %+v", r)
+	}
+	if ents, _ := os.ReadDir(tmp); len(ents) != 0 {
+		t.Errorf("--host left %d files here", len(ents))
+	}
+	sent := filepath.Join(recvDir, "sent.data")
+	waitFor(t, "uftrace recv to write the info file, sent last", func() bool {
+		st, err := os.Stat(filepath.Join(sent, "info"))
+		return err == nil && st.Size() > 40
+	})
+	runCmd(t, tmp, rtraceBin, "record", "-q", "-d", "local.data", prog)
+	if got, want := tree(replay(t, sent)), tree(replay(t, filepath.Join(tmp, "local.data"))); strings.Join(got, "|") != strings.Join(want, "|") || len(want) == 0 {
+		t.Errorf("received:\n%s\nrecorded here:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// waitFor polls cond until it holds, for what the test waits on that
+// another process does (a file it writes, a socket it opens); it fails
+// the test after a minute.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); !cond(); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("waited a minute for %s", what)
+		}
 	}
 }

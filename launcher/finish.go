@@ -108,6 +108,9 @@ func (s *session) finish(res *tracer.Result, runErr error) (int, error) {
 		}
 		o, err := s.fs.finish(ended)
 		timeline.Mark("finished")
+		if c.send != nil && err == nil {
+			o, err = c.send.send(s.fs.dirs)
+		}
 		outs, errs = append(outs, o...), append(errs, err)
 	}
 	if s.rs != nil {

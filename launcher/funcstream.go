@@ -46,6 +46,7 @@ type funcStream struct {
 	chain   *funcChain   // an in-process window's pipeline
 	started time.Time    // of the open window
 	outs    []string     // directories, raw files and listener windows written
+	dirs    []string     // the uftrace.data directories written
 	errs    []error
 	records uint64
 	// removed is closed once the trace moved aside before is deleted.
@@ -288,6 +289,9 @@ func (s *funcStream) closeWindow(res *tracer.Result) {
 	if s.chain != nil {
 		err = s.chain.Close()
 		dir, raw := s.chain.outputs()
+		if dir != "" {
+			s.dirs = append(s.dirs, dir)
+		}
 		for _, o := range []string{dir, raw} {
 			if o != "" {
 				s.outs = append(s.outs, display(o))

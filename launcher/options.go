@@ -33,12 +33,16 @@ type Options struct {
 	Duration time.Duration // attach: detach after this long (0: at Ctrl-C or the process's end)
 
 	// Function tracing (uftrace's options).
-	Dir         string   // -d: the uftrace.data directory ("" with -e: none; with -o: none)
-	Filter      []string // -F
-	NoTrace     []string // -N
-	Hide        []string // -H
-	Loc         []string // -L: source files (LOCATION@hide: not these)
-	Signals     []string // --signal SIG@ACTION: trace_on, trace_off, finish
+	Dir     string   // -d: the uftrace.data directory ("" with -e: none; with -o: none)
+	Filter  []string // -F
+	NoTrace []string // -N
+	Hide    []string // -H
+	Loc     []string // -L: source files (LOCATION@hide: not these)
+	Signals []string // --signal SIG@ACTION: trace_on, trace_off, finish
+	// Host (--host) is where `uftrace recv` listens, on Port (0: 8090):
+	// the trace is sent there, named Dir, and not kept.
+	Host        string
+	Port        int
 	Caller      []string // -C
 	Trigger     []string // -T FUNC@ACTION[,ACTION...]
 	Depth       int      // -D
@@ -135,6 +139,7 @@ type config struct {
 	// whose own functions are not traced (tracer.Config.Untraced).
 	untraced []string
 	signals  map[unix.Signal]tracer.SignalAction // --signal
+	send     *sender                             // --host
 	mods     []*tracer.ResModule
 	funcs    postproc.FuncOptions // what the function trace keeps
 	sel      tracer.Selection
@@ -199,6 +204,18 @@ func check(o Options) (*config, error) {
 	}
 	if len(c.mods) == 0 && o.OutDir != "" {
 		c.rawDir = o.OutDir
+	}
+	if o.Host != "" {
+		if c.funcDir == "" || c.rawDir != "" || o.Pid != 0 {
+			return nil, &UsageError{"--host: only a function trace recorded into a directory is sent (no -e, no -o, no attach)"}
+		}
+		if o.Port == 0 {
+			o.Port = uftrace.RecvPort
+		}
+		if c.send, err = newSender(o.Host, o.Port, o.Dir); err != nil {
+			return nil, err
+		}
+		c.funcDir = c.send.dir()
 	}
 	if c.funcDir != "" {
 		if c.funcDir, err = filepath.Abs(c.funcDir); err != nil {

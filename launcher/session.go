@@ -38,6 +38,9 @@ func run(o Options) (int, error) {
 		signal.Stop(sigs)
 		return exitCode(err), err
 	}
+	if c.send != nil {
+		defer c.send.close()
+	}
 	s := newSession(c, ready)
 	return s.run(sigs)
 }

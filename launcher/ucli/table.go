@@ -82,8 +82,10 @@ var table = []option{
 			}
 			return errors.New("want mono (uftrace's mono_raw and boot are not recorded by rtrace)")
 		}},
-	{long: "host", arg: "HOST", group: recordGroup, help: "send the trace to 'uftrace recv' on HOST", kind: notYet, why: "sending a trace to uftrace recv"},
-	{long: "port", arg: "PORT", group: recordGroup, help: "the port of --host (default 8090)", kind: notYet, why: "sending a trace to uftrace recv"},
+	{long: "host", arg: "HOST", group: recordGroup, help: "send the trace to 'uftrace recv' on HOST, as the directory -d names there (none is kept here)",
+		set: func(c *Cmd, v string) error { c.Options.Host = v; return nil }},
+	{long: "port", arg: "PORT", group: recordGroup, help: "the port of --host (default 8090)",
+		set: setInt(func(o *launcher.Options) *int { return &o.Port })},
 	{long: "signal", arg: "SIG@ACT", group: recordGroup, help: "at signal SIG, tracing turns on (trace_on), off (trace_off) or ends (finish: the trace is saved, the program goes on); the program does not get SIG (repeatable)",
 		why: "a trace_on after --disable starts the trace directory, as rtrace toggle does; finish saves it at once",
 		set: appendTo(func(o *launcher.Options) *[]string { return &o.Signals })},
