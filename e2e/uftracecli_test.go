@@ -226,6 +226,15 @@ func TestUftraceTriggers(t *testing.T) {
 			}
 		})
 	}
+	// trace_on shows calls at their depth among the calls shown, where
+	// uftrace keeps their recorded depth: the calls are compared, in order.
+	for _, opts := range [][]string{
+		{"--disable", "-T", "b@trace_on"},
+		{"--disable", "-T", "c@trace_on", "-T", "b@trace_off"},
+		{"-T", "a@trace_off", "-T", "c@trace_on"},
+	} {
+		t.Run(strings.Join(opts, " "), func(t *testing.T) { sameCalls(t, uft, pg, plain, opts) })
+	}
 	// What rtrace cannot do yet is refused, with the action named.
 	for _, c := range []struct{ opt, want string }{
 		{"b@read=proc/statm", "the read=proc/statm action is not supported yet"},
@@ -237,6 +246,29 @@ func TestUftraceTriggers(t *testing.T) {
 		if r.code != 2 || !strings.Contains(r.stderr, c.want) || strings.Count(r.stderr, "\n") != 1 {
 			t.Errorf("record -T %s: %+v, want exit 2 and one line with %q", c.opt, r, c.want)
 		}
+	}
+}
+
+// sameCalls records ref under uftrace and prog under rtrace with the same
+// options (library calls left out) and compares the calls each shows, in
+// order, depths aside.
+func sameCalls(t *testing.T, uft, ref, prog string, opts []string) {
+	t.Helper()
+	tmp := t.TempDir()
+	runCmd(t, tmp, uft, append(append([]string{"record", "--no-libcall", "--no-event", "-d", "U"}, opts...), ref)...)
+	r := runCmd(t, tmp, rtraceBin, append(append([]string{"record", "--no-libcall", "-q", "-d", "R"}, opts...), prog)...)
+	if r.code != 0 {
+		t.Fatalf("rtrace: %+v", r)
+	}
+	calls := func(dir string) string {
+		var names []string
+		for _, block := range tree(replay(t, filepath.Join(tmp, dir))) {
+			names = append(names, strings.Fields(block)...)
+		}
+		return strings.Join(names, " ")
+	}
+	if got, want := calls("R"), calls("U"); got != want || want == "" {
+		t.Errorf("uftrace %v: %s\nrtrace: %s", opts, want, got)
 	}
 }
 
@@ -299,6 +331,7 @@ func TestUftraceSignal(t *testing.T) {
 		{[]string{"--signal", "SIGUSR1@trace_off", "--signal", "USR2@trace_on"}, "main before raise after printf"},
 		{[]string{"--signal=SIGUSR1@finish", "--signal=SIGUSR2@trace_on"}, "main before raise"},
 		{[]string{"--disable", "--signal", "SIGUSR2@trace-on", "--signal", "SIGUSR1@traceoff"}, "after printf"},
+		{[]string{"--signal", "SIGUSR1@trace_off", "--signal", "SIGUSR2@finish"}, "main before raise"},
 	} {
 		t.Run(strings.Join(c.opts, " "), func(t *testing.T) {
 			tmp := t.TempDir()

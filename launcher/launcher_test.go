@@ -142,11 +142,13 @@ func TestInterpreters(t *testing.T) {
 }
 
 func TestSignalTriggers(t *testing.T) {
-	got, err := signalTriggers([]string{"SIGUSR1@trace_off", "usr2@Trace-On", "12@finish,trace_on", "SIGINT@traceon,traceoff"})
+	got, err := signalTriggers([]string{"SIGUSR1@trace_off", "usr2@Trace-On", "12@trace_on,finish", "SIGINT@traceoff,traceon", "SIGHUP@finish", "HUP@trace_on"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[unix.Signal]tracer.SignalAction{unix.SIGUSR1: tracer.TraceOff, unix.SIGUSR2: tracer.Finish, unix.SIGINT: tracer.TraceOff}
+	// Within one trigger finish beats trace_off beats trace_on; a later
+	// trigger of a signal replaces an earlier one.
+	want := map[unix.Signal]tracer.SignalAction{unix.SIGUSR1: tracer.TraceOff, unix.SIGUSR2: tracer.Finish, unix.SIGINT: tracer.TraceOff, unix.SIGHUP: tracer.TraceOn}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("got %v, want %v", got, want)
 	}

@@ -187,6 +187,12 @@ func check(o Options) (*config, error) {
 	if c.sel, err = selection(o); err != nil {
 		return nil, err
 	}
+	// uftrace's --disable waits for a trace_on trigger: the program runs
+	// traced, and the function stage keeps nothing until one fires (rtrace's
+	// own --disable, with no such trigger, waits for rtrace toggle).
+	if o.Disable && slices.ContainsFunc(c.funcs.Triggers, func(tr uftrace.Trigger) bool { return tr.TraceOn }) {
+		c.funcs.Disabled, c.Disable = true, false
+	}
 	if len(o.Loc) > 0 {
 		c.funcs.Srcline = true // as uftrace's -L implies --srcline
 	}

@@ -33,7 +33,9 @@ func ParseSignal(s string) (unix.Signal, error) {
 
 // signalTriggers reads uftrace's --signal SIG@ACTION[,ACTION...] triggers:
 // the actions are trace_on (trace-on, traceon), trace_off and finish, as
-// uftrace's --signal takes them; of several, finish wins, else the last.
+// uftrace's --signal takes them. As uftrace applies a signal's actions
+// (on, then off, then finish), finish beats trace_off, which beats
+// trace_on; a later --signal for the same signal replaces an earlier one.
 func signalTriggers(specs []string) (map[unix.Signal]tracer.SignalAction, error) {
 	if len(specs) == 0 {
 		return nil, nil
@@ -48,22 +50,22 @@ func signalTriggers(specs []string) (map[unix.Signal]tracer.SignalAction, error)
 		if err != nil {
 			return nil, &UsageError{fmt.Sprintf("--signal %q: %v", spec, err)}
 		}
+		var act tracer.SignalAction // TraceOn < TraceOff < Finish
 		for _, a := range strings.Split(acts, ",") {
-			var act tracer.SignalAction
+			var this tracer.SignalAction
 			switch strings.ToLower(strings.NewReplacer("-", "_").Replace(a)) {
 			case "trace_on", "traceon":
-				act = tracer.TraceOn
+				this = tracer.TraceOn
 			case "trace_off", "traceoff":
-				act = tracer.TraceOff
+				this = tracer.TraceOff
 			case "finish":
-				act = tracer.Finish
+				this = tracer.Finish
 			default:
 				return nil, &UsageError{fmt.Sprintf("--signal %q: %q: the actions of a signal are trace_on, trace_off and finish", spec, a)}
 			}
-			if out[sig] != tracer.Finish {
-				out[sig] = act
-			}
+			act = max(act, this)
 		}
+		out[sig] = act
 	}
 	return out, nil
 }

@@ -52,6 +52,9 @@ func (o FuncOptions) String() string {
 	if o.Srcline {
 		args = append(args, "--srcline")
 	}
+	if o.Disabled {
+		args = append(args, "--disable")
+	}
 	return shellquote.Join(args...)
 }
 
@@ -122,6 +125,8 @@ func (o *FuncOptions) set(long, val string) error {
 		}
 	case "srcline":
 		o.Srcline = true
+	case "disable":
+		o.Disabled = true
 	default:
 		return fmt.Errorf("unknown option --%s", long)
 	}

@@ -25,6 +25,8 @@ type FuncOptions struct {
 	// Callers (-C): only the calls of these functions (without their
 	// callees) and the calls they are made in are kept.
 	Callers []uftrace.Pattern
+	// Disabled (--disable): tracing starts off, until a trace_on trigger.
+	Disabled bool
 	// Triggers (-T): of their actions, those on what is kept: depth=,
 	// time=, filter, notrace, hide, caller, trace, trace_on, trace_off and
 	// finish. The others are not the function stage's.
@@ -34,7 +36,7 @@ type FuncOptions struct {
 // Active says whether any filter is set.
 func (o FuncOptions) Active() bool {
 	return len(o.Filters) > 0 || len(o.NoTrace) > 0 || o.Depth > 0 || o.Threshold > 0 || len(o.Tids) > 0 || o.MaxStack > 0 ||
-		len(o.Hide) > 0 || len(o.Callers) > 0 || len(o.Triggers) > 0
+		len(o.Hide) > 0 || len(o.Callers) > 0 || len(o.Triggers) > 0 || o.Disabled
 }
 
 // holds says whether the filter may hold entries until their exit: a
@@ -72,7 +74,7 @@ func NewFuncFilter(o FuncOptions, parent func(tid int) int) uftrace.Filter {
 }
 
 func newFuncFilter(o FuncOptions, parent func(tid int) int) *funcFilter {
-	return &funcFilter{opts: o, parent: parent, tasks: map[int]*funcTask{}, enabled: true, callers: o.callerFilter()}
+	return &funcFilter{opts: o, parent: parent, tasks: map[int]*funcTask{}, enabled: !o.Disabled, callers: o.callerFilter()}
 }
 
 // funcFilter follows each task's call stack from the records' depths, as
@@ -333,10 +335,22 @@ func (f *funcFilter) entry(t *funcTask, it *uftrace.Item, emit func(*uftrace.Ite
 	fr.entry = it.Time
 	if fr.kept {
 		it.Depth = fr.depth
-		if f.waits(&fr) {
+		switch {
+		case f.finished:
+			// A finish trigger: nothing comes after this entry, so what
+			// waits is written now, and this entry with it.
+			if err := f.flush(t, len(t.stack), emit); err != nil {
+				return err
+			}
+			if err := emit(it); err != nil {
+				return err
+			}
+		case f.waits(&fr):
 			fr.pending = it
-		} else if err := emit(it); err != nil {
-			return err
+		default:
+			if err := emit(it); err != nil {
+				return err
+			}
 		}
 	}
 	t.stack = append(t.stack, fr)
@@ -353,7 +367,7 @@ func (f *funcFilter) exit(t *funcTask, it *uftrace.Item, emit func(*uftrace.Item
 	fr := t.stack[d]
 	t.stack = t.stack[:d]
 	if fr.stand || fr.addr != it.Addr {
-		if !fr.kept || fr.pending != nil || uftrace.MatchAny(f.opts.NoTrace, it.Func) {
+		if !fr.kept || fr.pending != nil || !f.enabled || uftrace.MatchAny(f.opts.NoTrace, it.Func) {
 			return nil
 		}
 		// Its callers are open still: their waiting entries come first,

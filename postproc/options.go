@@ -138,6 +138,7 @@ var options = []Option{
 	{Short: 't', Long: "time-filter", Arg: "TIME", Usage: "drop calls shorter than `TIME` (100us, 2ms, 1s; a bare number is ns)", Category: CategoryFunc, scope: inCLI | inFunc},
 	{Short: 'T', Long: "trigger", Arg: "FUNC@ACT", Repeat: true, Usage: "uftrace's triggers on what is kept: `FUNC@ACT`[,ACT...] with depth=N, time=T, filter, notrace, hide, caller, trace, trace_on, trace_off, finish (repeatable)", Category: CategoryFunc, scope: inCLI | inFunc},
 	{Short: 'H', Long: "hide", Arg: "FUNC", Repeat: true, Usage: "drop `FUNC` but keep what it calls, a level up (repeatable)", Category: CategoryFunc, scope: inCLI | inFunc},
+	{Long: "disable", Usage: "start with tracing off, until a trace_on trigger (-T FUNC@trace_on)", Category: CategoryFunc, scope: inCLI | inFunc},
 	{Long: "caller-filter", Arg: "FUNC", Repeat: true, Usage: "keep only the calls of `FUNC` and the calls they are made in (uftrace's -C; repeatable)", Category: CategoryFunc, scope: inCLI | inFunc},
 	{Long: "max-stack", Arg: "N", Usage: "drop calls `N` or more recorded levels deep", Category: CategoryFunc, scope: inCLI | inFunc},
 	{Long: "tid", Arg: "TID[,TID...]", Repeat: true, Usage: "keep only the threads `TID[,TID...]` (repeatable)", Category: CategoryFunc, scope: inCLI | inFunc},

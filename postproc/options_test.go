@@ -152,7 +152,7 @@ func TestOptionTable(t *testing.T) {
 	}
 	want := Options{Leaks: true, Compress: true, Sort: SortCount, Resolve: true, RemoveArgs: true, Resource: 3,
 		Funcs: FuncOptions{Filters: o.Funcs.Filters, NoTrace: o.Funcs.NoTrace, Hide: o.Funcs.Hide, Callers: o.Funcs.Callers, Triggers: o.Funcs.Triggers,
-			Depth: 2, MaxStack: 2, Threshold: 1000, Tids: map[int]bool{12: true}}}
+			Depth: 2, MaxStack: 2, Threshold: 1000, Tids: map[int]bool{12: true}, Disabled: true}}
 	want.Context, want.Depth, want.CallAddress = o.Context, o.Depth, o.CallAddress
 	if !reflect.DeepEqual(o, want) || *o.Context != 3 || *o.Depth != 2 || len(o.Funcs.Filters) != 1 || len(o.Funcs.NoTrace) != 1 || len(o.CallAddress) != 1 ||
 		len(o.Funcs.Hide) != 1 || len(o.Funcs.Callers) != 1 || len(o.Funcs.Triggers) != 1 || o.Funcs.Triggers[0].Depth != 1 {

@@ -144,14 +144,13 @@ func (s *ModuleStage) files(path, name string, exe, auto bool) error {
 	}
 	if exe && f.Stripped {
 		// The functions the tracer traced: its FDEs', named func_<address>.
-		// `rtrace resolve -i` names them from a debug file later.
-		funcs, err := elfx.FrameFuncs(f)
-		if err != nil {
-			return &warning{fmt.Sprintf("rtrace: warning: no function names for %s: %v\n", path, err)}
+		// `rtrace resolve -i` names them from a debug file later. With
+		// unreadable FDEs the tracer kept .dynsym's, and so does the .sym.
+		if funcs, err := elfx.FrameFuncs(f); err == nil {
+			xf := *f // f is elfx.Open's, shared
+			xf.Funcs = funcs
+			f = &xf
 		}
-		xf := *f // f is elfx.Open's, shared
-		xf.Funcs = funcs
-		f = &xf
 	}
 	syms, end := Symbols(f)
 	var sym bytes.Buffer

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 
 	"rtrace/internal/elfx"
 	"rtrace/internal/timeline"
@@ -264,7 +265,9 @@ func (t *Tracer) setupImage(tid int) (*image, []byte, error) {
 	if f.Stripped && funcs {
 		t.result.Unwound = append(t.result.Unwound, unwound(f, cands))
 	}
-	if nfuncs == 0 && funcs {
+	// Only a stripped program without unwind tables has no function to
+	// trace: with none selected (-P naming only libraries), nothing is said.
+	if nfuncs == 0 && funcs && f.Stripped && !slices.ContainsFunc(f.Funcs, func(fn elfx.Func) bool { return fn.Synthetic }) {
 		what := "no calls will be recorded"
 		if len(cands) > 0 {
 			what = "only its calls into libraries will be recorded"
@@ -277,7 +280,7 @@ func (t *Tracer) setupImage(tid int) (*image, []byte, error) {
 	if t.drain != nil {
 		size += cloneRoom
 	}
-	if t.cfg.Libcalls && t.funcs != nil {
+	if _, locStubs := t.cfg.Select.locFilter(files); funcs && t.cfg.Libcalls && locStubs {
 		im.gotCalls = gotCalls(f, cm)
 	}
 	scratch, end, err := t.plantFuncs(tid, mem, im, cm, cands, size)

@@ -47,6 +47,9 @@ type codeMap struct {
 	// callers are the 5-byte direct calls and jumps (runtime addresses),
 	// sorted by target, then address.
 	callers []bp.Site
+	// called are the targets of direct calls of any encoding, kept only
+	// for a module with synthetic functions (markColdParts).
+	called map[uint64]bool
 }
 
 // scanModule reads the code of f, loaded at bias, and decodes every
@@ -92,6 +95,7 @@ func scanModule(mem *os.File, f *elfx.File, bias uint64, events []string) *codeM
 	for _, t := range cm.text {
 		share += len(t.data) / workers
 	}
+	synthetic := slices.ContainsFunc(f.Funcs, func(fn elfx.Func) bool { return fn.Synthetic })
 	var wg sync.WaitGroup
 	for w := range workers {
 		wg.Add(1)
@@ -99,15 +103,17 @@ func scanModule(mem *os.File, f *elfx.File, bias uint64, events []string) *codeM
 			defer wg.Done()
 			p := part{undecoded: map[uint64]error{}}
 			p.refs.Targets, p.refs.Sites = make([]uint64, 0, share/16), make([]bp.Site, 0, share/40)
+			p.refs.WantCalls = synthetic
 			for i := w; i < len(f.Funcs); i += workers {
 				fn := f.Funcs[i]
 				if b := cm.text.code(fn.Value+bias, fn.Size); b != nil {
-					sites, slots, loads := len(p.refs.Sites), len(p.refs.Slots), len(p.refs.Loads)
+					sites, slots, loads, calls := len(p.refs.Sites), len(p.refs.Slots), len(p.refs.Loads), len(p.refs.Calls)
 					if err := p.refs.Add(b, fn.Value+bias); err != nil {
 						// Past the bytes that did not decode, instructions may
-						// be misread: none of its call sites is rewritten.
+						// be misread: none of its call sites is rewritten, and
+						// none of its calls makes a split-off part a function.
 						p.undecoded[fn.Value] = err
-						p.refs.Sites = p.refs.Sites[:sites]
+						p.refs.Sites, p.refs.Calls = p.refs.Sites[:sites], p.refs.Calls[:calls]
 					}
 					p.refs.Slots, p.refs.Loads = inGOT(p.refs.Slots, slots), inGOT(p.refs.Loads, loads)
 				}
@@ -123,7 +129,13 @@ func scanModule(mem *os.File, f *elfx.File, bias uint64, events []string) *codeM
 	}
 	cm.slots, cm.loads = make(map[uint64]bool, nslots), make(map[uint64]bool, nloads)
 	cm.targets = newLandings(cm.text)
+	if synthetic {
+		cm.called = map[uint64]bool{}
+	}
 	for _, p := range parts {
+		for _, c := range p.refs.Calls {
+			cm.called[c] = true
+		}
 		for _, t := range p.refs.Targets {
 			cm.targets.add(t)
 		}
@@ -154,21 +166,10 @@ func (cm *codeMap) markColdParts() {
 			continue
 		}
 		addr := fn.Value + cm.bias
-		if c := cm.targets.count(addr); c != nil && *c > 0 && !cm.called(addr) {
+		if c := cm.targets.count(addr); c != nil && *c > 0 && !cm.called[addr] {
 			fn.Name += ".cold"
 		}
 	}
-}
-
-// called reports whether a 5-byte direct call (e8 rel32) targets addr.
-func (cm *codeMap) called(addr uint64) bool {
-	i, _ := slices.BinarySearchFunc(cm.callers, addr, func(s bp.Site, a uint64) int { return cmp.Compare(s.Target, a) })
-	for ; i < len(cm.callers) && cm.callers[i].Target == addr; i++ {
-		if b := cm.text.code(cm.callers[i].At, 1); len(b) == 1 && b[0] == 0xe8 {
-			return true
-		}
-	}
-	return false
 }
 
 // bySite orders call sites by target, then address.

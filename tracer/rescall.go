@@ -110,6 +110,7 @@ func (t *Tracer) resExit(th *thread, fr *frame, regs *unix.PtraceRegs) {
 		if err := t.res.Call(tc); errors.Is(err, ErrStreamClosed) {
 			fmt.Fprintf(t.cfg.Warn, "rtrace: the resource stream was closed (its reader is gone): tracing turned off\n")
 			t.setOn(false)
+			t.window = false
 		} else {
 			t.emit(err)
 		}

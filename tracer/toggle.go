@@ -18,9 +18,12 @@ import (
 // off. Function entries are written in or taken out, so a target with
 // tracing off runs at full speed. th is the thread the signal stopped.
 // Called on the tracer thread.
-func (t *Tracer) toggle(th *thread) {
+func (t *Tracer) toggle(th *thread) { t.switchWindow(th, !t.window) }
+
+// switchWindow opens (on) or closes the sinks' window and turns tracing on
+// or off with it; th is the thread a signal stopped.
+func (t *Tracer) switchWindow(th *thread, on bool) {
 	pid := th.proc.pid
-	on := !t.on
 	t.flushAll()
 	var sinks, opened []Sink
 	if t.funcs != nil {
@@ -57,13 +60,13 @@ func (t *Tracer) signalAction(th *thread, act SignalAction) {
 	case act == Finish:
 		t.finished = true
 		if t.window {
-			t.toggle(th)
+			t.switchWindow(th, false)
 		} else if t.on {
 			t.whileParked(th, func() { t.setOn(false) })
 		}
 	case act == TraceOn && !t.on:
 		if !t.window {
-			t.toggle(th)
+			t.switchWindow(th, true)
 			return
 		}
 		t.flushAll()

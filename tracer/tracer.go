@@ -79,7 +79,9 @@ type Config struct {
 	Signals map[unix.Signal]SignalAction
 }
 
-// SignalAction is what a --signal trigger does.
+// SignalAction is what a --signal trigger does. The order of the values is
+// the order uftrace applies them in: of a trigger's actions, the larger
+// wins.
 type SignalAction int
 
 const (
@@ -426,6 +428,7 @@ func (t *Tracer) flush(th *thread) {
 	if len(th.batch) > 0 && t.funcs != nil {
 		if err := t.funcs.Records(th.tid, th.batch); errors.Is(err, ErrStreamClosed) {
 			fmt.Fprintf(t.cfg.Warn, "rtrace: the function trace's window failed (its reader is gone, or a write failed): tracing turned off\n")
+			t.window = false // the sink closed it
 			if t.drain != nil {
 				// The fast engine rewrites entries only with every thread
 				// parked (toggle): its records are dropped until a toggle.

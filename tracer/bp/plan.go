@@ -345,6 +345,11 @@ type Refs struct {
 	// Sites are its 5-byte direct calls and jumps (e8/e9 rel32): call
 	// sites the fast engine may aim at a function's stub.
 	Sites []Site
+	// Calls are the targets of its direct calls of any encoding (a
+	// prefixed e8 too: the linker relaxes -fno-plt calls to 67 e8), kept
+	// only with WantCalls.
+	Calls     []uint64
+	WantCalls bool
 }
 
 // Site is a direct call or jump: the address of its instruction and its
@@ -392,6 +397,9 @@ func (r *Refs) Add(body []byte, addr uint64) (err error) {
 			if q.len == 5 && (body[off] == 0xe8 || body[off] == 0xe9) {
 				r.Sites = append(r.Sites, Site{At: addr + uint64(off), Target: target})
 			}
+			if r.WantCalls && isCall(body[off:off+q.len]) {
+				r.Calls = append(r.Calls, target)
+			}
 		case q.slot:
 			r.Slots = append(r.Slots, next+uint64(q.disp))
 		case q.rip:
@@ -400,6 +408,19 @@ func (r *Refs) Add(body []byte, addr uint64) (err error) {
 		off += q.len
 	}
 	return err
+}
+
+// isCall reports whether the relative branch inst is a call: e8 after
+// any legacy prefixes (66, 67, f2 bnd, ...).
+func isCall(inst []byte) bool {
+	for _, b := range inst {
+		switch b {
+		case 0x26, 0x2e, 0x36, 0x3e, 0x64, 0x65, 0x66, 0x67, 0xf0, 0xf2, 0xf3:
+			continue
+		}
+		return b == 0xe8
+	}
+	return false
 }
 
 // TailJump reports where the code at addr jumps unconditionally within

@@ -144,18 +144,41 @@ func TestBranches(t *testing.T) {
 	body := []byte{0x31, 0xc0, 0xff, 0xc0, 0x83, 0xf8, 0x09, 0x75, 0xf9, 0xe8, 0x10, 0, 0, 0, 0xff, 0x15, 0x20, 0, 0, 0, 0xc3}
 	refs, err := Branches(body, 0x401000)
 	if err != nil || fmt.Sprint(refs.Targets) != fmt.Sprint([]uint64{0x401002, 0x40101e}) || fmt.Sprint(refs.Slots) != fmt.Sprint([]uint64{0x401034}) || refs.Loads != nil {
-		t.Fatalf("Branches = %#x, %v", refs, err)
+		t.Fatalf("Branches = %+v, %v", refs, err)
 	}
 	// mov 0x10(%rip),%rax: a load, not a call slot.
 	refs, err = Branches([]byte{0x48, 0x8b, 0x05, 0x10, 0, 0, 0}, 0x401000)
 	if err != nil || fmt.Sprint(refs.Loads) != fmt.Sprint([]uint64{0x401017}) || refs.Slots != nil {
-		t.Fatalf("Branches = %#x, %v", refs, err)
+		t.Fatalf("Branches = %+v, %v", refs, err)
 	}
 	// An undecodable byte (0x06, push %es, is invalid in 64-bit mode) is
 	// reported, and decoding goes on after it.
 	refs, err = Branches([]byte{0x06, 0xeb, 0xfe}, 0x401000)
 	if !errors.Is(err, ErrUnsupported) || fmt.Sprint(refs.Targets) != fmt.Sprint([]uint64{0x401001}) {
-		t.Fatalf("Branches = %#x, %v", refs, err)
+		t.Fatalf("Branches = %+v, %v", refs, err)
+	}
+}
+
+// Calls holds the targets of calls of every encoding: e8, the 67 e8 the
+// linker relaxes a -fno-plt call to, bnd's f2 e8; not jumps.
+func TestBranchesCalls(t *testing.T) {
+	body := []byte{
+		0xe8, 0x10, 0, 0, 0, // call +0x10
+		0x67, 0xe8, 0x20, 0, 0, 0, // addr32 call +0x20
+		0xf2, 0xe8, 0x30, 0, 0, 0, // bnd call +0x30
+		0xe9, 0x40, 0, 0, 0, // jmp +0x40
+		0x0f, 0x84, 0x50, 0, 0, 0, // je +0x50
+	}
+	refs := Refs{WantCalls: true}
+	if err := refs.Add(body, 0x1000); err != nil {
+		t.Fatal(err)
+	}
+	want := []uint64{0x1000 + 5 + 0x10, 0x1000 + 11 + 0x20, 0x1000 + 17 + 0x30}
+	if fmt.Sprint(refs.Calls) != fmt.Sprint(want) || len(refs.Targets) != 5 {
+		t.Errorf("Calls %#x, want %#x; Targets %#x", refs.Calls, want, refs.Targets)
+	}
+	if refs, _ := Branches(body, 0x1000); refs.Calls != nil {
+		t.Errorf("Calls kept without WantCalls: %#x", refs.Calls)
 	}
 }
 
