@@ -334,7 +334,7 @@ func TestRecordBadArgSpec(t *testing.T) {
 	for _, c := range []struct{ flag, spec, want string }{
 		{"-A", "a@arg1/z", "unknown format"},
 		{"-A", "a@argx", "bad argument number"},
-		{"-A", "a", "missing '@'"},
+		{"-A", "a(", "missing closing )"},
 		{"-R", "@retval", "no function"},
 		{"-A", "(@arg1", "missing closing )"},
 	} {

@@ -319,3 +319,28 @@ func TestResolveUftraceDir(t *testing.T) {
 		t.Errorf("replay after resolving in place:\n%s\nwant:\n%s", got, want)
 	}
 }
+
+// A trace whose arguments are decoded with the .dbg's specs (-a, -A FUNC)
+// stays readable through postproc: the .dbg is copied with its build id
+// as it was (none: uftrace reads a .dbg with one only when the map line
+// repeats it, and rtrace's do not).
+func TestPostprocDbgSpecs(t *testing.T) {
+	uft := testutil.RequireTool(t, "uftrace")
+	prog := testutil.BuildC(t, "callers.c", "-O0", "-g")
+	for _, opts := range [][]string{{"-a"}, {"-A", "c", "-R", "d"}} {
+		t.Run(strings.Join(opts, " "), func(t *testing.T) {
+			tmp := t.TempDir()
+			if r := runCmd(t, tmp, rtraceBin, append(append([]string{"record", "-q", "-d", "full"}, opts...), prog)...); r.code != 0 {
+				t.Fatalf("record: %+v", r)
+			}
+			if r := runCmd(t, tmp, rtraceBin, "postproc", "-F", "c", "-i", "full", "-d", "out"); r.code != 0 {
+				t.Fatalf("postproc: %+v", r)
+			}
+			want := testutil.Run(t, tmp, uft, "replay", "-F", "c", "-d", "full")
+			got := testutil.Run(t, tmp, uft, "replay", "-d", "out")
+			if got != want || !strings.Contains(got, "c(1)") {
+				t.Errorf("postproc -F c:\n%s\nuftrace replay -F c:\n%s", got, want)
+			}
+		})
+	}
+}

@@ -205,6 +205,9 @@ func TestUftraceTriggers(t *testing.T) {
 		{"-T", "b@finish"},
 		{"-T", "b@trace_off"},
 		{"-T", "c@arg1,retval", "-T", "e@backtrace,color=red"},
+		{"-A", "c"},
+		{"-R", "c", "-A", "e@arg1"},
+		{"--argument=^[ce]$", "--retval", "d"},
 	} {
 		t.Run(strings.Join(opts, " "), func(t *testing.T) { sameTrees(t, uft, pg, plain, opts) })
 	}

@@ -648,12 +648,20 @@ func argSpecs(o Options) ([]uftrace.ArgSpecLine, func(exe *elfx.File, name strin
 			continue
 		}
 		for _, s := range g.specs {
-			fs, err := uftrace.ParseFuncSpec(s)
-			if err == nil && fs.Pattern == "" {
-				err = fmt.Errorf("no function before '@'")
+			pat := s
+			var err error
+			if strings.Contains(s, "@") {
+				var fs uftrace.FuncSpec
+				fs, err = uftrace.ParseFuncSpec(s)
+				pat = fs.Pattern
+				if err == nil && pat == "" {
+					err = fmt.Errorf("no function before '@'")
+				}
 			}
 			if err == nil {
-				_, err = uftrace.ParsePattern(fs.Pattern, o.Match)
+				// Without '@': the arguments (-A) or return value (-R)
+				// DWARF gives the functions it matches, as uftrace's -A FUNC.
+				_, err = uftrace.ParsePattern(pat, o.Match)
 			}
 			if err != nil {
 				return nil, nil, &UsageError{fmt.Sprintf("%s %q: %v", g.flag, s, err)}
@@ -671,26 +679,50 @@ func argSpecs(o Options) ([]uftrace.ArgSpecLine, func(exe *elfx.File, name strin
 	if err != nil {
 		return nil, nil, &UsageError{err.Error()}
 	}
-	auto := map[string]map[string][]uftrace.ArgSpec{} // by executable, by function
+	// -A FUNC and -R FUNC without '@': DWARF's specs for those functions.
+	var bareA, bareR []uftrace.Pattern
+	for _, g := range []struct {
+		specs []string
+		to    *[]uftrace.Pattern
+	}{{o.ArgSpecs, &bareA}, {o.RetSpecs, &bareR}} {
+		for _, s := range g.specs {
+			if !strings.Contains(s, "@") {
+				p, _ := uftrace.ParsePattern(s, o.Match) // checked above
+				*g.to = append(*g.to, p)
+			}
+		}
+	}
+	auto := map[string]map[string][2][]uftrace.ArgSpec{} // by executable, by function: A: and R: specs
 	return lines, func(exe *elfx.File, name string) (args, rets []uftrace.ArgSpec) {
 		args, rets = table.Lookup(cxxname.Short(name)) // as uftrace's reader matches
-		if !o.AutoArgs {
+		short := cxxname.Short(name)
+		useA, useR := o.AutoArgs || uftrace.MatchAny(bareA, short), o.AutoArgs || uftrace.MatchAny(bareR, short)
+		if !useA && !useR {
 			return args, rets
 		}
 		specs, ok := auto[exe.Path]
 		if !ok {
-			specs = map[string][]uftrace.ArgSpec{}
+			specs = map[string][2][]uftrace.ArgSpec{}
 			dbg, _ := resolver.DebugFuncs(exe.Path, exe, true) // no DWARF: no auto specs
 			for _, d := range dbg {
-				for _, s := range []string{d.ArgSpec, d.RetSpec} {
+				var both [2][]uftrace.ArgSpec
+				for i, s := range []string{d.ArgSpec, d.RetSpec} {
 					if fs, err := uftrace.ParseFuncSpec(s); err == nil {
-						specs[d.Name] = append(specs[d.Name], fs.Args...)
+						both[i] = fs.Args
 					}
 				}
+				specs[d.Name] = both
 			}
 			auto[exe.Path] = specs
 		}
-		return uftrace.Merge(args, rets, specs[name])
+		var more []uftrace.ArgSpec
+		if useA {
+			more = append(more, specs[name][0]...)
+		}
+		if useR {
+			more = append(more, specs[name][1]...)
+		}
+		return uftrace.Merge(args, rets, more)
 	}, nil
 }
 

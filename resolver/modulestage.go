@@ -51,11 +51,7 @@ func NewModuleStage(dir string, lines bool, warn io.Writer, next trace.Writer) *
 func (s *ModuleStage) Write(it trace.Item) error {
 	switch v := it.(type) {
 	case *trace.Info:
-		for _, l := range v.ArgSpecs {
-			if l.Key == "auto-args" {
-				s.autoArgs = true
-			}
-		}
+		s.autoArgs = s.autoArgs || uftrace.DbgSpecs(v.ArgSpecs)
 	case *trace.Session:
 		if err := s.module(v.Exe, true); err != nil {
 			return err

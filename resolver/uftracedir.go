@@ -412,7 +412,7 @@ func autoArgs(dir string) bool {
 		return false
 	}
 	info, err := uftrace.ParseInfo(data)
-	return err == nil && info.AutoArgs()
+	return err == nil && uftrace.DbgSpecs(info.ArgSpecs)
 }
 
 // moduleData is what the files of one module are made from.

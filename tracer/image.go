@@ -267,7 +267,7 @@ func (t *Tracer) setupImage(tid int) (*image, []byte, error) {
 	}
 	// Only a stripped program without unwind tables has no function to
 	// trace: with none selected (-P naming only libraries), nothing is said.
-	if nfuncs == 0 && funcs && f.Stripped && !slices.ContainsFunc(f.Funcs, func(fn elfx.Func) bool { return fn.Synthetic }) {
+	if nfuncs == 0 && funcs && f.Stripped && !slices.ContainsFunc(f.Funcs, func(fn elfx.Func) bool { return traceable(f, fn) }) {
 		what := "no calls will be recorded"
 		if len(cands) > 0 {
 			what = "only its calls into libraries will be recorded"

@@ -109,7 +109,10 @@ func copyMeta(r *Reader, w *Writer) error {
 				return err
 			}
 			if m.debugFuncs != nil {
-				if err := w.Debug(m.SymFile, m.Syms.Path, m.Syms.BuildID, m.debugFuncs); err != nil {
+				// The .dbg keeps its own build id, or none: the maps are
+				// copied as they are, and uftrace reads a .dbg with a build
+				// id only when its map line repeats it.
+				if err := w.Debug(m.SymFile, m.Syms.Path, m.dbgBuildID, m.debugFuncs); err != nil {
 					return err
 				}
 			}

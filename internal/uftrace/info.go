@@ -474,6 +474,27 @@ func (p *infoParser) parseTasks(in *Info) error {
 	return nil
 }
 
+// DbgSpecs reports whether argspec lines take specs from the .dbg A:/R:
+// lines: auto-args:1, or an argspec or retspec pattern without '@' (-A
+// FUNC, -R FUNC: the specs DWARF gives FUNC).
+func DbgSpecs(lines []ArgSpecLine) bool {
+	for _, a := range lines {
+		switch a.Key {
+		case "auto-args":
+			if a.Value == "1" {
+				return true
+			}
+		case "argspec", "retspec":
+			for _, part := range strings.Split(a.Value, ";") {
+				if strings.TrimSpace(part) != "" && !strings.Contains(part, "@") {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
 // AutoArgs reports whether the argspec lines enable .dbg argument specs (auto-args:1).
 func (in *Info) AutoArgs() bool {
 	for _, a := range in.ArgSpecs {

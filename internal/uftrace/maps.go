@@ -24,6 +24,9 @@ type Module struct {
 	SymFile    string // basename of its .sym/.dbg files in the directory
 	Syms       *SymTable
 	debugFuncs []DebugFunc
+	// dbgBuildID is the build id the .dbg file names ("" for none: uftrace
+	// reads a .dbg with one only when the map line repeats it).
+	dbgBuildID string
 }
 
 // ParseMaps parses the text of /proc/<pid>/maps (or a sid-*.map copy).

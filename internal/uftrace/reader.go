@@ -199,7 +199,24 @@ func (r *Reader) loadModule(m *Module) error {
 	if m.debugFuncs, err = ParseDebug(f); err != nil {
 		return &FileError{File: r.path(m.SymFile + ".dbg"), Offset: -1, Err: err}
 	}
+	m.dbgBuildID = debugBuildID(f)
 	return nil
+}
+
+// debugBuildID returns the build id in the header comments of the .dbg
+// file f ("" for none).
+func debugBuildID(f *os.File) string {
+	head := make([]byte, 512)
+	n, _ := f.ReadAt(head, 0)
+	for _, line := range strings.Split(string(head[:n]), "\n") {
+		if !strings.HasPrefix(line, "#") {
+			break
+		}
+		if id, ok := strings.CutPrefix(line, "# build-id: "); ok {
+			return strings.TrimSpace(id)
+		}
+	}
+	return ""
 }
 
 // symCandidates lists the .sym basenames that may belong to a module called base.

@@ -2,13 +2,16 @@ package uftrace
 
 import (
 	"fmt"
+	"strings"
 
 	"rtrace/internal/cxxname"
 )
 
 // specTable finds the argument and return-value specs of a function the way
 // uftrace's reader does: info's argspec/retspec patterns, and with
-// auto-args:1 the argauto/retauto lists and the .dbg A:/R: lines.
+// auto-args:1 the argauto/retauto lists and the .dbg A:/R: lines. A
+// pattern without '@' (-A FUNC, -R FUNC) takes the function's .dbg A: (or
+// R:) line.
 type specTable struct {
 	patterns []patternSpec
 	auto     bool // .dbg A:/R: lines apply (auto-args:1)
@@ -17,7 +20,17 @@ type specTable struct {
 type patternSpec struct {
 	match func(string) bool
 	spec  FuncSpec
+	dbg   dbgLine // a pattern without '@': the .dbg line it takes
 }
+
+// dbgLine is a .dbg line of argument specs: A: or R:.
+type dbgLine uint8
+
+const (
+	noDbg dbgLine = iota
+	dbgA
+	dbgR
+)
 
 func (r *Reader) loadSpecs() (*specTable, error) {
 	return newSpecTable(r.Info.ArgSpecs, r.Info.PatternType, r.Info.AutoArgs())
@@ -35,7 +48,26 @@ func newSpecTable(lines []ArgSpecLine, patternType string, auto bool) (*specTabl
 		default:
 			continue
 		}
-		fs, err := ParseSpecList(l.Value)
+		var withSpecs []string
+		for _, part := range strings.Split(l.Value, ";") {
+			part = strings.TrimSpace(part)
+			if part == "" || strings.Contains(part, "@") {
+				withSpecs = append(withSpecs, part)
+				continue
+			}
+			m, err := matcher(patternType, part)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", l.Key, err)
+			}
+			line := dbgA
+			if l.Key == "retspec" {
+				line = dbgR
+			}
+			if l.Key == "argspec" || l.Key == "retspec" {
+				t.patterns = append(t.patterns, patternSpec{match: m, dbg: line})
+			}
+		}
+		fs, err := ParseSpecList(strings.Join(withSpecs, ";"))
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", l.Key, err)
 		}
@@ -44,7 +76,7 @@ func newSpecTable(lines []ArgSpecLine, patternType string, auto bool) (*specTabl
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", l.Key, err)
 			}
-			t.patterns = append(t.patterns, patternSpec{m, f})
+			t.patterns = append(t.patterns, patternSpec{match: m, spec: f})
 		}
 	}
 	return t, nil
@@ -89,19 +121,21 @@ func matcher(kind, pat string) (func(string) bool, error) {
 func (t *specTable) lookup(name string, s *Session, addr uint64) (args, rets []ArgSpec) {
 	var all []ArgSpec
 	short := cxxname.Short(name) // uftrace matches the demangled name
+	useA, useR := t.auto, t.auto
 	for _, p := range t.patterns {
 		if p.match(short) {
 			all = mergeSpecs(all, p.spec.Args)
+			useA, useR = useA || p.dbg == dbgA, useR || p.dbg == dbgR
 		}
 	}
-	if s != nil && t.auto {
+	if s != nil && (useA || useR) {
 		if _, m, ok := s.Resolve(addr); ok {
 			for _, f := range m.debugFuncs {
 				if f.Name != name {
 					continue
 				}
-				for _, src := range []string{f.ArgSpec, f.RetSpec} {
-					if src == "" {
+				for i, src := range []string{f.ArgSpec, f.RetSpec} {
+					if src == "" || i == 0 && !useA || i == 1 && !useR {
 						continue
 					}
 					if fs, err := ParseFuncSpec(src); err == nil {
