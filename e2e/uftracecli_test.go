@@ -422,3 +422,24 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		}
 	}
 }
+
+// --nop runs the program traced and keeps nothing: no trace directory,
+// and the temporary one removed.
+func TestUftraceNop(t *testing.T) {
+	prog := build(t, "callers.c", variants[0], false, nil)
+	dir, tmpdir := t.TempDir(), t.TempDir()
+	cmd := exec.Command(rtraceBin, "record", "--nop", "-d", "X", prog)
+	cmd.Dir, cmd.Env = dir, append(os.Environ(), "TMPDIR="+tmpdir)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil || string(out) != "callers 17\n" || !strings.Contains(stderr.String(), "no trace kept (--nop)") {
+		t.Fatalf("record --nop: %v, stdout %q, stderr %q", err, out, stderr.String())
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+		t.Errorf("--nop wrote %s", ents[0].Name())
+	}
+	if left, _ := filepath.Glob(filepath.Join(tmpdir, "rtrace-nop-*")); len(left) != 0 {
+		t.Errorf("--nop left %s", left)
+	}
+}

@@ -111,6 +111,7 @@ func (s *session) finish(res *tracer.Result, runErr error) (int, error) {
 		if c.send != nil && err == nil {
 			o, err = c.send.send(s.fs.dirs)
 		}
+
 		outs, errs = append(outs, o...), append(errs, err)
 	}
 	if s.rs != nil {
@@ -144,6 +145,9 @@ func (s *session) finish(res *tracer.Result, runErr error) (int, error) {
 			why = "started with --disable, no toggle"
 		}
 		saved = "nothing saved: tracing was never turned on (" + why + ")"
+	}
+	if c.nopDir != "" {
+		saved = "no trace kept (--nop)"
 	}
 	s.mu.Lock()
 	caught := s.caught

@@ -41,8 +41,11 @@ type Options struct {
 	Signals []string // --signal SIG@ACTION: trace_on, trace_off, finish
 	// Host (--host) is where `uftrace recv` listens, on Port (0: 8090):
 	// the trace is sent there, named Dir, and not kept.
-	Host        string
-	Port        int
+	Host string
+	Port int
+	// Nop (--nop): the trace is recorded into a temporary directory and
+	// removed: a run that measures tracing and keeps nothing.
+	Nop         bool
 	Caller      []string // -C
 	Trigger     []string // -T FUNC@ACTION[,ACTION...]
 	Depth       int      // -D
@@ -140,6 +143,7 @@ type config struct {
 	untraced []string
 	signals  map[unix.Signal]tracer.SignalAction // --signal
 	send     *sender                             // --host
+	nopDir   string                              // --nop: the temporary directory, removed at the end
 	mods     []*tracer.ResModule
 	funcs    postproc.FuncOptions // what the function trace keeps
 	sel      tracer.Selection
@@ -210,6 +214,15 @@ func check(o Options) (*config, error) {
 	}
 	if len(c.mods) == 0 && o.OutDir != "" {
 		c.rawDir = o.OutDir
+	}
+	if o.Nop {
+		if c.funcDir == "" || c.rawDir != "" || o.Host != "" {
+			return nil, &UsageError{"--nop: keeps no function trace, so it takes no -e, -o or --host"}
+		}
+		if c.nopDir, err = os.MkdirTemp("", "rtrace-nop-"); err != nil {
+			return nil, err
+		}
+		c.funcDir = filepath.Join(c.nopDir, "uftrace.data")
 	}
 	if o.Host != "" {
 		if c.funcDir == "" || c.rawDir != "" || o.Pid != 0 {

@@ -41,6 +41,9 @@ func run(o Options) (int, error) {
 	if c.send != nil {
 		defer c.send.close()
 	}
+	if c.nopDir != "" {
+		defer os.RemoveAll(c.nopDir)
+	}
 	s := newSession(c, ready)
 	return s.run(sigs)
 }

@@ -44,9 +44,9 @@ const (
 // uftrace-record(1), uftrace-live(1), uftrace(1)), then rtrace's own.
 var table = []option{
 	// RECORD OPTIONS (uftrace-record(1)).
-	{long: "argument", short: 'A', arg: "SPEC", group: recordGroup, help: "record function arguments: FUNC@arg1/i32,arg2/s,fparg1 (repeatable)",
+	{long: "argument", short: 'A', arg: "SPEC", group: recordGroup, help: "record function arguments: FUNC@arg1/i32,arg2/s,fparg1; FUNC alone: those DWARF gives FUNC (repeatable)",
 		set: appendTo(func(o *launcher.Options) *[]string { return &o.ArgSpecs })},
-	{long: "retval", short: 'R', arg: "SPEC", group: recordGroup, help: "record function return values: FUNC@retval/s (repeatable)",
+	{long: "retval", short: 'R', arg: "SPEC", group: recordGroup, help: "record function return values: FUNC@retval/s; FUNC alone: as DWARF gives FUNC's (repeatable)",
 		set: appendTo(func(o *launcher.Options) *[]string { return &o.RetSpecs })},
 	{long: "patch", short: 'P', arg: "FUNC", group: recordGroup, help: "trace only the functions matching FUNC (repeatable; without -P every function is, as with -P .); FUNC@LIB selects inside the shared library LIB, dlopen'ed ones too",
 		set: func(c *Cmd, v string) error {
@@ -89,7 +89,8 @@ var table = []option{
 	{long: "signal", arg: "SIG@ACT", group: recordGroup, help: "at signal SIG, tracing turns on (trace_on), off (trace_off) or ends (finish: the trace is saved, the program goes on); the program does not get SIG (repeatable)",
 		why: "a trace_on after --disable starts the trace directory, as rtrace toggle does; finish saves it at once",
 		set: appendTo(func(o *launcher.Options) *[]string { return &o.Signals })},
-	{long: "nop", group: recordGroup, help: "record nothing (for comparisons)", kind: notYet, why: "a run that records nothing"},
+	{long: "nop", group: recordGroup, help: "keep no trace: the program runs traced as usual, its records dropped at the end (for comparisons)",
+		set: func(c *Cmd, _ string) error { c.Options.Nop = true; return nil }},
 	{long: "force", group: recordGroup, help: "trace a program without mcount symbols", kind: inert,
 		why: "rtrace needs no mcount symbol: every program is traced as it is"},
 	{long: "time", group: recordGroup, help: "print the program's running time (elapsed, system, user) when it ends",

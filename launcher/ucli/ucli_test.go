@@ -69,7 +69,7 @@ func TestParseErrors(t *testing.T) {
 		{[]string{"-D", "deep", "x"}, "-D deep: want a number"},
 		{[]string{"-k", "x"}, "-k (--kernel): kernel tracing needs uftrace's ftrace recorder"},
 		{[]string{"-e", "memory"}, "-e (--estimate-return): not supported by rtrace yet"},
-		{[]string{"--nop", "x"}, "--nop: not supported by rtrace yet"},
+		{[]string{"--keep-pid", "x"}, "--keep-pid: not supported by rtrace yet"},
 		{[]string{"--clock=boot", "x"}, "CLOCK_MONOTONIC"},
 		{[]string{"--match=perl", "x"}, "want regex or glob"},
 		{[]string{"-b", "12Q", "x"}, "want a size"},
