@@ -416,7 +416,7 @@ const batchLen = 256
 
 func (t *Tracer) record(th *thread, r uftrace.Record, payload []byte) {
 	t.events.Add(1)
-	r.More = len(payload) > 0
+	r.More = payload != nil // values of no bytes (an empty struct returned) still set More
 	th.batch = append(th.batch, Rec{Record: r, Payload: payload})
 	if len(th.batch) >= batchLen {
 		t.flush(th)

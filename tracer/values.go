@@ -2,6 +2,7 @@ package tracer
 
 import (
 	"bytes"
+	"encoding/binary"
 	"math"
 	"strconv"
 	"strings"
@@ -39,45 +40,103 @@ var namedRegs = map[string]func(*unix.PtraceRegs) uint64{
 	"r15": func(r *unix.PtraceRegs) uint64 { return r.R15 },
 }
 
+// maxStackWord is the farthest stack word uftrace reads an argument from
+// (arch/x86_64/mcount-support.c, mcount_get_stack_arg); beyond it, as for
+// arg9999999, the value is recorded as 0.
+const maxStackWord = 100
+
 // values reads the values specs describe from th, stopped at a function's
 // entry (arguments) or at its return (the return value), and encodes the
 // payload. Integer arguments come from registers, then the stack above the
 // return address; floating-point ones and float return values from the xmm
-// registers (one PTRACE_GETFPREGS, only when a spec needs it).
+// registers, a long double returned from st(0) (one PTRACE_GETFPREGS, only
+// when a spec needs it); an explicit location (arg1%RSI, fparg2/80%stack+1,
+// arg1/t16:S%XMM0+RDI) says where a value is.
 func (t *Tracer) values(th *thread, specs []uftrace.ArgSpec, regs *unix.PtraceRegs) []byte {
 	vals := make([]uftrace.Value, len(specs))
 	var fp *ptrace.FPRegs
-	xmm := func(i int) uint64 {
+	fpregs := func() *ptrace.FPRegs {
 		if fp == nil {
 			fp = new(ptrace.FPRegs)
 			if ptrace.GetFPRegs(th.tid, fp) != nil {
 				*fp = ptrace.FPRegs{}
 			}
 		}
-		return fp.XMM(i)
+		return fp
+	}
+	// word reads one 8-byte location: a register, or a word of the stack.
+	word := func(loc string) uint64 {
+		if r, ok := namedRegs[loc]; ok {
+			return r(regs)
+		}
+		if n, ok := strings.CutPrefix(loc, "xmm"); ok {
+			if i, err := strconv.Atoi(n); err == nil && i >= 0 && i < 16 {
+				return fpregs().XMM(i)
+			}
+		}
+		return 0
+	}
+	// stack reads size bytes from stack word n (1: just above the return address).
+	stack := func(n, size int) []byte {
+		b := make([]byte, size)
+		if n >= 1 && n <= maxStackWord {
+			if ptrace.ReadMem(th.tid, regs.Rsp+8*uint64(n), b) != nil {
+				clear(b)
+			}
+		}
+		return b
 	}
 	for i, a := range specs {
-		var raw uint64
+		loc := strings.ToLower(a.Loc) // uftrace writes arg1%RSI
+		stackWord := 0
+		if n, ok := strings.CutPrefix(loc, "stack+"); ok {
+			stackWord, _ = strconv.Atoi(n)
+			if stackWord < 1 {
+				stackWord = maxStackWord + 1 // unreadable: 0
+			}
+		}
 		float := a.Fmt == 'f' || a.Kind == uftrace.FloatArg
 		switch {
-		case a.Loc != "":
-			loc := strings.ToLower(a.Loc) // uftrace writes arg1%RSI
-			if r, ok := namedRegs[loc]; ok {
-				raw = r(regs)
-			} else if n, err := strconv.Atoi(strings.TrimPrefix(loc, "stack+")); err == nil && strings.HasPrefix(loc, "stack+") && n > 0 {
-				raw, _ = ptrace.PeekWord(th.tid, regs.Rsp+8*uint64(n))
+		case a.Fmt == 't':
+			vals[i].Str = t.structValue(a, loc, stackWord, word, stack)
+			continue
+		case float && a.Size == uftrace.F80Size:
+			var b []byte
+			switch {
+			case stackWord > 0:
+				b = stack(stackWord, uftrace.F80Size)
+			case a.Kind == uftrace.RetVal:
+				st0 := fpregs().ST(0)
+				b = st0[:]
+			default: // a register, as uftrace reads it: 8 bytes
+				if loc == "" {
+					loc = xmmFor(a)
+				}
+				var w [uftrace.F80Size]byte
+				binary.LittleEndian.PutUint64(w[:], word(loc))
+				b = w[:]
 			}
+			vals[i].Str = string(b)
+			vals[i].Float = uftrace.F80ToFloat64(b)
+			continue
+		}
+		var raw uint64
+		switch {
+		case stackWord > 0:
+			raw = binary.LittleEndian.Uint64(stack(stackWord, 8))
+		case loc != "":
+			raw = word(loc)
 		case a.Kind == uftrace.RetVal && float:
-			raw = xmm(0)
+			raw = fpregs().XMM(0)
 		case a.Kind == uftrace.RetVal:
 			raw = regs.Rax
 		case a.Kind == uftrace.FloatArg && a.Index <= 8:
-			raw = xmm(a.Index - 1)
+			raw = fpregs().XMM(a.Index - 1)
 		case a.Kind == uftrace.IntArg && a.Index <= len(intArgRegs):
 			raw = intArgRegs[a.Index-1](regs)
 		case a.Kind == uftrace.IntArg:
 			// The seventh integer argument is just above the return address.
-			raw, _ = ptrace.PeekWord(th.tid, regs.Rsp+8*uint64(a.Index-len(intArgRegs)))
+			raw = binary.LittleEndian.Uint64(stack(a.Index-len(intArgRegs), 8))
 		}
 		switch {
 		case a.Fmt == 'S':
@@ -99,11 +158,45 @@ func (t *Tracer) values(th *thread, specs []uftrace.ArgSpec, regs *unix.PtraceRe
 			vals[i].Int = raw
 		}
 	}
-	b, err := uftrace.AppendPayload(nil, specs, vals)
+	// Not nil even when the values take no bytes: the record says it has them.
+	b, err := uftrace.AppendPayload(make([]byte, 0, 8), specs, vals)
 	if err != nil {
 		return nil
 	}
 	return b
+}
+
+// xmmFor names the xmm register an fpargN without a location is read
+// from (fparg1: xmm0), "" for other specs.
+func xmmFor(a uftrace.ArgSpec) string {
+	if a.Kind != uftrace.FloatArg || a.Index > 8 {
+		return ""
+	}
+	return "xmm" + strconv.Itoa(a.Index-1)
+}
+
+// structValue reads the bytes of a struct passed by value: from the
+// registers its location lists ("rdi+rsi", "xmm0+rdi"), eight bytes each,
+// or from the stack. A returned struct, and one without a location, is
+// recorded as zeros: uftrace shows a struct as NAME{...}, never its bytes.
+func (t *Tracer) structValue(a uftrace.ArgSpec, loc string, stackWord int,
+	word func(string) uint64, stack func(n, size int) []byte) string {
+	if stackWord > 0 {
+		return string(stack(stackWord, a.Size))
+	}
+	b := make([]byte, a.Size)
+	if a.Kind == uftrace.RetVal || loc == "" {
+		return string(b)
+	}
+	for i, r := range strings.Split(loc, "+") {
+		if 8*i >= len(b) {
+			break
+		}
+		var w [8]byte
+		binary.LittleEndian.PutUint64(w[:], word(r))
+		copy(b[8*i:], w[:])
+	}
+	return string(b)
 }
 
 // readString reads the C string at addr as uftrace records it: "NULL" for

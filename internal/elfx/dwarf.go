@@ -56,11 +56,19 @@ func readSubprograms(path string, types bool) ([]Subprogram, error) {
 	return subs, nil
 }
 
-// subprograms walks d for Subprograms (types: with the types).
+// subprograms walks d for Subprograms (types: with the types). With
+// types, it walks every entry: a function's formal parameters are its
+// direct children, and a function may hold others (the methods of a local
+// struct, a lambda's operator()).
 func subprograms(d *dwarf.Data, types bool) (subs []Subprogram, err error) {
 	r := d.Reader()
 	var files []*dwarf.LineFile
 	seen := map[uint64]bool{}
+	depth := 0
+	// open are the functions whose children are being read: their index
+	// in subs and the depth of their entry.
+	type open struct{ sub, depth int }
+	var opened []open
 	for {
 		e, err := r.Next()
 		if err != nil {
@@ -68,6 +76,17 @@ func subprograms(d *dwarf.Data, types bool) (subs []Subprogram, err error) {
 		}
 		if e == nil {
 			break
+		}
+		if e.Tag == 0 {
+			depth--
+			if n := len(opened); n > 0 && opened[n-1].depth == depth {
+				opened = opened[:n-1]
+			}
+			continue
+		}
+		var in *Subprogram // the function whose direct child e is
+		if n := len(opened); n > 0 && opened[n-1].depth == depth-1 {
+			in = &subs[opened[n-1].sub]
 		}
 		switch e.Tag {
 		case dwarf.TagCompileUnit:
@@ -78,7 +97,7 @@ func subprograms(d *dwarf.Data, types bool) (subs []Subprogram, err error) {
 		case dwarf.TagSubprogram:
 			low, ok := e.Val(dwarf.AttrLowpc).(uint64)
 			if !ok || seen[low] {
-				continue
+				break
 			}
 			seen[low] = true
 			s := Subprogram{Low: low}
@@ -87,57 +106,56 @@ func subprograms(d *dwarf.Data, types bool) (subs []Subprogram, err error) {
 			if fi > 0 && int(fi) < len(files) && files[fi] != nil && line > 0 {
 				s.Line, s.File = int(line), filepath.Clean(files[fi].Name)
 			}
+			subs = append(subs, s)
 			if !types {
 				r.SkipChildren()
-				subs = append(subs, s)
 				continue
 			}
-			if off, ok := e.Val(dwarf.AttrType).(dwarf.Offset); ok {
-				s.Return, _ = d.Type(off)
-			}
+			subs[len(subs)-1].Return = typeOf(d, e)
 			if e.Children {
-				if err := params(r, d, &s); err != nil {
-					return nil, err
-				}
+				opened = append(opened, open{len(subs) - 1, depth})
 			}
-			subs = append(subs, s)
+		case dwarf.TagFormalParameter:
+			if in != nil {
+				in.Params = append(in.Params, typeOf(d, e))
+			}
+		case dwarf.TagUnspecifiedParameters:
+			if in != nil {
+				in.Variadic = true
+			}
+		}
+		if e.Children {
+			depth++
 		}
 	}
 	sort.Slice(subs, func(i, j int) bool { return subs[i].Low < subs[j].Low })
 	return subs, nil
 }
 
-// params reads the children of a subprogram entry, collecting its formal
-// parameters (direct children only) into s.
-func params(r *dwarf.Reader, d *dwarf.Data, s *Subprogram) error {
-	depth := 1
-	for depth > 0 {
-		e, err := r.Next()
-		if err != nil {
-			return err
+// typeOf returns the type of a subprogram or parameter entry, nil when it
+// has none (void). A C++ member function defined out of its class, and an
+// out-of-line copy of an inline function, leave their types to the entry
+// their DW_AT_specification or DW_AT_abstract_origin names (DWARF 5,
+// 2.13.2 and 3.3.8.2): typeOf follows those, a few steps at most.
+func typeOf(d *dwarf.Data, e *dwarf.Entry) dwarf.Type {
+	for range 4 {
+		if off, ok := e.Val(dwarf.AttrType).(dwarf.Offset); ok {
+			t, _ := d.Type(off)
+			return t
 		}
-		if e == nil {
-			return nil
-		}
-		if e.Tag == 0 {
-			depth--
-			continue
-		}
-		if depth == 1 {
-			switch e.Tag {
-			case dwarf.TagFormalParameter:
-				var t dwarf.Type
-				if off, ok := e.Val(dwarf.AttrType).(dwarf.Offset); ok {
-					t, _ = d.Type(off)
-				}
-				s.Params = append(s.Params, t)
-			case dwarf.TagUnspecifiedParameters:
-				s.Variadic = true
+		off, ok := e.Val(dwarf.AttrAbstractOrigin).(dwarf.Offset)
+		if !ok {
+			if off, ok = e.Val(dwarf.AttrSpecification).(dwarf.Offset); !ok {
+				return nil
 			}
 		}
-		if e.Children {
-			depth++
+		r := d.Reader()
+		r.Seek(off)
+		next, err := r.Next()
+		if err != nil || next == nil {
+			return nil
 		}
+		e = next
 	}
 	return nil
 }

@@ -61,8 +61,10 @@ func ParseArgSpec(s string) (ArgSpec, error) {
 		return a, fmt.Errorf("argument spec %q: want argN, fpargN or retval", s)
 	}
 	if a.Kind != RetVal {
+		// Any number is taken, as uftrace takes it: one past the
+		// registers and the stack uftrace reads records 0.
 		n, err := strconv.Atoi(name)
-		if err != nil || n < 1 || n > 64 {
+		if err != nil || n < 1 {
 			return a, fmt.Errorf("argument spec %q: bad argument number %q", s, name)
 		}
 		a.Index = n
@@ -85,10 +87,10 @@ func ParseArgSpec(s string) (ArgSpec, error) {
 	}
 	rest := format[1:]
 	if a.Fmt == 't' { // t16:S: a struct of 16 bytes named S, passed by value
-		size, name, ok := strings.Cut(rest, ":")
+		size, name, _ := strings.Cut(rest, ":")
 		n, err := strconv.Atoi(size)
-		if !ok || err != nil || n <= 0 || n > 1024 {
-			return a, fmt.Errorf("argument spec %q: struct format wants tSIZE:NAME", s)
+		if err != nil || n < 0 || n > 1024 {
+			return a, fmt.Errorf("argument spec %q: struct format wants tSIZE[:NAME], SIZE in bytes up to 1024", s)
 		}
 		a.Size, a.Enum = n, name
 		return a, nil
@@ -131,6 +133,8 @@ func (a ArgSpec) String() string {
 	switch {
 	case a.Fmt == 'e':
 		b.WriteString("/e:" + a.Enum)
+	case a.Fmt == 't' && a.Enum == "":
+		fmt.Fprintf(&b, "/t%d", a.Size)
 	case a.Fmt == 't':
 		fmt.Fprintf(&b, "/t%d:%s", a.Size, a.Enum)
 	case a.Kind == FloatArg:

@@ -19,7 +19,10 @@ func UnreadableString(addr uint64) string { return fmt.Sprintf("<%#x>", addr) }
 
 // Value is one recorded argument or return value. Int holds integers,
 // pointers, enums and chars (raw bits, sign-extended or not as recorded);
-// Float holds floating-point values; Str holds strings.
+// Float holds floating-point values; Str holds strings, the bytes of a
+// struct, and the F80Size bytes of a long double as read (Float then holds
+// its value rounded to a float64, and a Value without those bytes is
+// stored from Float).
 type Value struct {
 	Int   uint64
 	Float float64
@@ -79,11 +82,16 @@ func AppendPayload(b []byte, specs []ArgSpec, vals []Value) ([]byte, error) {
 		case a.Fmt == 'f' || a.Kind == FloatArg:
 			if n == 4 {
 				b = binary.LittleEndian.AppendUint32(b, math.Float32bits(float32(v.Float)))
+			} else if n == 12 { // a long double in a 12-byte slot
+				if len(v.Str) == F80Size {
+					b = append(b, v.Str...)
+				} else {
+					f := Float64ToF80(v.Float)
+					b = append(b, f[:]...)
+				}
+				b = append(b, 0, 0)
 			} else {
 				b = binary.LittleEndian.AppendUint64(b, math.Float64bits(v.Float))
-				if n == 12 {
-					b = append(b, 0, 0, 0, 0) // f80 slot; the low 8 bytes hold a double
-				}
 			}
 		case a.Fmt == 't':
 			raw := make([]byte, n)
@@ -135,6 +143,9 @@ func DecodePayload(b []byte, specs []ArgSpec) ([]Value, int, error) {
 		case a.Fmt == 'f' || a.Kind == FloatArg:
 			if n == 4 {
 				vals[i].Float = float64(math.Float32frombits(binary.LittleEndian.Uint32(b[off:])))
+			} else if n == 12 {
+				vals[i].Str = string(b[off : off+F80Size])
+				vals[i].Float = F80ToFloat64(b[off:])
 			} else {
 				vals[i].Float = math.Float64frombits(binary.LittleEndian.Uint64(b[off:]))
 			}

@@ -284,7 +284,7 @@ func (w *Writer) append(tid int, t *taskFile, r *Record, payload []byte) error {
 	if r.Time < t.lastTime {
 		return fmt.Errorf("task %d: record time %d before previous %d", tid, r.Time, t.lastTime)
 	}
-	if r.More != (len(payload) > 0) {
+	if !r.More && len(payload) > 0 {
 		return fmt.Errorf("task %d: More=%v with a payload of %d bytes", tid, r.More, len(payload))
 	}
 	if len(payload)%8 != 0 {

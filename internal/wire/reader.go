@@ -293,8 +293,8 @@ func (rd *Reader) records(d *decoder) error {
 		var payload []byte
 		if r.More {
 			payload = bytes.Clone(d.blob())
-			if d.err == nil && (len(payload) == 0 || len(payload)%8 != 0) {
-				return fmt.Errorf("record %d: payload of %d bytes (want a positive multiple of 8)", i, len(payload))
+			if d.err == nil && len(payload)%8 != 0 {
+				return fmt.Errorf("record %d: payload of %d bytes (want a multiple of 8)", i, len(payload))
 			}
 		}
 		v.Recs = append(v.Recs, trace.Rec{Record: r, Payload: payload})

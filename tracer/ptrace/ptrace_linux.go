@@ -102,6 +102,15 @@ func (f *FPRegs) XMM(i int) uint64 {
 		uint64(f[o+4])<<32 | uint64(f[o+5])<<40 | uint64(f[o+6])<<48 | uint64(f[o+7])<<56
 }
 
+// ST returns x87 register st(i): FXSAVE keeps them in stack order, ten
+// bytes in each 16-byte slot after 32 bytes of control words (Intel SDM
+// vol. 1, 10.5.1 "FXSAVE Area").
+func (f *FPRegs) ST(i int) [10]byte {
+	var st [10]byte
+	copy(st[:], f[32+16*i:])
+	return st
+}
+
 // GetFPRegs reads the floating-point and SSE registers of pid.
 func GetFPRegs(pid int, f *FPRegs) error {
 	return ptracePtr(unix.PTRACE_GETFPREGS, pid, 0, unsafe.Pointer(f))
