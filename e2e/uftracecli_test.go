@@ -393,12 +393,30 @@ func TestUftraceHost(t *testing.T) {
 		b, _ := os.ReadFile("/proc/net/tcp")
 		return strings.Contains(string(b), listening)
 	})
+	// Runs that send nothing (tracing never turned on, a bad option)
+	// leave uftrace recv running, and no temporary files.
+	tmpdir := t.TempDir()
+	t.Setenv("TMPDIR", tmpdir)
+	r = runCmd(t, tmp, rtraceBin, "record", "--host", "127.0.0.1", "--port", strconv.Itoa(port), "--disable", "-d", "none.data", prog)
+	if r.code != 0 || r.stdout != "callers 17\n" || !strings.Contains(r.stderr, "tracing was never turned on") {
+		t.Errorf("rtrace record --host --disable: %+v", r)
+	}
+	r = runCmd(t, tmp, rtraceBin, "record", "--host", "127.0.0.1", "--port", strconv.Itoa(port), "-A", "main@argX", prog)
+	if r.code != 2 || r.stdout != "" {
+		t.Errorf("rtrace record --host with a bad -A: %+v", r)
+	}
 	r = runCmd(t, tmp, rtraceBin, "record", "--host", "127.0.0.1", "--port", strconv.Itoa(port), "-d", "sent.data", prog)
 	if r.code != 0 || r.stdout != "callers 17\n" || !strings.Contains(r.stderr, "sent.data at 127.0.0.1:") {
 		t.Fatalf("rtrace record --host: %+v", r)
 	}
 	if ents, _ := os.ReadDir(tmp); len(ents) != 0 {
-		t.Errorf("--host left %d files here", len(ents))
+		t.Errorf("--host left %s here", ents[0].Name())
+	}
+	if left, _ := filepath.Glob(filepath.Join(tmpdir, "rtrace-send-*")); len(left) != 0 {
+		t.Errorf("--host left %s", left)
+	}
+	if _, err := os.Stat(filepath.Join(recvDir, "none.data")); err == nil {
+		t.Errorf("a run that recorded nothing made a directory at uftrace recv")
 	}
 	sent := filepath.Join(recvDir, "sent.data")
 	waitFor(t, "uftrace recv to write the info file, sent last", func() bool {
@@ -441,5 +459,23 @@ func TestUftraceNop(t *testing.T) {
 	}
 	if left, _ := filepath.Glob(filepath.Join(tmpdir, "rtrace-nop-*")); len(left) != 0 {
 		t.Errorf("--nop left %s", left)
+	}
+	// live --nop shows nothing and exits with the program's status, as
+	// uftrace live --nop; a bad option with --nop leaves nothing either.
+	t.Setenv("TMPDIR", tmpdir)
+	for _, c := range []struct {
+		args []string
+		code int
+	}{
+		{[]string{"live", "--nop", prog}, 0},
+		{[]string{"record", "--nop", "-A", "main@argX", prog}, 2},
+	} {
+		r := runCmd(t, dir, rtraceBin, c.args...)
+		if r.code != c.code || c.code == 0 && r.stdout != "callers 17\n" {
+			t.Errorf("rtrace %v: %+v", c.args, r)
+		}
+	}
+	if left, _ := filepath.Glob(filepath.Join(tmpdir, "rtrace-nop-*")); len(left) != 0 {
+		t.Errorf("left %s", left)
 	}
 }

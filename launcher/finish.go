@@ -108,8 +108,11 @@ func (s *session) finish(res *tracer.Result, runErr error) (int, error) {
 		}
 		o, err := s.fs.finish(ended)
 		timeline.Mark("finished")
-		if c.send != nil && err == nil {
+		switch {
+		case c.send != nil && err == nil:
 			o, err = c.send.send(s.fs.dirs)
+		case c.send != nil:
+			o = nil // the temporary directory goes: nothing to name
 		}
 
 		outs, errs = append(outs, o...), append(errs, err)

@@ -1,6 +1,7 @@
 package launcher
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -157,7 +158,7 @@ type config struct {
 // check validates o before anything starts and compiles it: every
 // pattern, spec, time and output directory, the program or the process.
 // A usage error is a *UsageError, a program that cannot run an *ExitError.
-func check(o Options) (*config, error) {
+func check(ctx context.Context, o Options) (*config, error) {
 	c := &config{Options: o}
 	if c.Stdout == nil {
 		c.Stdout = os.Stdout
@@ -219,10 +220,6 @@ func check(o Options) (*config, error) {
 		if c.funcDir == "" || c.rawDir != "" || o.Host != "" {
 			return nil, &UsageError{"--nop: keeps no function trace, so it takes no -e, -o or --host"}
 		}
-		if c.nopDir, err = os.MkdirTemp("", "rtrace-nop-"); err != nil {
-			return nil, err
-		}
-		c.funcDir = filepath.Join(c.nopDir, "uftrace.data")
 	}
 	if o.Host != "" {
 		if c.funcDir == "" || c.rawDir != "" || o.Pid != 0 {
@@ -231,12 +228,11 @@ func check(o Options) (*config, error) {
 		if o.Port == 0 {
 			o.Port = uftrace.RecvPort
 		}
-		if c.send, err = newSender(o.Host, o.Port, o.Dir); err != nil {
-			return nil, err
+		if o.Port <= 0 || o.Port > 65535 {
+			return nil, &UsageError{fmt.Sprintf("--port %d: want a TCP port, 1 to 65535", o.Port)}
 		}
-		c.funcDir = c.send.dir()
 	}
-	if c.funcDir != "" {
+	if c.funcDir != "" && !o.Nop && o.Host == "" {
 		if c.funcDir, err = filepath.Abs(c.funcDir); err != nil {
 			return nil, &UsageError{fmt.Sprintf("-d %s: %v", o.Dir, err)}
 		}
@@ -273,7 +269,10 @@ func check(o Options) (*config, error) {
 		return nil, err
 	}
 	if attach {
-		return c, checkAttach(o.Pid)
+		if err := checkAttach(o.Pid); err != nil {
+			return nil, err
+		}
+		return c, c.openOutputs(ctx, o)
 	}
 	if c.prog, err = lookPath(o.Args[0]); err != nil {
 		return nil, &ExitError{127, err}
@@ -292,7 +291,37 @@ func check(o Options) (*config, error) {
 		return nil, &ExitError{126, fmt.Errorf("%s: cannot trace it: %w", o.Args[0], err)}
 	}
 	elfx.Prefetch(c.exe)
-	return c, nil
+	return c, c.openOutputs(ctx, o)
+}
+
+// openOutputs makes what --nop and --host record into (a temporary
+// directory; the connection to uftrace recv, and its directory), last of
+// all checks so that a bad option leaves nothing behind.
+func (c *config) openOutputs(ctx context.Context, o Options) error {
+	var err error
+	switch {
+	case o.Nop:
+		if c.nopDir, err = os.MkdirTemp("", "rtrace-nop-"); err != nil {
+			return err
+		}
+		c.funcDir = filepath.Join(c.nopDir, "uftrace.data")
+	case o.Host != "":
+		if c.send, err = newSender(ctx, o.Host, o.Port, o.Dir); err != nil {
+			return err
+		}
+		c.funcDir = c.send.dir()
+	}
+	return nil
+}
+
+// close removes what openOutputs made.
+func (c *config) close() {
+	if c.send != nil {
+		c.send.close()
+	}
+	if c.nopDir != "" {
+		os.RemoveAll(c.nopDir)
+	}
 }
 
 // funcOptions compiles the uftrace filters into what the post-processor's

@@ -1,12 +1,16 @@
 package launcher
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
+	"time"
 
 	"rtrace/internal/uftrace"
 )
@@ -20,20 +24,27 @@ type sender struct {
 	name string // the directory's name at the receiver (-d)
 	conn net.Conn
 	tmp  string // the temporary directory the trace is written in
+	once sync.Once
+	err  error // close's
 }
 
 // newSender connects to uftrace recv at host:port and makes the temporary
-// directory; dir is -d (the name the receiver is given).
-func newSender(host string, port int, dir string) (*sender, error) {
-	if port <= 0 || port > 65535 {
-		return nil, &UsageError{fmt.Sprintf("--port %d: want a TCP port, 1 to 65535", port)}
-	}
+// directory; dir is -d (the name the receiver is given). Cancelling ctx
+// (a signal to rtrace) stops the connecting.
+func newSender(ctx context.Context, host string, port int, dir string) (*sender, error) {
 	name := dir
 	if name == "" {
 		name = "uftrace.data"
 	}
 	addr := net.JoinHostPort(host, strconv.Itoa(port))
-	conn, err := net.Dial("tcp", addr)
+	d := net.Dialer{Timeout: dialTimeout}
+	conn, err := d.DialContext(ctx, "tcp", addr)
+	if ctx.Err() != nil {
+		if conn != nil {
+			conn.Close()
+		}
+		return nil, errInterrupted
+	}
 	if err != nil {
 		return nil, &ExitError{1, fmt.Errorf("--host %s: %w (is 'uftrace recv --port %d' running there?)", addr, err, port)}
 	}
@@ -62,9 +73,21 @@ func (s *sender) send(dirs []string) ([]string, error) {
 	return outs, nil
 }
 
-// close closes the connection and removes the temporary directory.
+// close ends the connection (uftrace recv expects the end message even
+// when nothing was sent), closes it and removes the temporary directory.
+// It may run twice (a signal, then the deferred call).
 func (s *sender) close() error {
-	err := s.conn.Close()
-	os.RemoveAll(s.tmp)
-	return err
+	s.once.Do(func() {
+		s.conn.SetWriteDeadline(time.Now().Add(endTimeout))
+		err := uftrace.SendEnd(s.conn)
+		s.err = errors.Join(err, s.conn.Close(), os.RemoveAll(s.tmp))
+	})
+	return s.err
 }
+
+// endTimeout bounds the wait for a receiver that stopped reading, at
+// the end.
+const endTimeout = 5 * time.Second
+
+// dialTimeout bounds the wait for a host that does not answer.
+const dialTimeout = 30 * time.Second

@@ -2,6 +2,7 @@ package launcher
 
 import (
 	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -33,19 +34,42 @@ func run(o Options) (int, error) {
 	sigs := catchSignals()
 	ready := startupGC() // before check, which parses the executable
 	defer ready()
-	c, err := check(o)
+	ctx, stopEarly := earlySignals(sigs)
+	c, err := check(ctx, o)
+	stopEarly()
 	if err != nil {
 		signal.Stop(sigs)
 		return exitCode(err), err
 	}
-	if c.send != nil {
-		defer c.send.close()
-	}
-	if c.nopDir != "" {
-		defer os.RemoveAll(c.nopDir)
-	}
+	defer c.close()
 	s := newSession(c, ready)
 	return s.run(sigs)
+}
+
+// errInterrupted ends a run that a signal stopped before the program started.
+var errInterrupted = &ExitError{128 + int(unix.SIGINT), errors.New("interrupted")}
+
+// earlySignals cancels the context it returns when an ending signal comes
+// while the session is set up (connecting to uftrace recv may take long),
+// and puts the signal back for the session to act on. The function it
+// returns stops watching.
+func earlySignals(sigs chan os.Signal) (context.Context, func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	quit, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		select {
+		case sig := <-sigs:
+			cancel()
+			sigs <- sig // the channel has room: this one was just taken
+		case <-quit:
+		}
+	}()
+	return ctx, func() {
+		close(quit)
+		<-done
+		cancel()
+	}
 }
 
 // exitCode is the status an error calls for: 2 for usage, the code of an
@@ -230,10 +254,43 @@ func (s *session) run(sigs chan os.Signal) (int, error) {
 		}
 		return 128 + int(unix.SIGINT), ErrAborted
 	}
+	stopCleanup := s.cleanupOnSignal() // before stopSignals: a signal is never unanswered
+	defer stopCleanup()
 	stopSignals()
 	stopStatus()
 	for _, f := range s.files {
 		os.Remove(f)
 	}
 	return s.finish(o.res, o.err)
+}
+
+// cleanupOnSignal answers a signal that comes while the outputs are being
+// finished when they live in temporary places (--nop's directory, the
+// trace --host sends): it ends the connection to uftrace recv, removes
+// the directory, and exits 128+signal, rather than leave them behind.
+func (s *session) cleanupOnSignal() (stop func()) {
+	c := s.c
+	if c.send == nil && c.nopDir == "" {
+		return func() {}
+	}
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, unix.SIGINT, unix.SIGTERM, unix.SIGHUP)
+	quit := make(chan struct{})
+	go func() {
+		select {
+		case sig := <-ch:
+			c.close()
+			what := "no trace was sent"
+			if c.send == nil {
+				what = "its temporary trace is removed"
+			}
+			fmt.Fprintf(c.Stderr, "rtrace: %v while finishing: %s\n", sig, what)
+			os.Exit(128 + int(sig.(unix.Signal)))
+		case <-quit:
+		}
+	}()
+	return func() {
+		close(quit)
+		signal.Stop(ch)
+	}
 }

@@ -169,6 +169,15 @@ func verbTypo(prog string) string {
 // trace with uftrace replay and the display options, as uftrace live does.
 // The status is the program's when it failed, else replay's.
 func live(o launcher.Options, replay []string, stdout, stderr io.Writer) int {
+	if o.Nop || o.Host != "" {
+		// Nothing is kept here to show: record alone, as uftrace live
+		// --nop does (cmds/live.c, can_skip_replay).
+		code, err := launcher.Record(o)
+		if err != nil {
+			fmt.Fprintln(stderr, "rtrace:", err)
+		}
+		return code
+	}
 	// Ctrl-C, SIGTERM or SIGHUP from here on ends the program (the
 	// session's own handling) or replay, never rtrace before it removes
 	// its directory. Caught, not ignored: an ignored signal would stay

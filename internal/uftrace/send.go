@@ -69,7 +69,8 @@ func Send(w io.Writer, name, dir string) error {
 	for _, n := range dats {
 		tid, err := strconv.ParseInt(strings.TrimSuffix(n, ".dat"), 10, 32)
 		if err != nil {
-			return fmt.Errorf("%s: not a <tid>.dat file", filepath.Join(dir, n))
+			other = append(other, n) // extern.dat and such: a file as it is
+			continue
 		}
 		if err := sendData(w, int32(tid), filepath.Join(dir, n)); err != nil {
 			return err
@@ -86,11 +87,13 @@ func Send(w io.Writer, name, dir string) error {
 			return err
 		}
 	}
-	if err := sendInfo(w, filepath.Join(dir, "info")); err != nil {
-		return err
-	}
-	return sendMsg(w, msgEnd)
+	return sendInfo(w, filepath.Join(dir, "info"))
 }
+
+// SendEnd ends the connection as uftrace record does. uftrace recv then
+// closes it; a connection closed without it makes recv exit with an error
+// (cmds/recv.c, read_all), so a sender sends it whatever happened before.
+func SendEnd(w io.Writer) error { return sendMsg(w, msgEnd) }
 
 func sendMsg(w io.Writer, typ uint16, payload ...[]byte) error {
 	n := 0
@@ -106,22 +109,32 @@ func sendMsg(w io.Writer, typ uint16, payload ...[]byte) error {
 	return err
 }
 
-// sendData sends the records of path, tid's, in chunks of whole records.
+// sendData sends the records of path, tid's, in chunks of whole records,
+// read one at a time.
 func sendData(w io.Writer, tid int32, path string) error {
-	data, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	if err != nil {
 		return err
 	}
+	defer f.Close()
 	var id [4]byte
 	binary.BigEndian.PutUint32(id[:], uint32(tid))
-	for len(data) > 0 {
-		n := min(len(data), maxChunk) // a multiple of 8: records are 16 bytes, payloads padded to 8
-		if err := sendMsg(w, msgData, id[:], data[:n]); err != nil {
+	buf := make([]byte, maxChunk) // a multiple of 8: records are 16 bytes, payloads padded to 8
+	for {
+		n, err := io.ReadFull(f, buf)
+		if n > 0 {
+			if err := sendMsg(w, msgData, id[:], buf[:n]); err != nil {
+				return err
+			}
+		}
+		switch err {
+		case nil:
+		case io.EOF, io.ErrUnexpectedEOF:
+			return nil
+		default:
 			return err
 		}
-		data = data[n:]
 	}
-	return nil
 }
 
 // sendFile sends the file name of dir as recv's metadata message.

@@ -11,10 +11,11 @@ import (
 	"testing"
 )
 
-// recv reads what Send wrote as uftrace recv does (cmds/recv.c): the
-// directory's name, then files: data appended to <tid>.dat, metadata files
-// appended by name, the info header's fields turned back to host order.
-func recv(t *testing.T, r io.Reader) (string, map[string][]byte) {
+// recv reads what Send wrote as uftrace recv does (cmds/recv.c): a
+// directory's name, then its files: data appended to <tid>.dat, metadata
+// files appended by name, the info header's fields turned back to host
+// order; another directory's name switches to it. Files are keyed DIR/NAME.
+func recv(t *testing.T, r io.Reader) map[string][]byte {
 	t.Helper()
 	files := map[string][]byte{}
 	name := ""
@@ -35,11 +36,12 @@ func recv(t *testing.T, r io.Reader) (string, map[string][]byte) {
 		case msgDirName:
 			name = string(body)
 		case msgData:
-			f := strconv.Itoa(int(int32(be.Uint32(body)))) + ".dat"
+			f := name + "/" + strconv.Itoa(int(int32(be.Uint32(body)))) + ".dat"
 			files[f] = append(files[f], body[4:]...)
 		case msgMetaData:
 			n := be.Uint32(body)
-			files[string(body[4:4+n])] = append(files[string(body[4:4+n])], body[4+n:]...)
+			f := name + "/" + string(body[4:4+n])
+			files[f] = append(files[f], body[4+n:]...)
 		case msgInfo:
 			h := bytes.Clone(body[:40])
 			le := binary.LittleEndian
@@ -48,9 +50,9 @@ func recv(t *testing.T, r io.Reader) (string, map[string][]byte) {
 			le.PutUint64(h[16:], be.Uint64(body[16:]))
 			le.PutUint64(h[24:], be.Uint64(body[24:]))
 			le.PutUint16(h[32:], be.Uint16(body[32:]))
-			files["info"] = append(h, body[40:]...)
+			files[name+"/info"] = append(h, body[40:]...)
 		case msgEnd:
-			return name, files
+			return files
 		default:
 			t.Fatalf("message type %d", be.Uint16(hdr[2:]))
 		}
@@ -58,7 +60,8 @@ func recv(t *testing.T, r io.Reader) (string, map[string][]byte) {
 }
 
 // Send sends every file of a trace directory, as uftrace recv rebuilds it:
-// records in chunks, the info header in network byte order, the end.
+// records in chunks, the info header in network byte order; a second
+// directory on the same connection; then the end.
 func TestSend(t *testing.T) {
 	dir := t.TempDir()
 	info := append([]byte("Ftrace!\x00\x04\x00\x00\x00\x28\x00\x01\x02"), make([]byte, 24)...)
@@ -75,6 +78,7 @@ func TestSend(t *testing.T) {
 		"x.sym":                    []byte("# symbols: 1\n"),
 		"x.dbg":                    []byte("F: 1000 main\n"),
 		"default.opts":             nil,
+		"extern.dat":               []byte("not a task's records\n"),
 	}
 	for n, b := range want {
 		if err := os.WriteFile(filepath.Join(dir, n), b, 0o644); err != nil {
@@ -84,14 +88,32 @@ func TestSend(t *testing.T) {
 	if err := os.Mkdir(filepath.Join(dir, "sub"), 0o755); err != nil {
 		t.Fatal(err)
 	}
+	dir1 := t.TempDir()
+	for _, n := range []string{"info", "task.txt"} {
+		if err := os.WriteFile(filepath.Join(dir1, n), want[n], 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 	var buf bytes.Buffer
 	if err := Send(&buf, "my.data", dir); err != nil {
 		t.Fatal(err)
 	}
-	name, got := recv(t, &buf)
-	if name != "my.data" || buf.Len() != 0 {
-		t.Errorf("name %q, %d bytes after the end", name, buf.Len())
+	if err := Send(&buf, "my.data.1", dir1); err != nil {
+		t.Fatal(err)
 	}
+	if err := SendEnd(&buf); err != nil {
+		t.Fatal(err)
+	}
+	got := recv(t, &buf)
+	if buf.Len() != 0 {
+		t.Errorf("%d bytes after the end", buf.Len())
+	}
+	for n, b := range maps.Clone(want) {
+		delete(want, n)
+		want["my.data/"+n] = b
+	}
+	want["my.data.1/info"] = info
+	want["my.data.1/task.txt"] = want["my.data/task.txt"]
 	for n := range want {
 		if want[n] == nil {
 			want[n] = []byte{}
