@@ -204,19 +204,22 @@ func (r *Reader) loadModule(m *Module) error {
 }
 
 // debugBuildID returns the build id in the header comments of the .dbg
-// file f ("" for none).
+// file f ("" for none). The comments are read line by line from the
+// start, however long a path in them is.
 func debugBuildID(f *os.File) string {
-	head := make([]byte, 512)
-	n, _ := f.ReadAt(head, 0)
-	for _, line := range strings.Split(string(head[:n]), "\n") {
+	br := bufio.NewReader(io.NewSectionReader(f, 0, 1<<20))
+	for {
+		line, err := br.ReadString('\n')
 		if !strings.HasPrefix(line, "#") {
-			break
+			return ""
 		}
 		if id, ok := strings.CutPrefix(line, "# build-id: "); ok {
 			return strings.TrimSpace(id)
 		}
+		if err != nil {
+			return ""
+		}
 	}
-	return ""
 }
 
 // symCandidates lists the .sym basenames that may belong to a module called base.
