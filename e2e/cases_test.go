@@ -1,6 +1,7 @@
 package e2e_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -163,15 +164,36 @@ func TestRecordRefusesSetuid(t *testing.T) {
 	}
 }
 
-// The trace's info holds rtrace's real command line, flags included.
+// The trace's info holds rtrace's real command line, flags included,
+// written as uftrace writes its own: words joined by spaces, newlines as
+// spaces, double quotes escaped (uftrace dump --chrome puts it in JSON).
 func TestRecordInfoCmdline(t *testing.T) {
-	prog := testutil.BuildC(t, "chain.c", "-O0")
+	uft := testutil.RequireTool(t, "uftrace")
+	prog := build(t, "chain.c", variants[0], false, nil)
+	pg := build(t, "chain.c", variants[0], true, nil)
 	tmp := t.TempDir()
-	runCmd(t, tmp, rtraceBin, "record", "-q", "-D", "3", "-d", "R", "--", prog, "an arg")
-	info := testutil.Run(t, tmp, testutil.RequireTool(t, "uftrace"), "info", "-d", "R")
-	want := fmt.Sprintf("%s record -q -D 3 -d R -- %s 'an arg'", rtraceBin, prog)
-	if !strings.Contains(info, "cmdline             : "+want+"\n") {
-		t.Errorf("info:\n%s\nwant cmdline %q", info, want)
+	args := []string{"an arg", `say "hi"`, "two\nlines", "", "it's"}
+	runCmd(t, tmp, uft, append([]string{"record", "-d", "U", pg}, args...)...)
+	runCmd(t, tmp, rtraceBin, append([]string{"record", "-q", "-D", "3", "-d", "R", "--", prog}, args...)...)
+	cmdline := func(dir, prefix string) string {
+		info := testutil.Run(t, tmp, uft, "info", "-d", dir)
+		_, line, _ := strings.Cut(info, "# cmdline             : ")
+		line, _, _ = strings.Cut(line, "\n")
+		rest, ok := strings.CutPrefix(line, prefix)
+		if !ok {
+			t.Errorf("%s: cmdline %q does not start with %q", dir, line, prefix)
+		}
+		return rest
+	}
+	want := cmdline("U", uft+" record -d U "+pg)
+	got := cmdline("R", rtraceBin+" record -q -D 3 -d R -- "+prog)
+	if got != want || !strings.Contains(got, `say \"hi\"`) {
+		t.Errorf("cmdline after the program: uftrace %q, rtrace %q", want, got)
+	}
+	// And uftrace dump --chrome, which writes it into JSON, stays valid.
+	out := testutil.Run(t, tmp, uft, "dump", "--chrome", "-d", "R")
+	if !json.Valid([]byte(out)) {
+		t.Errorf("uftrace dump --chrome is not JSON:\n%.600s", out)
 	}
 }
 

@@ -8,30 +8,19 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"rtrace/internal/uftrace"
 	"rtrace/launcher"
 )
 
-// cmdline is rtrace's own command line as the shell would show it, for the
-// trace's info: the argv run was given, else the command and its arguments.
+// cmdline is rtrace's own command line as uftrace writes its own in the
+// trace's info (uftrace.Cmdline): the argv run was given, else the command
+// and its arguments.
 func cmdline(c *cli.Context) string {
 	argv, ok := c.App.Metadata["argv"].([]string)
 	if !ok || len(argv) == 0 {
 		argv = append([]string{"rtrace", c.Command.Name}, c.Args().Slice()...)
 	}
-	return quoteArgs(argv)
-}
-
-// quoteArgs joins argv as a shell would show it: the words that need it
-// quoted.
-func quoteArgs(argv []string) string {
-	quoted := make([]string, len(argv))
-	for i, a := range argv {
-		if a == "" || strings.ContainsAny(a, " \t\n'\"\\$`*?[]{}()<>|&;#~") {
-			a = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
-		}
-		quoted[i] = a
-	}
-	return strings.Join(quoted, " ")
+	return uftrace.Cmdline(argv)
 }
 
 // exit turns a session's exit code and error into the verb's result.

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"syscall"
 
+	"rtrace/internal/uftrace"
 	"rtrace/launcher"
 	"rtrace/launcher/ucli"
 )
@@ -114,7 +115,7 @@ func runUftrace(verb string, rest, argv []string, stdout, stderr io.Writer) int 
 		return 0
 	}
 	o := cmd.Options
-	o.Cmdline, o.Version, o.Stderr = quoteArgs(argv), version, stderr
+	o.Cmdline, o.Version, o.Stderr = uftrace.Cmdline(argv), version, stderr
 	if cmd.LogFile != "" {
 		f, err := os.Create(cmd.LogFile)
 		if err != nil {

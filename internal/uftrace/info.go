@@ -511,3 +511,12 @@ func truncate(s string, n int) string {
 	}
 	return s[:n] + "..."
 }
+
+// Cmdline is a command line as uftrace 0.13 writes it in info: the words
+// joined by spaces, newlines made spaces, double quotes escaped (cmds/info.c,
+// fill_cmdline; utils/utils.c, json_quote), so that uftrace dump --chrome
+// can put it in a JSON string.
+func Cmdline(argv []string) string {
+	s := strings.ReplaceAll(strings.Join(argv, " "), "\n", " ")
+	return strings.ReplaceAll(s, `"`, `\"`)
+}
