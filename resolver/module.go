@@ -2,7 +2,9 @@ package resolver
 
 import (
 	"debug/dwarf"
+	"debug/elf"
 	"path/filepath"
+	"strings"
 
 	"rtrace/internal/elfx"
 	"rtrace/internal/uftrace"
@@ -10,7 +12,9 @@ import (
 
 // Symbols returns the function symbols of f as .sym lines: addresses relative
 // to the module's first mapping (st_value minus the first PT_LOAD's
-// page-aligned vaddr), and the end of the last function.
+// page-aligned vaddr), and the end of the last function. Its data objects
+// follow (dataSymbols), as in uftrace's .sym files, so that a pointer
+// argument into them shows as &NAME.
 func Symbols(f *elfx.File) ([]uftrace.Symbol, uint64) {
 	base := f.MinVaddr()
 	syms := make([]uftrace.Symbol, 0, len(f.Funcs))
@@ -47,7 +51,69 @@ func Symbols(f *elfx.File) ([]uftrace.Symbol, uint64) {
 			starts[e] = true
 		}
 	}
+	for _, d := range dataSymbols(f.Path) {
+		if d.Addr < base || starts[d.Addr-base] {
+			continue
+		}
+		d.Addr -= base
+		starts[d.Addr] = true
+		syms = append(syms, d.Symbol)
+		end = max(end, d.Addr+d.Size)
+	}
 	return syms, end
+}
+
+// dataSymbols returns the data objects of the ELF file at path as uftrace
+// 0.13 lists them (utils/symbol.c): STT_OBJECT symbols of .symtab (else
+// .dynsym) with a size, typed d (local), D (global), v (weak) or u (GNU
+// unique), one per address, at their link-time addresses. An unreadable
+// file has none.
+func dataSymbols(path string) []dataSymbol {
+	if path == "" {
+		return nil
+	}
+	ef, err := elfx.OpenELF(path)
+	if err != nil {
+		return nil
+	}
+	defer ef.Close()
+	var syms []elf.Symbol
+	err = elfx.Guard(func() error {
+		var err error
+		if syms, err = ef.Symbols(); err != nil || len(syms) == 0 {
+			syms, err = ef.DynamicSymbols()
+		}
+		return err
+	})
+	if err != nil {
+		return nil
+	}
+	var out []dataSymbol
+	seen := map[uint64]bool{}
+	for _, s := range syms {
+		if elf.ST_TYPE(s.Info) != elf.STT_OBJECT || s.Size == 0 || s.Section == elf.SHN_UNDEF ||
+			s.Name == "" || strings.ContainsAny(s.Name, " \t\n") || seen[s.Value] {
+			continue
+		}
+		seen[s.Value] = true
+		typ := byte('D')
+		switch elf.ST_BIND(s.Info) {
+		case elf.STB_LOCAL:
+			typ = 'd'
+		case elf.STB_WEAK:
+			typ = 'v'
+		case elf.STB_LOOS: // STB_GNU_UNIQUE
+			typ = 'u'
+		}
+		out = append(out, dataSymbol{uftrace.Symbol{Addr: s.Value, Type: typ, Name: s.Name}, s.Size})
+	}
+	return out
+}
+
+// dataSymbol is a data object's .sym line and its size.
+type dataSymbol struct {
+	uftrace.Symbol
+	Size uint64
 }
 
 // DebugFuncs returns the .dbg function blocks of the module f, from the
