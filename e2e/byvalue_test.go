@@ -1,7 +1,9 @@
 package e2e_test
 
 import (
+	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -78,5 +80,62 @@ func TestRecordCxxAutoArgs(t *testing.T) {
 	if r.code != 0 || got != want || !strings.Contains(got, `greet("you"s, 2) {`) ||
 		!strings.Contains(got, `} = "Hello you!!"s; /* greet */`) || !strings.Contains(got, "= random_access_iterator_tag{};") {
 		t.Errorf("-a (exit %d):\nuftrace:\n%s\nrtrace:\n%s", r.code, want, got)
+	}
+}
+
+// libcTree is uftrace replay's tree of dir from main on, with what differs
+// from run to run masked: addresses, the process id, and the file
+// descriptors open returns (uftrace's child holds one more, its pipe).
+func libcTree(t *testing.T, dir string) string {
+	t.Helper()
+	out := testutil.Run(t, "", testutil.RequireTool(t, "uftrace"), "replay", "--no-pager", "-f", "none", "-d", dir)
+	if i := strings.Index(out, "main("); i >= 0 {
+		out = out[i:] // uftrace -pg's __monstartup and __cxa_atexit come first
+	}
+	for _, m := range []struct{ re, to string }{
+		{`0x[0-9a-f]+`, "ADDR"},
+		{`(getpid\(\)) = \d+`, "$1 = PID"},
+		{`(kill)\(\d+`, "$1(PID"},
+		{`((?:open|socket)\(.*\)) = \d+;`, "$1 = FD;"},
+		{`((?:write|lseek|close))\(\d+`, "$1(FD"},
+	} {
+		out = regexp.MustCompile(m.re).ReplaceAllString(out, m.to)
+	}
+	return out
+}
+
+// -a, and -A/-R naming a library function, record the C library calls
+// uftrace's built-in table describes, flags shown by name: rtrace's trace
+// shows what uftrace's of the -pg build does. uftrace 0.13 -a shows a
+// float returned as 0.000000 (strtof, as its -R strtof does not): that
+// line is the one rtrace gets right.
+func TestRecordLibcArgs(t *testing.T) {
+	uft := testutil.RequireTool(t, "uftrace")
+	for _, c := range []struct {
+		src  string
+		opts []string
+	}{
+		{"libargs.c", []string{"-a"}},
+		{"libargs.c", []string{"-A", "open", "-R", "open", "-A", "^mmap$", "-R", "strtof", "-A", "access@arg2/x"}},
+		{"libcalls.c", []string{"-a"}},
+		{"strarg.cc", []string{"-a", "-F", "main"}},
+	} {
+		t.Run(c.src+" "+strings.Join(c.opts, " "), func(t *testing.T) {
+			plain := build(t, c.src, variants[0], false, nil)
+			pg := build(t, c.src, variants[0], true, nil)
+			tmp := t.TempDir()
+			runCmd(t, tmp, uft, append(append([]string{"record", "--no-event", "-d", "U"}, c.opts...), pg)...)
+			r := runCmd(t, tmp, rtraceBin, append(append([]string{"record", "-q", "-d", "R"}, c.opts...), "--", plain)...)
+			if r.code != 0 {
+				t.Fatalf("rtrace: %+v", r)
+			}
+			want, got := libcTree(t, filepath.Join(tmp, "U")), libcTree(t, filepath.Join(tmp, "R"))
+			if slices.Contains(c.opts, "-a") {
+				want = strings.Replace(want, `strtof("0.25", 0) = 0.000000;`, `strtof("0.25", 0) = 0.250000;`, 1)
+			}
+			if got != want || !strings.Contains(got, "(") {
+				t.Errorf("uftrace:\n%s\nrtrace:\n%s", want, got)
+			}
+		})
 	}
 }

@@ -16,7 +16,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"rtrace/internal/cxxname"
 	"rtrace/internal/elfx"
 	"rtrace/internal/uftrace"
 	"rtrace/postproc"
@@ -711,36 +710,28 @@ func argSpecs(o Options) ([]uftrace.ArgSpecLine, func(exe *elfx.File, name strin
 		}
 		lines = append(lines, uftrace.ArgSpecLine{Key: g.key, Value: strings.Join(g.specs, ";")})
 	}
+	if len(lines) == 0 && !o.AutoArgs {
+		return nil, nil, nil
+	}
+	// As uftrace record: the built-in table of library functions, then
+	// auto-args.
+	libc := uftrace.Libc()
+	lines = append(lines, libc.Lines()...)
 	if o.AutoArgs {
 		lines = append(lines, uftrace.ArgSpecLine{Key: "auto-args", Value: "1"})
-	}
-	if len(lines) == 0 {
-		return nil, nil, nil
 	}
 	table, err := uftrace.NewSpecs(lines, o.Match) // as uftrace's reader will, by info's pattern type
 	if err != nil {
 		return nil, nil, &UsageError{err.Error()}
 	}
-	// -A FUNC and -R FUNC without '@': DWARF's specs for those functions.
-	var bareA, bareR []uftrace.Pattern
-	for _, g := range []struct {
-		specs []string
-		to    *[]uftrace.Pattern
-	}{{o.ArgSpecs, &bareA}, {o.RetSpecs, &bareR}} {
-		for _, s := range g.specs {
-			if !strings.Contains(s, "@") {
-				p, _ := uftrace.ParsePattern(s, o.Match) // checked above
-				*g.to = append(*g.to, p)
-			}
-		}
-	}
 	auto := map[string]map[string][2][]uftrace.ArgSpec{} // by executable, by function: A: and R: specs
 	return lines, func(exe *elfx.File, name string) (args, rets []uftrace.ArgSpec) {
-		args, rets = table.Lookup(cxxname.Short(name)) // as uftrace's reader matches
-		short := cxxname.Short(name)
-		useA, useR := o.AutoArgs || uftrace.MatchAny(bareA, short), o.AutoArgs || uftrace.MatchAny(bareR, short)
+		// -A FUNC, -R FUNC without '@' and -a: the specs DWARF gives
+		// the function, else the table's, as the reader finds them.
+		explicit, useA, useR := table.Explicit(name)
+		useA, useR = useA || o.AutoArgs, useR || o.AutoArgs
 		if !useA && !useR {
-			return args, rets
+			return uftrace.WithAuto(explicit, false, false, nil, nil)
 		}
 		specs, ok := auto[exe.Path]
 		if !ok {
@@ -757,14 +748,14 @@ func argSpecs(o Options) ([]uftrace.ArgSpecLine, func(exe *elfx.File, name strin
 			}
 			auto[exe.Path] = specs
 		}
-		var more []uftrace.ArgSpec
-		if useA {
-			more = append(more, specs[name][0]...)
+		autoA, autoR := specs[name][0], specs[name][1]
+		if len(autoA) == 0 {
+			autoA = libc.Args(name)
 		}
-		if useR {
-			more = append(more, specs[name][1]...)
+		if len(autoR) == 0 {
+			autoR = libc.Rets(name)
 		}
-		return uftrace.Merge(args, rets, more)
+		return uftrace.WithAuto(explicit, useA, useR, autoA, autoR)
 	}, nil
 }
 

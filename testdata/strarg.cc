@@ -1,6 +1,7 @@
 // strarg: std::string arguments, recorded with the /S format: by reference
 // (count), by value and returned by value (greet), and the library's own
-// functions -a shows (constructors, iterator tags returned by value).
+// functions -a shows (constructors, iterator tags returned by value), and
+// operator new[] and delete[] as library calls.
 #include <cstdio>
 #include <string>
 
@@ -12,6 +13,8 @@ std::string greet(std::string name, int n) { return "Hello "s + name + std::stri
 int main()
 {
 	std::string s("hello world");
-	std::printf("strarg %d %s\n", count(s), greet("you", 2).c_str());
+	int *v = new int[4]{1, 2, 3, 4}; // operator new[] and delete[]
+	std::printf("strarg %d %s %d\n", count(s), greet("you", 2).c_str(), v[3]);
+	delete[] v;
 	return 0;
 }

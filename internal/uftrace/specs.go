@@ -2,19 +2,22 @@ package uftrace
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"rtrace/internal/cxxname"
 )
 
 // specTable finds the argument and return-value specs of a function the way
-// uftrace's reader does: info's argspec/retspec patterns, and with
-// auto-args:1 the argauto/retauto lists and the .dbg A:/R: lines. A
-// pattern without '@' (-A FUNC, -R FUNC) takes the function's .dbg A: (or
-// R:) line.
+// uftrace's reader does: info's argspec/retspec patterns; with auto-args:1,
+// and for a pattern without '@' (-A FUNC, -R FUNC), the function's .dbg
+// A: (or R:) line, else its entry in info's argauto (retauto) list of
+// library functions (AutoSpecs).
 type specTable struct {
 	patterns []patternSpec
-	auto     bool // .dbg A:/R: lines apply (auto-args:1)
+	auto     bool                 // auto specs apply to every function (auto-args:1)
+	argauto  map[string][]ArgSpec // info's argauto list, by function
+	retauto  map[string][]ArgSpec // and retauto
 }
 
 type patternSpec struct {
@@ -42,9 +45,21 @@ func newSpecTable(lines []ArgSpecLine, patternType string, auto bool) (*specTabl
 		switch l.Key {
 		case "argspec", "retspec":
 		case "argauto", "retauto":
-			if !auto {
-				continue
+			fs, err := ParseSpecList(l.Value)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", l.Key, err)
 			}
+			to := &t.argauto
+			if l.Key == "retauto" {
+				to = &t.retauto
+			}
+			if *to == nil {
+				*to = map[string][]ArgSpec{}
+			}
+			for _, f := range fs {
+				(*to)[cxxname.Short(f.Pattern)] = f.Args // as uftrace: by demangled name
+			}
+			continue
 		default:
 			continue
 		}
@@ -100,12 +115,10 @@ func NewSpecs(lines []ArgSpecLine, patternType string) (*Specs, error) {
 // each list in payload order.
 func (s *Specs) Lookup(name string) (args, rets []ArgSpec) { return s.t.lookup(name, nil, 0) }
 
-// Merge adds more specs (the .dbg A:/R: lines of a function, with
-// auto-args) to args and rets, as the reader merges them.
-func Merge(args, rets []ArgSpec, more []ArgSpec) ([]ArgSpec, []ArgSpec) {
-	all := mergeSpecs(append(append([]ArgSpec(nil), args...), rets...), more)
-	return FuncSpec{Args: all}.Split()
-}
+// Explicit returns the specs the argspec/retspec patterns give function
+// name, and whether auto specs (a pattern without '@', auto-args) apply to
+// its arguments and to its return value (WithAuto).
+func (s *Specs) Explicit(name string) (specs []ArgSpec, useA, useR bool) { return s.t.explicit(name) }
 
 // matcher compiles a function pattern of the given pattern type.
 func matcher(kind, pat string) (func(string) bool, error) {
@@ -119,15 +132,8 @@ func matcher(kind, pat string) (func(string) bool, error) {
 // lookup returns the merged argument and return specs of function name at
 // addr in session s.
 func (t *specTable) lookup(name string, s *Session, addr uint64) (args, rets []ArgSpec) {
-	var all []ArgSpec
-	short := cxxname.Short(name) // uftrace matches the demangled name
-	useA, useR := t.auto, t.auto
-	for _, p := range t.patterns {
-		if p.match(short) {
-			all = mergeSpecs(all, p.spec.Args)
-			useA, useR = useA || p.dbg == dbgA, useR || p.dbg == dbgR
-		}
-	}
+	explicit, useA, useR := t.explicit(name)
+	var dbgA, dbgR []ArgSpec
 	if s != nil && (useA || useR) {
 		if _, m, ok := s.Resolve(addr); ok {
 			for _, f := range m.debugFuncs {
@@ -135,17 +141,58 @@ func (t *specTable) lookup(name string, s *Session, addr uint64) (args, rets []A
 					continue
 				}
 				for i, src := range []string{f.ArgSpec, f.RetSpec} {
-					if src == "" || i == 0 && !useA || i == 1 && !useR {
-						continue
-					}
-					if fs, err := ParseFuncSpec(src); err == nil {
-						all = mergeSpecs(all, fs.Args)
+					if fs, err := ParseFuncSpec(src); err == nil && src != "" {
+						if i == 0 {
+							dbgA = fs.Args
+						} else {
+							dbgR = fs.Args
+						}
 					}
 				}
 			}
 		}
 	}
-	return FuncSpec{Args: all}.Split()
+	short := cxxname.Short(name)
+	return WithAuto(explicit, useA, useR, orSpecs(dbgA, t.argauto[short]), orSpecs(dbgR, t.retauto[short]))
+}
+
+// explicit returns the specs info's argspec/retspec patterns give function
+// name, and whether auto specs apply to its arguments and return value.
+func (t *specTable) explicit(name string) (specs []ArgSpec, useA, useR bool) {
+	short := cxxname.Short(name) // uftrace matches the demangled name
+	useA, useR = t.auto, t.auto
+	for _, p := range t.patterns {
+		if p.match(short) {
+			specs = mergeSpecs(specs, p.spec.Args)
+			useA, useR = useA || p.dbg == dbgA, useR || p.dbg == dbgR
+		}
+	}
+	return specs, useA, useR
+}
+
+// orSpecs returns a, or b when a is empty.
+func orSpecs(a, b []ArgSpec) []ArgSpec {
+	if len(a) == 0 {
+		return b
+	}
+	return a
+}
+
+// WithAuto adds to a function's explicit specs its auto ones, as uftrace
+// does (utils/filter.c, add_filter): the argument specs autoA (from its
+// DWARF, else from the table of library functions) when useA and no
+// explicit spec names an argument; the return value's autoR when useR and
+// none names the return value. It returns the arguments and the return
+// values, each in payload order.
+func WithAuto(explicit []ArgSpec, useA, useR bool, autoA, autoR []ArgSpec) (args, rets []ArgSpec) {
+	args, rets = FuncSpec{Args: explicit}.Split()
+	if useA && len(args) == 0 {
+		args = slices.Clone(autoA)
+	}
+	if useR && len(rets) == 0 {
+		rets = slices.Clone(autoR)
+	}
+	return args, rets
 }
 
 // mergeSpecs adds specs to list, a later spec of the same argument

@@ -89,10 +89,14 @@ func argFeatures(lines []ArgSpecLine) uint64 {
 	var f uint64
 	for _, l := range lines {
 		switch l.Key {
-		case "argspec", "argauto":
+		case "argspec":
 			f |= FeatArgument
-		case "retspec", "retauto":
+		case "retspec":
 			f |= FeatRetval
+		case "argauto":
+			// As uftrace record: the reader takes the built-in table of
+			// library functions (argauto, retauto) only with this bit.
+			f |= FeatAutoArgs
 		case "auto-args":
 			f |= FeatAutoArgs | FeatArgument | FeatRetval
 		}
