@@ -44,9 +44,9 @@ const (
 // uftrace-record(1), uftrace-live(1), uftrace(1)), then rtrace's own.
 var table = []option{
 	// RECORD OPTIONS (uftrace-record(1)).
-	{long: "argument", short: 'A', arg: "SPEC", group: recordGroup, help: "record function arguments: FUNC@arg1/i32,arg2/s,fparg1; FUNC alone: those DWARF gives FUNC (repeatable)",
+	{long: "argument", short: 'A', arg: "SPEC", group: recordGroup, help: "record function arguments: FUNC@arg1/i32,arg2/s,fparg1; FUNC alone: those DWARF gives FUNC, or the built-in table of C library functions (repeatable)",
 		set: appendTo(func(o *launcher.Options) *[]string { return &o.ArgSpecs })},
-	{long: "retval", short: 'R', arg: "SPEC", group: recordGroup, help: "record function return values: FUNC@retval/s; FUNC alone: as DWARF gives FUNC's (repeatable)",
+	{long: "retval", short: 'R', arg: "SPEC", group: recordGroup, help: "record function return values: FUNC@retval/s; FUNC alone: as DWARF, or the built-in table of C library functions, gives FUNC's (repeatable)",
 		set: appendTo(func(o *launcher.Options) *[]string { return &o.RetSpecs })},
 	{long: "patch", short: 'P', arg: "FUNC", group: recordGroup, help: "trace only the functions matching FUNC (repeatable; without -P every function is, as with -P .); FUNC@LIB selects inside the shared library LIB, dlopen'ed ones too",
 		set: func(c *Cmd, v string) error {
@@ -66,7 +66,7 @@ var table = []option{
 		why: "record-time scripts run inside uftrace's libmcount; run the script on the trace instead: uftrace script -d DIR -S SCRIPT"},
 	{long: "watch", short: 'W', arg: "POINT", group: recordGroup, help: "record POINT (cpu, var) when it changes", kind: notYet,
 		why: "watch points are not recorded yet"},
-	{long: "auto-args", short: 'a', group: recordGroup, help: "record the arguments and return values of every function, typed from DWARF (build with -g)",
+	{long: "auto-args", short: 'a', group: recordGroup, help: "record the arguments and return values of every function, typed from DWARF (build with -g), and of C library calls from a built-in table (open's flags by name)",
 		set: func(c *Cmd, _ string) error { c.Options.AutoArgs = true; return nil }},
 	{long: "nest-libcall", short: 'l', group: recordGroup, help: "also record the calls libraries make to other libraries",
 		set: func(c *Cmd, _ string) error { c.Options.NestLibcall = true; return nil }},
