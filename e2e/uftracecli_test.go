@@ -62,8 +62,14 @@ func TestUftracePatch(t *testing.T) {
 // same options (library calls left out) and compares the call trees.
 func sameTrees(t *testing.T, uft, ref, prog string, opts []string) {
 	t.Helper()
+	sameTreesAs(t, uft, ref, prog, opts, opts)
+}
+
+// sameTreesAs is sameTrees with uftrace given uopts and rtrace opts.
+func sameTreesAs(t *testing.T, uft, ref, prog string, uopts, opts []string) {
+	t.Helper()
 	tmp := t.TempDir()
-	runCmd(t, tmp, uft, append(append([]string{"record", "--no-libcall", "--no-event", "-d", "U"}, opts...), ref)...)
+	runCmd(t, tmp, uft, append(append([]string{"record", "--no-libcall", "--no-event", "-d", "U"}, uopts...), ref)...)
 	want := tree(replay(t, filepath.Join(tmp, "U")))
 	r := runCmd(t, tmp, rtraceBin, append(append([]string{"record", "--no-libcall", "-q", "-d", "R"}, opts...), prog)...)
 	if code := map[bool]int{true: 18 % 7}[strings.Contains(prog, "chain")]; r.code != code {
@@ -211,6 +217,13 @@ func TestUftraceTriggers(t *testing.T) {
 	} {
 		t.Run(strings.Join(opts, " "), func(t *testing.T) { sameTrees(t, uft, pg, plain, opts) })
 	}
+	// The auto-args action is -A FUNC and -R FUNC, as uftrace's manual
+	// says and its info file records; uftrace 0.13's own recorder then
+	// drops the trigger and records no value.
+	t.Run("-T c@auto-args", func(t *testing.T) {
+		sameTreesAs(t, uft, pg, plain, []string{"-A", "c", "-R", "c", "-T", "d@depth=1", "-A", "d", "-R", "d"},
+			[]string{"-T", "c@auto-args", "-T", "d@depth=1,auto-args"})
+	})
 	for _, opts := range [][]string{
 		{"-H", "c"},
 		{"-T", "^[bc]$@hide", "-D", "2"},

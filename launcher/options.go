@@ -370,8 +370,12 @@ func trigger(s, kind string) (tr *uftrace.Trigger, args, rets []string, err erro
 		switch {
 		case one.Module != "":
 			return nil, nil, nil, &UsageError{fmt.Sprintf("-T %s: %s: module qualifiers in triggers are not supported yet", s, act)}
-		case one.Read != "", one.Recover, one.AutoArgs, one.HasSize:
+		case one.Read != "", one.Recover, one.HasSize:
 			return nil, nil, nil, &UsageError{fmt.Sprintf("-T %s: the %s action is not supported yet", s, act)}
+		case one.AutoArgs:
+			// As uftrace (utils/auto-args.c, extract_trigger_args): -A FUNC
+			// and -R FUNC, DWARF's or the table's specs.
+			args, rets = append(args, fn), append(rets, fn)
 		case len(one.Args) > 0:
 			args = append(args, fn+"@"+act)
 		case len(one.Rets) > 0:
