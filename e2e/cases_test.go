@@ -542,6 +542,30 @@ func TestRecordDlopen(t *testing.T) {
 	}
 }
 
+// A plugin loaded with dlopen is traced like the executable: without -P,
+// all its functions, as uftrace traces a -pg plugin of a -pg program; with
+// -U, not those it names. (A library of the system's loaded with dlopen is
+// not: libargs.c's libm, TestRecordLibcArgs.)
+func TestRecordDlopenPlugin(t *testing.T) {
+	uft := testutil.RequireTool(t, "uftrace")
+	plugin := testutil.BuildC(t, "plugin.c", "-g", "-O0", "-shared", "-fPIC")
+	pgPlugin := testutil.BuildC(t, "plugin.c", "-g", "-O0", "-shared", "-fPIC", "-pg")
+	prog := build(t, "dlopen.c", variants[0], false, []string{"-ldl"})
+	pg := build(t, "dlopen.c", variants[0], true, []string{"-ldl"})
+	tmp := t.TempDir()
+	runCmd(t, tmp, uft, "record", "--no-event", "-d", "U", pg, pgPlugin, "2")
+	want := uftrace.WithoutPgStartup(tree(replay(t, filepath.Join(tmp, "U"))))
+	r := runCmd(t, tmp, rtraceBin, "record", "-q", "-d", "R", "--", prog, plugin, "2")
+	got := tree(replay(t, filepath.Join(tmp, "R")))
+	if r.code != 0 || strings.Join(got, "") != strings.Join(want, "") || !strings.Contains(strings.Join(got, ""), "plug_leaf()") {
+		t.Errorf("exit %d; call trees differ\nuftrace (-pg plugin):\n%s\nrtrace:\n%s", r.code, strings.Join(want, ""), strings.Join(got, ""))
+	}
+	runCmd(t, tmp, rtraceBin, "record", "-q", "-d", "R2", "-U", "plug_leaf", "--", prog, plugin)
+	if got := strings.Join(tree(replay(t, filepath.Join(tmp, "R2"))), ""); !strings.Contains(got, "plug_run()") || strings.Contains(got, "plug_leaf") {
+		t.Errorf("-U plug_leaf: want plug_run without plug_leaf:\n%s", got)
+	}
+}
+
 // --nest-libcall: the calls a library makes through its own PLT show under
 // the library function, as uftrace --nest-libcall shows them; without it
 // only the executable's calls show.

@@ -85,15 +85,24 @@ func exeCands(f *elfx.File, own map[uint64]bool, funcs, libcalls bool, mods []*R
 
 // libCands returns the code of library f that is instrumented, in planting
 // order: the traceable functions a -P FUNC@LIB rule of sel names (and
-// sel keeps), with nest (--nest-libcall) its PLT stubs unless it is a C
-// runtime library, then the functions the resource modules mods report
-// (ids numbers their resource types).
-func libCands(f *elfx.File, sel *Selection, nest bool, mods []*ResModule, ids map[*ResType]int) []cand {
+// sel keeps) or, for a library the program loaded with dlopen (dlopened),
+// those the executable's rules keep; with nest (--nest-libcall) its PLT
+// stubs unless it is a C runtime library; then the functions the resource
+// modules mods report (ids numbers their resource types).
+func libCands(f *elfx.File, sel *Selection, dlopened, nest bool, mods []*ResModule, ids map[*ResType]int) []cand {
 	var cands []cand
 	picked := map[uint64]bool{}
 	var rules []Rule
 	if sel != nil {
 		rules = sel.Rules
+	}
+	if dlopened && !systemDir(f.Path) {
+		for _, fn := range f.Funcs {
+			if traceable(f, fn) && sel.keepDlopened(f.Path, fn) {
+				picked[fn.Value] = true
+				cands = append(cands, cand{name: fn.Name, value: fn.Value, size: fn.Size})
+			}
+		}
 	}
 	for _, r := range rules {
 		if r.Out || r.Lib == "" || !uftrace.MatchLibName(f.Path, r.Lib) {
@@ -189,6 +198,34 @@ func (s *Selection) keepExe(fn elfx.Func) bool {
 	return s.decide("", fn, in)
 }
 
+// keepDlopened says whether fn of the library at path, a plugin the
+// program loaded with dlopen (systemDir), is traced: the executable's
+// rules apply to it as to the executable's own functions (without -P, all
+// are; -P . picks them), as uftrace traces the functions of every module
+// built for it, a plugin's too, and so do the library's own FUNC@LIB
+// rules. -L leaves plugins to FUNC@LIB rules.
+func (s *Selection) keepDlopened(path string, fn elfx.Func) bool {
+	if s == nil {
+		return true
+	}
+	if fn.Size < s.MinSize || len(s.Locs) > 0 {
+		return false
+	}
+	in := true
+	for _, r := range s.Rules {
+		if !r.Out {
+			in = false // -P: only what it names
+			break
+		}
+	}
+	for _, r := range s.Rules {
+		if (r.Lib == "" || uftrace.MatchLibName(path, r.Lib)) && r.Func.MatchSymbol(fn.Name) {
+			in = !r.Out
+		}
+	}
+	return in
+}
+
 // keepLib says whether fn of the library at path, picked by an in rule,
 // stays traced.
 func (s *Selection) keepLib(path string, fn elfx.Func) bool {
@@ -207,6 +244,21 @@ func (s *Selection) decide(path string, fn elfx.Func, in bool) bool {
 		}
 	}
 	return in
+}
+
+// systemDirs hold the libraries the system installs: one the program loads
+// with dlopen from there (libm, a Python extension module) is not a plugin
+// of its own, and is traced only as -P FUNC@LIB asks.
+var systemDirs = []string{"/lib/", "/lib32/", "/lib64/", "/usr/lib/", "/usr/lib32/", "/usr/lib64/"}
+
+// systemDir says whether the library at path is installed by the system.
+func systemDir(path string) bool {
+	for _, d := range systemDirs {
+		if strings.HasPrefix(path, d) {
+			return true
+		}
+	}
+	return false
 }
 
 // stubs returns the PLT stubs of f whose calls are recorded as library calls.

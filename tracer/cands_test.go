@@ -159,11 +159,34 @@ func TestSelection(t *testing.T) {
 	lib := &elfx.File{Path: "/usr/lib/libfoo.so.1", Loads: []elfx.Load{{Vaddr: 0, Memsz: 0x1000, Exec: true}},
 		Funcs: []elfx.Func{{Name: "foo_a", Value: 0x100, Size: 0x40}, {Name: "foo_b", Value: 0x200, Size: 0x8}}}
 	sel := Selection{Rules: []Rule{libIn("foo_.*", "libfoo.so"), {Func: mustPattern(t, "foo_a"), Lib: "libfoo.so", Out: true}, out("foo_b")}}
-	if got := names(libCands(lib, &sel, false, nil, nil)); !slices.Equal(got, []string{"foo_b"}) {
+	if got := names(libCands(lib, &sel, false, false, nil, nil)); !slices.Equal(got, []string{"foo_b"}) {
 		t.Errorf("-U foo_a@libfoo.so (and -U foo_b, the executable's): got %q", got)
 	}
-	if got := names(libCands(lib, &Selection{Rules: []Rule{libIn("foo_.*", "libfoo.so")}, MinSize: 0x10}, false, nil, nil)); !slices.Equal(got, []string{"foo_a"}) {
+	if got := names(libCands(lib, &Selection{Rules: []Rule{libIn("foo_.*", "libfoo.so")}, MinSize: 0x10}, false, false, nil, nil)); !slices.Equal(got, []string{"foo_a"}) {
 		t.Errorf("-Z 16: got %q", got)
+	}
+	// A plugin loaded with dlopen, outside the system's directories: the
+	// executable's rules pick its functions; a system library's are not.
+	plug := *lib
+	plug.Path = "/home/u/build/libfoo.so.1"
+	for _, c := range []struct {
+		name  string
+		path  string
+		rules []Rule
+		want  []string
+	}{
+		{"no -P", plug.Path, nil, []string{"foo_a", "foo_b"}},
+		{"-P foo_a", plug.Path, []Rule{in("foo_a")}, []string{"foo_a"}},
+		{"-U foo_a", plug.Path, []Rule{out("foo_a")}, []string{"foo_b"}},
+		{"-P main (the executable's only)", plug.Path, []Rule{in("main")}, nil},
+		{"-P foo_b@libfoo.so", plug.Path, []Rule{libIn("foo_b", "libfoo.so")}, []string{"foo_b"}},
+		{"a system library", lib.Path, nil, nil},
+	} {
+		f := plug
+		f.Path = c.path
+		if got := names(libCands(&f, &Selection{Rules: c.rules}, true, false, nil, nil)); !slices.Equal(got, c.want) {
+			t.Errorf("dlopened, %s: got %q, want %q", c.name, got, c.want)
+		}
 	}
 }
 
@@ -224,7 +247,7 @@ func TestLibCands(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			got := libCands(lib(c.path), &Selection{Rules: c.lps}, c.nest, c.mods, ids)
+			got := libCands(lib(c.path), &Selection{Rules: c.lps}, false, c.nest, c.mods, ids)
 			if !slices.Equal(names(got), c.want) {
 				t.Fatalf("got %q, want %q", names(got), c.want)
 			}

@@ -91,7 +91,7 @@ func (t *Tracer) syncModules(th *thread, ts uint64) {
 		}
 		t.hookModule(mem, im, f, bias)
 		if im.fast == nil || !im.fast.disabled {
-			t.traceLibrary(th.tid, mem, im, f, bias)
+			t.traceLibrary(th.tid, mem, im, f, bias, !atEntry)
 		}
 		t.plantProbes(mem, im, f, bias)
 		timeline.Mark("lib %s done", mod.Path)
@@ -133,14 +133,18 @@ func (t *Tracer) syncModules(th *thread, ts uint64) {
 }
 
 // traceLibrary instruments the functions of library f (loaded at bias)
-// that -P selects, and its PLT stubs with --nest-libcall, in scratch
-// memory mapped next to it.
-func (t *Tracer) traceLibrary(tid int, mem *os.File, im *image, f *elfx.File, bias uint64) {
+// that -P selects (or, dlopened after the program started, that the
+// executable's rules keep), and its PLT stubs with --nest-libcall, in
+// scratch memory mapped next to it.
+func (t *Tracer) traceLibrary(tid int, mem *os.File, im *image, f *elfx.File, bias uint64, dlopened bool) {
 	sel, nest := &t.cfg.Select, t.cfg.NestLibcall
 	if im.bare {
 		sel, nest = &Selection{}, false // selects no library function
 	}
-	cands := libCands(f, sel, nest, t.cfg.Modules, t.resIDs)
+	if im.bare || t.funcs == nil {
+		dlopened = false // no function trace: a plugin's functions are not traced either
+	}
+	cands := libCands(f, sel, dlopened, nest, t.cfg.Modules, t.resIDs)
 	if len(cands) == 0 {
 		return
 	}
