@@ -49,6 +49,30 @@ func TestRecordVfork(t *testing.T) {
 	}
 }
 
+// posix_spawn: its child runs on a stack of its own in the parent's memory
+// until it execs, never in the parent's frames: the parent's tree is whole
+// (posix_spawn a call of its own), and the program run again is a tree of
+// its own, as uftrace shows both of the -pg build.
+func TestRecordPosixSpawn(t *testing.T) {
+	uft := testutil.RequireTool(t, "uftrace")
+	for _, v := range []variant{variants[0], variants[3]} {
+		t.Run(v.name, func(t *testing.T) {
+			prog, pg := build(t, "spawn.c", v, false, nil), build(t, "spawn.c", v, true, nil)
+			tmp := t.TempDir()
+			runCmd(t, tmp, uft, "record", "--no-event", "-d", "U", pg)
+			want := uftrace.WithoutPgStartup(tree(replay(t, filepath.Join(tmp, "U"))))
+			for _, engine := range engines {
+				dir := "R-" + engine
+				r := runCmd(t, tmp, rtraceBin, "record", "-q", "--engine", engine, "-d", dir, "--", prog)
+				got := tree(replay(t, filepath.Join(tmp, dir)))
+				if r.code != 0 || r.stdout != "spawn 4\n" || strings.Join(got, "|") != strings.Join(want, "|") {
+					t.Errorf("%s: %+v\ntrees %q\nuftrace %q", engine, r, got, want)
+				}
+			}
+		})
+	}
+}
+
 // A SIGSEGV is recorded: rtrace exits 128+11, says so, and the trace shows
 // the calls up to the crash with every frame closed.
 func TestRecordCrash(t *testing.T) {

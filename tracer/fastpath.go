@@ -738,12 +738,12 @@ func (t *Tracer) fastRecord(th *thread, r uftrace.Record, payload []byte) {
 	t.flush(th)
 }
 
-// fastExits records at ts the exits of the frames of st below depth n,
-// top down, as th's, leaving them on the stack: th's view of frames that
-// are not its own to pop (a vfork child's), or that a stub may still pop
-// (a process that runs rtrace's code without it).
-func (t *Tracer) fastExits(th *thread, st *fast.State, n int, ts uint64) {
-	for d := n - 1; d >= 0; d-- {
+// fastExits records at ts the exits of the frames of st from depth lo to
+// below depth n, top down, as th's, leaving them on the stack: th's view
+// of frames that are not its own to pop (a vfork child's), or that a stub
+// may still pop (a process that runs rtrace's code without it).
+func (t *Tracer) fastExits(th *thread, st *fast.State, lo, n int, ts uint64) {
+	for d := n - 1; d >= lo; d-- {
 		fr := st.Frame(d)
 		t.fastRecord(th, uftrace.Record{Time: ts, Type: uftrace.Exit, Depth: fr.Depth, Addr: fr.Addr}, nil)
 	}
@@ -784,7 +784,7 @@ func (t *Tracer) fastClose(th *thread, ts uint64) {
 		// its own, and give the state back to its parent.
 		st := th.vfork
 		t.drain.syncState(st)
-		t.fastExits(th, st, st.Depth(), ts)
+		t.fastExits(th, st, min(th.vforkShared, st.Depth()), st.Depth(), ts)
 		// The child popped and pushed frames of the state: the parent's
 		// are those it had at the vfork.
 		st.Truncate(0)
@@ -810,7 +810,7 @@ func (t *Tracer) fastClose(th *thread, ts uint64) {
 		// rtrace's code without it (a detach that kept it): record the
 		// exits, but leave its frames, which a stub may still pop.
 		t.drain.syncState(st)
-		t.fastExits(th, st, t.openFrames(th, st), ts)
+		t.fastExits(th, st, 0, t.openFrames(th, st), ts)
 	} else {
 		t.drain.syncState(st)
 		if n := t.openFrames(th, st); n < st.Depth() {

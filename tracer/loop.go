@@ -366,6 +366,12 @@ func (t *Tracer) spawned(th *thread, event int, ts uint64) error {
 		p := &process{pid: child, sid: th.proc.sid, image: th.proc.image.fork(), entered: th.proc.entered}
 		t.procs[child] = p
 		nc := th.clone(child, p)
+		// posix_spawn's child runs on a stack of its own: it never returns
+		// through its parent's frames, and starts with none.
+		fresh := ownStack(th)
+		if fresh {
+			nc.stack = nil
+		}
 		t.threads[child] = nc
 		ppid := th.proc.pid
 		t.sinks(func(s Sink) error { return s.Fork(ts, child, ppid) })
@@ -384,6 +390,9 @@ func (t *Tracer) spawned(th *thread, event int, ts uint64) error {
 					for i := range st.Depth() {
 						nc.vforkFrames = append(nc.vforkFrames, st.Frame(i))
 					}
+					if fresh {
+						nc.vforkShared = len(nc.vforkFrames) // none in its view
+					}
 					t.drain.setOwner(st, child)
 				}
 			} else if sameVM(th.tid, child) {
@@ -394,7 +403,7 @@ func (t *Tracer) spawned(th *thread, event int, ts uint64) error {
 				nc.vforked = true
 				t.fastDisable(th, fi)
 			} else {
-				if st != nil {
+				if st != nil && !fresh {
 					for i := range st.Depth() {
 						nc.forkFrames = append(nc.forkFrames, st.Frame(i))
 					}
@@ -417,6 +426,27 @@ func (t *Tracer) spawned(th *thread, event int, ts uint64) error {
 	}
 	resume(th.tid, 0)
 	return nil
+}
+
+// ownStack says whether the child of the clone system call th is stopped
+// in runs on a stack of its own (posix_spawn's: clone or clone3 given a
+// stack), so never returns through th's frames. fork and vfork, and
+// glibc's fork (clone without a stack), share the parent's stack: a copy,
+// or the same memory.
+func ownStack(th *thread) bool {
+	var regs unix.PtraceRegs
+	if ptrace.GetRegs(th.tid, &regs) != nil {
+		return false
+	}
+	switch regs.Orig_rax {
+	case unix.SYS_CLONE:
+		return regs.Rsi != 0 // clone(flags, stack, ...): clone(2)
+	case unix.SYS_CLONE3:
+		// struct clone_args (include/uapi/linux/sched.h): stack at byte 40.
+		sp, err := ptrace.PeekWord(th.tid, regs.Rdi+40)
+		return err == nil && sp != 0
+	}
+	return false
 }
 
 // execed handles an exec: close the frames of the old image, drop the other

@@ -55,7 +55,10 @@ type thread struct {
 	vfork       *fast.State
 	vforkParent *thread
 	vforkFrames []fast.Frame // the parent's frames at the vfork
-	vforked     bool         // a vfork child, in its parent's memory until it execs
+	// vforkShared: how many of them are not in the child's view (all,
+	// for a child on a stack of its own: posix_spawn's).
+	vforkShared int
+	vforked     bool // a vfork child, in its parent's memory until it execs
 	// forkFrames: a forked child not set up yet, with its parent's frames.
 	forkFrames []fast.Frame
 	forkNeeded bool
@@ -124,7 +127,7 @@ func (th *thread) clone(tid int, p *process) *thread {
 	c.jmpbufs = maps.Clone(th.jmpbufs) // a longjmp in the child may use them
 	c.unwinds = slices.Clone(th.unwinds)
 	c.inRes, c.started = 0, false
-	c.fsKeys, c.vforkFrames = nil, nil
+	c.fsKeys, c.vforkFrames, c.vforkShared = nil, nil, 0
 	c.fs, c.fsKey, c.vfork, c.vforkParent, c.forkFrames, c.forkNeeded, c.vforked = nil, 0, nil, nil, nil, false, false
 	for i := range c.stack {
 		c.stack[i].call = nil // the parent reports it
