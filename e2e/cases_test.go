@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -67,6 +68,12 @@ func TestRecordPosixSpawn(t *testing.T) {
 				got := tree(replay(t, filepath.Join(tmp, dir)))
 				if r.code != 0 || r.stdout != "spawn 4\n" || strings.Join(got, "|") != strings.Join(want, "|") {
 					t.Errorf("%s: %+v\ntrees %q\nuftrace %q", engine, r, got, want)
+				}
+				// task.txt as uftrace's: each process's SESS, TASK once.
+				task, err := os.ReadFile(filepath.Join(tmp, dir, "task.txt"))
+				lines := strings.Split(strings.TrimSpace(string(task)), "\n")
+				if err != nil || len(lines) != 5 || len(slices.Compact(slices.Clone(lines))) != len(lines) {
+					t.Errorf("%s: task.txt (%v):\n%s", engine, err, task)
 				}
 			}
 		})

@@ -99,7 +99,8 @@ type fixture struct {
 	plain []string
 	// ownOnly: compare only the program's own functions. uftrace -pg shows
 	// a longjmp as a second return of _setjmp; rtrace shows _setjmp() as a
-	// leaf and closes longjmp() with the frames it skips.
+	// leaf, does not record longjmp (tracer/image.go, libcallSkip) and
+	// closes the frames it skips.
 	ownOnly bool
 }
 

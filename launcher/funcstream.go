@@ -60,6 +60,7 @@ type funcProc struct {
 	time      uint64 // of its start or its exec
 	exec      bool   // its session is its own (the target, or an exec)
 	alive     bool
+	task      bool // its main thread's TASK came (a session's comes after it)
 }
 
 func newFuncStream(c *config, m *marks, info uftrace.Info) *funcStream {
@@ -140,6 +141,8 @@ func (s *funcStream) Task(ts uint64, tid, pid int) error {
 	t := &trace.Task{Time: ts, Tid: tid, Pid: pid}
 	if tid != pid {
 		s.tasks[tid] = t
+	} else if p := s.proc(pid); p != nil {
+		p.task = true
 	}
 	return s.write(t)
 }
@@ -243,7 +246,7 @@ func (s *funcStream) state(hdr *trace.Header, info *trace.Info) []trace.Item {
 		} else {
 			items = append(items, &trace.Task{Time: p.time, Tid: p.pid, Pid: p.pid, PPid: p.ppid})
 		}
-		if p.exec {
+		if p.exec && p.task { // else it is still to come: the window opened at the session
 			items = append(items, &trace.Task{Time: p.time + 1, Tid: p.pid, Pid: p.pid})
 		}
 		sids[p.sid] = true
