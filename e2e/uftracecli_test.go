@@ -217,6 +217,18 @@ func TestUftraceTriggers(t *testing.T) {
 	} {
 		t.Run(strings.Join(opts, " "), func(t *testing.T) { sameTrees(t, uft, pg, plain, opts) })
 	}
+	// Specs merge as uftrace's reader merges them: patterns in order, one
+	// without '@' standing for DWARF's specs, each replacing the earlier
+	// spec of the same argument in place (fi(2, 1, ...): uftrace shows
+	// that order too); -a's specs only where no pattern gave one.
+	auto, autoPg := build(t, "autotypes.c", v, false, nil), build(t, "autotypes.c", v, true, nil)
+	for _, opts := range [][]string{
+		{"-A", "fi@arg2/x", "-A", "fi"},
+		{"-A", "fi", "-A", "fi@arg2/x", "-R", "fi"},
+		{"-a", "-A", "fi@arg2/x", "-F", "^f[ice]$"},
+	} {
+		t.Run(strings.Join(opts, " "), func(t *testing.T) { sameTrees(t, uft, autoPg, auto, opts) })
+	}
 	// The auto-args action is -A FUNC and -R FUNC, as uftrace's manual
 	// says and its info file records; uftrace 0.13's own recorder then
 	// drops the trigger and records no value.

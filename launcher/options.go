@@ -729,37 +729,39 @@ func argSpecs(o Options) ([]uftrace.ArgSpecLine, func(exe *elfx.File, name strin
 		return nil, nil, &UsageError{err.Error()}
 	}
 	auto := map[string]map[string][2][]uftrace.ArgSpec{} // by executable, by function: A: and R: specs
+	dwarfSpecs := func(exe *elfx.File) map[string][2][]uftrace.ArgSpec {
+		specs, ok := auto[exe.Path]
+		if ok {
+			return specs
+		}
+		specs = map[string][2][]uftrace.ArgSpec{}
+		dbg, _ := resolver.DebugFuncs(exe.Path, exe, true) // no DWARF: no auto specs
+		for _, d := range dbg {
+			both := specs[d.Name]
+			for i, s := range []string{d.ArgSpec, d.RetSpec} {
+				// As the reader reads the .dbg: the last line of a name
+				// that has specs.
+				if fs, err := uftrace.ParseFuncSpec(s); err == nil && s != "" {
+					both[i] = fs.Args
+				}
+			}
+			specs[d.Name] = both
+		}
+		auto[exe.Path] = specs
+		return specs
+	}
 	return lines, func(exe *elfx.File, name string) (args, rets []uftrace.ArgSpec) {
 		// -A FUNC, -R FUNC without '@' and -a: the specs DWARF gives
-		// the function, else the table's, as the reader finds them.
-		explicit, useA, useR := table.Explicit(name)
-		useA, useR = useA || o.AutoArgs, useR || o.AutoArgs
-		if !useA && !useR {
-			return uftrace.WithAuto(explicit, false, false, nil, nil)
-		}
-		specs, ok := auto[exe.Path]
-		if !ok {
-			specs = map[string][2][]uftrace.ArgSpec{}
-			dbg, _ := resolver.DebugFuncs(exe.Path, exe, true) // no DWARF: no auto specs
-			for _, d := range dbg {
-				var both [2][]uftrace.ArgSpec
-				for i, s := range []string{d.ArgSpec, d.RetSpec} {
-					if fs, err := uftrace.ParseFuncSpec(s); err == nil {
-						both[i] = fs.Args
-					}
+		// the function, else the table's, merged as the reader will.
+		autoSpecs := func(i int, builtin func(string) []uftrace.ArgSpec) func() []uftrace.ArgSpec {
+			return func() []uftrace.ArgSpec {
+				if specs := dwarfSpecs(exe)[name][i]; len(specs) > 0 {
+					return specs
 				}
-				specs[d.Name] = both
+				return builtin(name)
 			}
-			auto[exe.Path] = specs
 		}
-		autoA, autoR := specs[name][0], specs[name][1]
-		if len(autoA) == 0 {
-			autoA = libc.Args(name)
-		}
-		if len(autoR) == 0 {
-			autoR = libc.Rets(name)
-		}
-		return uftrace.WithAuto(explicit, useA, useR, autoA, autoR)
+		return table.Resolve(name, autoSpecs(0, libc.Args), autoSpecs(1, libc.Rets))
 	}, nil
 }
 

@@ -63,35 +63,31 @@ func newSpecTable(lines []ArgSpecLine, patternType string, auto bool) (*specTabl
 		default:
 			continue
 		}
-		var withSpecs []string
+		// In the order given: a later pattern's specs replace an earlier
+		// one's (resolve).
 		for _, part := range strings.Split(l.Value, ";") {
 			part = strings.TrimSpace(part)
-			if part == "" || strings.Contains(part, "@") {
-				withSpecs = append(withSpecs, part)
+			if part == "" {
 				continue
 			}
-			m, err := matcher(patternType, part)
-			if err != nil {
-				return nil, fmt.Errorf("%s: %w", l.Key, err)
-			}
-			line := dbgA
+			ps := patternSpec{dbg: dbgA}
 			if l.Key == "retspec" {
-				line = dbgR
+				ps.dbg = dbgR
 			}
-			if l.Key == "argspec" || l.Key == "retspec" {
-				t.patterns = append(t.patterns, patternSpec{match: m, dbg: line})
+			pat := part
+			if strings.Contains(part, "@") {
+				f, err := ParseFuncSpec(part)
+				if err != nil {
+					return nil, fmt.Errorf("%s: %w", l.Key, err)
+				}
+				ps.spec, ps.dbg, pat = f, noDbg, f.Pattern
 			}
-		}
-		fs, err := ParseSpecList(strings.Join(withSpecs, ";"))
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", l.Key, err)
-		}
-		for _, f := range fs {
-			m, err := matcher(patternType, f.Pattern)
+			m, err := matcher(patternType, pat)
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", l.Key, err)
 			}
-			t.patterns = append(t.patterns, patternSpec{match: m, spec: f})
+			ps.match = m
+			t.patterns = append(t.patterns, ps)
 		}
 	}
 	return t, nil
@@ -102,9 +98,11 @@ func newSpecTable(lines []ArgSpecLine, patternType string, auto bool) (*specTabl
 // writes payloads in this order writes what uftrace decodes.
 type Specs struct{ t *specTable }
 
-// NewSpecs compiles info argspec lines of the given pattern type.
+// NewSpecs compiles info argspec lines of the given pattern type (with an
+// auto-args:1 line, auto specs apply to every function).
 func NewSpecs(lines []ArgSpecLine, patternType string) (*Specs, error) {
-	t, err := newSpecTable(lines, patternType, false)
+	auto := slices.Contains(lines, ArgSpecLine{"auto-args", "1"})
+	t, err := newSpecTable(lines, patternType, auto)
 	if err != nil {
 		return nil, err
 	}
@@ -115,10 +113,13 @@ func NewSpecs(lines []ArgSpecLine, patternType string) (*Specs, error) {
 // each list in payload order.
 func (s *Specs) Lookup(name string) (args, rets []ArgSpec) { return s.t.lookup(name, nil, 0) }
 
-// Explicit returns the specs the argspec/retspec patterns give function
-// name, and whether auto specs (a pattern without '@', auto-args) apply to
-// its arguments and to its return value (WithAuto).
-func (s *Specs) Explicit(name string) (specs []ArgSpec, useA, useR bool) { return s.t.explicit(name) }
+// Resolve returns the argument and return-value specs of function name,
+// each list in payload order, as the reader merges them: autoA and autoR
+// give its auto specs (DWARF's, else the built-in table's), asked for only
+// when a pattern without '@' or auto-args calls for them.
+func (s *Specs) Resolve(name string, autoA, autoR func() []ArgSpec) (args, rets []ArgSpec) {
+	return s.t.resolve(name, autoA, autoR)
+}
 
 // matcher compiles a function pattern of the given pattern type.
 func matcher(kind, pat string) (func(string) bool, error) {
@@ -130,67 +131,69 @@ func matcher(kind, pat string) (func(string) bool, error) {
 }
 
 // lookup returns the merged argument and return specs of function name at
-// addr in session s.
+// addr in session s: the auto specs are its .dbg A: and R: lines, else its
+// entries in info's argauto and retauto lists.
 func (t *specTable) lookup(name string, s *Session, addr uint64) (args, rets []ArgSpec) {
-	explicit, useA, useR := t.explicit(name)
-	var dbgA, dbgR []ArgSpec
-	if s != nil && (useA || useR) {
-		if _, m, ok := s.Resolve(addr); ok {
-			for _, f := range m.debugFuncs {
-				if f.Name != name {
-					continue
-				}
-				for i, src := range []string{f.ArgSpec, f.RetSpec} {
-					if fs, err := ParseFuncSpec(src); err == nil && src != "" {
-						if i == 0 {
-							dbgA = fs.Args
-						} else {
-							dbgR = fs.Args
+	var dbg [2][]ArgSpec
+	looked := false
+	find := func(i int) []ArgSpec {
+		if !looked && s != nil {
+			looked = true
+			if _, m, ok := s.Resolve(addr); ok {
+				for _, f := range m.debugFuncs {
+					if f.Name != name {
+						continue
+					}
+					for i, src := range []string{f.ArgSpec, f.RetSpec} {
+						if fs, err := ParseFuncSpec(src); err == nil && src != "" {
+							dbg[i] = fs.Args
 						}
 					}
 				}
 			}
 		}
+		if len(dbg[i]) > 0 {
+			return dbg[i]
+		}
+		if i == 0 {
+			return t.argauto[cxxname.Short(name)]
+		}
+		return t.retauto[cxxname.Short(name)]
 	}
-	short := cxxname.Short(name)
-	return WithAuto(explicit, useA, useR, orSpecs(dbgA, t.argauto[short]), orSpecs(dbgR, t.retauto[short]))
+	return t.resolve(name, func() []ArgSpec { return find(0) }, func() []ArgSpec { return find(1) })
 }
 
-// explicit returns the specs info's argspec/retspec patterns give function
-// name, and whether auto specs apply to its arguments and return value.
-func (t *specTable) explicit(name string) (specs []ArgSpec, useA, useR bool) {
+// resolve merges the specs of function name as uftrace's reader does
+// (utils/filter.c add_filter, utils/auto-args.c): the patterns matching it,
+// in order, each spec of a later one replacing the earlier of the same
+// argument, a pattern without '@' (-A FUNC, -R FUNC) standing for the
+// function's auto argument (return value) specs, autoA() (autoR()): its
+// DWARF's, else the built-in table's. Then, with auto-args, the auto specs
+// of its arguments when no pattern gave one, and of its return value
+// likewise. It returns the arguments and the return values, each in
+// payload order.
+func (t *specTable) resolve(name string, autoA, autoR func() []ArgSpec) (args, rets []ArgSpec) {
 	short := cxxname.Short(name) // uftrace matches the demangled name
-	useA, useR = t.auto, t.auto
+	var all []ArgSpec
 	for _, p := range t.patterns {
-		if p.match(short) {
-			specs = mergeSpecs(specs, p.spec.Args)
-			useA, useR = useA || p.dbg == dbgA, useR || p.dbg == dbgR
+		if !p.match(short) {
+			continue
+		}
+		switch p.dbg {
+		case dbgA:
+			all = mergeSpecs(all, autoA())
+		case dbgR:
+			all = mergeSpecs(all, autoR())
+		default:
+			all = mergeSpecs(all, p.spec.Args)
 		}
 	}
-	return specs, useA, useR
-}
-
-// orSpecs returns a, or b when a is empty.
-func orSpecs(a, b []ArgSpec) []ArgSpec {
-	if len(a) == 0 {
-		return b
+	args, rets = FuncSpec{Args: all}.Split()
+	if t.auto && len(args) == 0 {
+		args = slices.Clone(autoA())
 	}
-	return a
-}
-
-// WithAuto adds to a function's explicit specs its auto ones, as uftrace
-// does (utils/filter.c, add_filter): the argument specs autoA (from its
-// DWARF, else from the table of library functions) when useA and no
-// explicit spec names an argument; the return value's autoR when useR and
-// none names the return value. It returns the arguments and the return
-// values, each in payload order.
-func WithAuto(explicit []ArgSpec, useA, useR bool, autoA, autoR []ArgSpec) (args, rets []ArgSpec) {
-	args, rets = FuncSpec{Args: explicit}.Split()
-	if useA && len(args) == 0 {
-		args = slices.Clone(autoA)
-	}
-	if useR && len(rets) == 0 {
-		rets = slices.Clone(autoR)
+	if t.auto && len(rets) == 0 {
+		rets = slices.Clone(autoR())
 	}
 	return args, rets
 }
