@@ -3,6 +3,7 @@ package resolver
 import (
 	"debug/dwarf"
 	"fmt"
+	"slices"
 	"strings"
 
 	"rtrace/internal/elfx"
@@ -25,7 +26,7 @@ import (
 func AutoSpecs(s *elfx.Subprogram) (args, ret string, enums []string) {
 	var p placer
 	if s.Return != nil {
-		c := describe(s.Return)
+		c := describe(s.Return, s.Aggs)
 		switch c.kind {
 		case kindInt:
 			ret = "@retval" + c.format
@@ -37,7 +38,7 @@ func AutoSpecs(s *elfx.Subprogram) (args, ret string, enums []string) {
 			// value returned as a struct; one too big for registers
 			// comes back through a hidden pointer in rdi.
 			p.named = true
-			if c.kind == kindString || c.memory() {
+			if c.kind == kindString || c.retMemory() {
 				p.ints = 1
 			}
 		}
@@ -47,7 +48,7 @@ func AutoSpecs(s *elfx.Subprogram) (args, ret string, enums []string) {
 	}
 	var items []string
 	for _, t := range s.Params {
-		c := describe(t)
+		c := describe(t, s.Aggs)
 		item, ok := p.place(c)
 		if !ok {
 			break
@@ -83,11 +84,19 @@ type valueClass struct {
 	enum    string
 	size    int64
 	classes []byte
+	align   int64 // a struct's, in bytes
+	byRef   bool  // a non-trivial class: by invisible reference
+	x87     bool  // a struct of one long double: returned in st(0)
 }
 
-// memory reports whether a struct is passed on the stack (returned
-// through a hidden pointer).
-func (c valueClass) memory() bool { return c.kind == kindStruct && c.classes == nil }
+// memory reports whether a struct argument is passed on the stack.
+func (c valueClass) memory() bool { return c.kind == kindStruct && c.size > 0 && c.classes == nil }
+
+// retMemory reports whether a struct is returned through a hidden pointer
+// (rdi): by reference, or in memory but for a lone long double (st(0)).
+func (c valueClass) retMemory() bool {
+	return c.kind == kindStruct && (c.byRef || c.memory() && !c.x87)
+}
 
 // placer hands out the argument registers and stack words of a call in
 // order (SysV x86-64 ABI, "Parameter Passing").
@@ -133,6 +142,13 @@ func (p *placer) place(c valueClass) (string, bool) {
 		if c.size == 0 { // nothing is passed; uftrace names the stack
 			return item + fmt.Sprintf("%%stack+%d", p.stack+1), true
 		}
+		if c.byRef { // its address, as an integer argument is passed
+			if p.ints < len(intRegNames) {
+				p.ints++
+				return item + "%" + intRegNames[p.ints-1], true
+			}
+			return "", false // uftrace reads no struct from a stacked pointer
+		}
 		ni, nf := 0, 0
 		for _, k := range c.classes {
 			if k == 'f' {
@@ -142,7 +158,7 @@ func (p *placer) place(c valueClass) (string, bool) {
 			}
 		}
 		if c.memory() || p.ints+ni > len(intRegNames) || p.fps+nf > len(xmmNames) {
-			return item + p.stackLoc(int(c.size+7)/8, 1), true
+			return item + p.stackLoc(int(c.size+7)/8, int(max(c.align/8, 1))), true
 		}
 		for i, k := range c.classes {
 			sep := "+"
@@ -211,8 +227,9 @@ func strip(t dwarf.Type) dwarf.Type {
 	}
 }
 
-// describe returns how a value of type t is passed.
-func describe(t dwarf.Type) valueClass {
+// describe returns how a value of type t is passed; aggs are the traits of
+// the structs of its file.
+func describe(t dwarf.Type, aggs elfx.Aggregates) valueClass {
 	switch v := strip(t).(type) {
 	case *dwarf.CharType:
 		if v.Name == "char" {
@@ -255,18 +272,51 @@ func describe(t dwarf.Type) valueClass {
 		if v.Incomplete {
 			break
 		}
+		traits := aggs[v]
 		size := v.ByteSize
-		if len(v.Field) == 0 && size <= 1 {
-			size = 0 // C++ gives an empty struct one byte; nothing is passed
+		if size <= 1 && !hasFields(v, traits) {
+			size = 0 // C++ gives an empty class one byte; nothing is passed
 		}
-		c := valueClass{kind: kindStruct, size: size, format: fmt.Sprintf("/t%d", size)}
+		c := valueClass{kind: kindStruct, size: size, format: fmt.Sprintf("/t%d", size), align: 1}
 		if name := structName(v.StructName); name != "" {
 			c.format += ":" + name
 		}
-		c.classes = eightbytes(v)
-		return c
+		switch {
+		case size == 0:
+			return c
+		case traits.NonTrivial:
+			// Passed and returned by invisible reference (Itanium C++
+			// ABI, 3.1.2), as uftrace places it too.
+			c.byRef = true
+			return c
+		case traits.Bases:
+			break // the members of its bases are not listed: unplaceable
+		default:
+			l := layout{aggs: aggs, visiting: map[*dwarf.StructType]bool{}, align: 1}
+			if size <= 16 {
+				l.classes = make([]byte, (size+7)/8)
+			}
+			if !l.add(v, 0) || !l.memory && slices.Contains(l.classes, 0) {
+				break // a type rtrace does not place, or padding alone in an eightbyte
+			}
+			c.align, c.x87 = l.align, l.x87 && l.leaves == 1 && size == 16
+			if !l.memory && size <= 16 {
+				c.classes = l.classes
+			}
+			return c
+		}
 	}
 	return valueClass{}
+}
+
+// hasFields says whether struct s has a member other than its static ones.
+func hasFields(s *dwarf.StructType, traits elfx.Aggregate) bool {
+	for _, f := range s.Field {
+		if !traits.Static[f.Name] {
+			return true
+		}
+	}
+	return false
 }
 
 // structName is the name uftrace gives a struct: a C++ template's without
@@ -294,83 +344,134 @@ func isStdString(s *dwarf.StructType) bool {
 	return false
 }
 
-// eightbytes classifies a struct of at most 16 bytes by its eightbytes
-// ('i' when any field in it is an integer, else 'f'), nil when the ABI
-// passes it in memory: larger, holding a long double, or with a field
-// out of its natural alignment (SysV x86-64 ABI, "Classification").
-func eightbytes(s *dwarf.StructType) []byte {
-	if s.ByteSize <= 0 || s.ByteSize > 16 {
-		return nil
-	}
-	classes := make([]byte, (s.ByteSize+7)/8)
-	if !classifyFields(s, 0, classes) {
-		return nil
-	}
-	for i, k := range classes {
-		if k == 0 { // padding only
-			classes[i] = 'f'
-		}
-	}
-	return classes
+// layout classifies the members of a struct by the eightbytes they lie in
+// (SysV x86-64 ABI, "Classification"): 'i' when any member there is an
+// integer, else 'f'; with memory set when the ABI passes it in memory (a
+// member out of its natural alignment, a long double). It keeps the
+// largest alignment of a member.
+type layout struct {
+	aggs     elfx.Aggregates
+	classes  []byte // per eightbyte; nil for a struct of more than 16 bytes
+	memory   bool
+	x87      bool // a long double seen
+	leaves   int  // members of a base type seen
+	align    int64
+	visiting map[*dwarf.StructType]bool
 }
 
-// classifyFields merges the classes of the fields of t, placed at off,
-// into classes; false when t must go in memory.
-func classifyFields(t dwarf.Type, off int64, classes []byte) bool {
+// add places the members of t, at byte off in the struct; false when t
+// holds something rtrace does not place (a base class, a non-trivial
+// class, __int128, _Complex, a type debug/dwarf does not model).
+func (l *layout) add(t dwarf.Type, off int64) bool {
 	switch v := strip(t).(type) {
 	case *dwarf.StructType:
+		traits := l.aggs[v]
+		if v.Incomplete || l.visiting[v] || traits.Bases || traits.NonTrivial {
+			return false
+		}
+		l.visiting[v] = true
+		defer delete(l.visiting, v)
 		for _, f := range v.Field {
-			if f.BitSize != 0 || f.DataBitOffset != 0 && f.DataBitOffset%8 != 0 {
-				if !mark(classes, off+f.ByteOffset, 'i') {
-					return false
+			if traits.Static[f.Name] {
+				continue // a static data member (DWARF 4): not in the value
+			}
+			if f.BitSize != 0 {
+				// A bit-field: an integer in each eightbyte it spans.
+				start := off*8 + bitStart(f)
+				for b := start / 64; b <= (start+f.BitSize-1)/64; b++ {
+					if !l.mark(b*8, 'i', 1) {
+						return false
+					}
 				}
+				l.leaves++
 				continue
 			}
-			if !classifyFields(f.Type, off+f.ByteOffset, classes) {
+			if !l.add(f.Type, off+f.ByteOffset) {
 				return false
 			}
 		}
 		return true
 	case *dwarf.ArrayType:
-		if v.Count <= 0 {
-			return v.Count == 0
+		elem := v.Type.Size()
+		switch {
+		case v.Count == 0:
+			return true
+		case v.Count < 0 || elem <= 0:
+			return false
 		}
-		size := v.Type.Size()
-		for i := int64(0); i < v.Count; i++ {
-			if !classifyFields(v.Type, off+i*size, classes) {
+		n := v.Count
+		if l.classes == nil {
+			n = 1 // only alignment and what it holds matter
+		} else {
+			n = min(n, int64(len(l.classes))*8/elem+1)
+		}
+		for i := int64(0); i < n; i++ {
+			if !l.add(v.Type, off+i*elem) {
 				return false
 			}
 		}
 		return true
 	case *dwarf.FloatType:
-		if v.ByteSize > 8 || off%v.ByteSize != 0 {
+		n := v.ByteSize
+		if n == 16 && v.Name == "long double" {
+			l.x87, l.memory = true, true // class X87: memory for an argument
+			l.leaves++
+			l.align = max(l.align, 16)
+			return true
+		}
+		if n != 4 && n != 8 {
 			return false
 		}
-		return mark(classes, off, 'f')
+		return l.leaf(off, n, 'f')
 	case *dwarf.IntType, *dwarf.UintType, *dwarf.CharType, *dwarf.UcharType,
 		*dwarf.BoolType, *dwarf.EnumType, *dwarf.PtrType:
-		if n := v.Size(); n <= 0 || n > 8 || off%n != 0 {
-			return false
+		n := v.Size()
+		if n <= 0 || n > 8 {
+			return false // __int128 and the like
 		}
-		return mark(classes, off, 'i')
+		return l.leaf(off, n, 'i')
 	case *dwarf.UnsupportedType:
 		if v.Tag == dwarf.TagReferenceType || v.Tag == dwarf.TagRvalueReferenceType {
-			return off%8 == 0 && mark(classes, off, 'i')
+			return l.leaf(off, 8, 'i')
 		}
 	}
 	return false
 }
 
+// leaf places a member of a base type, n bytes at off, of class k.
+func (l *layout) leaf(off, n int64, k byte) bool {
+	l.leaves++
+	l.align = max(l.align, n)
+	if off%n != 0 {
+		l.memory = true // unaligned: memory
+		return true
+	}
+	return l.mark(off, k, n)
+}
+
 // mark merges class k into the eightbyte holding off: integer wins.
-func mark(classes []byte, off int64, k byte) bool {
+func (l *layout) mark(off int64, k byte, n int64) bool {
+	if l.classes == nil {
+		return true
+	}
 	i := off / 8
-	if i < 0 || i >= int64(len(classes)) {
+	if i < 0 || i >= int64(len(l.classes)) || (off%8)+n > 8 {
 		return false
 	}
-	if classes[i] != 'i' {
-		classes[i] = k
+	if l.classes[i] != 'i' {
+		l.classes[i] = k
 	}
 	return true
+}
+
+// bitStart is the offset in bits of bit-field f in its struct:
+// DW_AT_data_bit_offset (DWARF 4 and later), else DW_AT_bit_offset, counted
+// from the most significant bit of its storage unit (DWARF 2 and 3).
+func bitStart(f *dwarf.StructField) int64 {
+	if f.DataBitOffset != 0 || f.ByteSize == 0 {
+		return f.DataBitOffset
+	}
+	return f.ByteOffset*8 + f.ByteSize*8 - f.BitOffset - f.BitSize
 }
 
 // enumLine writes an enum as uftrace's .dbg E: line: "enum color

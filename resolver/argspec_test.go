@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"rtrace/internal/cxxname"
 	"rtrace/internal/elfx"
 	"rtrace/internal/testutil"
 	"rtrace/internal/uftrace"
@@ -92,6 +93,52 @@ func TestAutoSpecsMatchUftrace(t *testing.T) {
 			}
 			if len(wantEnums) != c.enums || strings.Join(enums, "\n") != strings.Join(wantEnums, "\n") {
 				t.Errorf("enums %q, uftrace %q", enums, wantEnums)
+			}
+		})
+	}
+}
+
+// AutoSpecs places what only the ABI decides, whatever DWARF version g++
+// writes: a static member is no part of the value (and one of the
+// struct's own type does not loop), bit-fields lie where their bits do, a
+// class with bases is not placed, a struct of a long double goes on the
+// stack 16-byte aligned and comes back in st(0), a class with a destructor
+// is passed by reference, an empty class takes nothing.
+func TestAutoSpecsABI(t *testing.T) {
+	want := map[string][2]string{
+		"v2":       {"@arg1/t8:Vec2%XMM0,arg2%RDI", "@retval/f32"},
+		"bits":     {"@arg1/t16:Bits%XMM0+RDI,arg2%RSI", "@retval/f64"},
+		"bits2":    {"@arg1/t16:Bits2%RDI+RSI,arg2%RDX", "@retval"},
+		"derived":  {"", "@retval"},
+		"ld7":      {"@arg1,arg2,arg3,arg4,arg5,arg6,arg7%stack+1,arg8/t16:LD%stack+3", "@retval"},
+		"ldret":    {"@arg1%RDI", "@retval/t16:LD"},
+		"dtor":     {"@arg1/t8:Dtor%RDI,arg2%RSI", "@retval"},
+		"emptyret": {"@arg1%RDI", "@retval/t0:Empty"},
+	}
+	for _, dwarfVersion := range []string{"-gdwarf-4", "-gdwarf-5"} {
+		t.Run(dwarfVersion, func(t *testing.T) {
+			prog := testutil.BuildC(t, "abi.cc", dwarfVersion, "-O0")
+			f, err := elfx.Open(prog)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := DebugFuncs(prog, f, true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			seen := 0
+			for _, d := range got {
+				w, ok := want[cxxname.Short(d.Name)]
+				if !ok {
+					continue
+				}
+				seen++
+				if d.ArgSpec != w[0] || d.RetSpec != w[1] {
+					t.Errorf("%s: A %q R %q, want A %q R %q", d.Name, d.ArgSpec, d.RetSpec, w[0], w[1])
+				}
+			}
+			if seen != len(want) {
+				t.Errorf("%d of %d functions found", seen, len(want))
 			}
 		})
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"sort"
+	"strings"
 )
 
 // Subprogram is a function described by DWARF: its link-time entry address
@@ -19,6 +20,9 @@ type Subprogram struct {
 	Return dwarf.Type
 	// Variadic: the parameter list ends in "...".
 	Variadic bool
+	// Aggs are the traits of the file's structs (shared by its
+	// Subprograms; nil without types).
+	Aggs Aggregates
 }
 
 // Subprograms lists the functions with code that the DWARF of path
@@ -59,16 +63,23 @@ func readSubprograms(path string, types bool) ([]Subprogram, error) {
 // subprograms walks d for Subprograms (types: with the types). With
 // types, it walks every entry: a function's formal parameters are its
 // direct children, and a function may hold others (the methods of a local
-// struct, a lambda's operator()).
+// struct, a lambda's operator()); what the entries of structs say beyond
+// their members goes to the Aggregates every Subprogram shares.
 func subprograms(d *dwarf.Data, types bool) (subs []Subprogram, err error) {
 	r := d.Reader()
 	var files []*dwarf.LineFile
 	seen := map[uint64]bool{}
 	depth := 0
-	// open are the functions whose children are being read: their index
-	// in subs and the depth of their entry.
-	type open struct{ sub, depth int }
+	// opened are the entries whose children are being read: a function
+	// (its index in subs) or a struct (its offset), and their depth.
+	type open struct {
+		sub    int // -1: a struct
+		agg    dwarf.Offset
+		depth  int
+		traits Aggregate
+	}
 	var opened []open
+	aggs := Aggregates{}
 	for {
 		e, err := r.Next()
 		if err != nil {
@@ -80,21 +91,35 @@ func subprograms(d *dwarf.Data, types bool) (subs []Subprogram, err error) {
 		if e.Tag == 0 {
 			depth--
 			if n := len(opened); n > 0 && opened[n-1].depth == depth {
+				if o := opened[n-1]; o.sub < 0 && (o.traits.NonTrivial || o.traits.Bases || o.traits.Static != nil) {
+					if t, err := d.Type(o.agg); err == nil {
+						aggs[t] = o.traits
+					}
+				}
 				opened = opened[:n-1]
 			}
 			continue
 		}
-		var in *Subprogram // the function whose direct child e is
+		var in *open // the entry whose direct child e is
 		if n := len(opened); n > 0 && opened[n-1].depth == depth-1 {
-			in = &subs[opened[n-1].sub]
+			in = &opened[n-1]
 		}
 		switch e.Tag {
 		case dwarf.TagCompileUnit:
 			files = nil
+			depth, opened = 0, opened[:0] // whatever a broken unit left open
 			if lr, err := d.LineReader(e); err == nil && lr != nil {
 				files = lr.Files()
 			}
 		case dwarf.TagSubprogram:
+			if in != nil && in.sub < 0 {
+				// A member function: a destructor or a virtual one makes
+				// the class non-trivial (passed by invisible reference).
+				name, _ := e.Val(dwarf.AttrName).(string)
+				if strings.HasPrefix(name, "~") || e.Val(dwarf.AttrVirtuality) != nil {
+					in.traits.NonTrivial = true
+				}
+			}
 			low, ok := e.Val(dwarf.AttrLowpc).(uint64)
 			if !ok || seen[low] {
 				break
@@ -113,24 +138,63 @@ func subprograms(d *dwarf.Data, types bool) (subs []Subprogram, err error) {
 			}
 			subs[len(subs)-1].Return = typeOf(d, e)
 			if e.Children {
-				opened = append(opened, open{len(subs) - 1, depth})
+				opened = append(opened, open{sub: len(subs) - 1, depth: depth})
+			}
+		case dwarf.TagStructType, dwarf.TagClassType, dwarf.TagUnionType:
+			if types && e.Children {
+				opened = append(opened, open{sub: -1, agg: e.Offset, depth: depth})
+			}
+		case dwarf.TagInheritance:
+			if in != nil && in.sub < 0 {
+				in.traits.Bases = true
+			}
+		case dwarf.TagMember:
+			// DWARF 4 writes a static data member as a member with
+			// DW_AT_declaration (DWARF 5: a variable); debug/dwarf lists
+			// it as a field at offset 0.
+			if in != nil && in.sub < 0 && e.Val(dwarf.AttrDeclaration) != nil {
+				if name, ok := e.Val(dwarf.AttrName).(string); ok {
+					if in.traits.Static == nil {
+						in.traits.Static = map[string]bool{}
+					}
+					in.traits.Static[name] = true
+				}
 			}
 		case dwarf.TagFormalParameter:
-			if in != nil {
-				in.Params = append(in.Params, typeOf(d, e))
+			if in != nil && in.sub >= 0 {
+				subs[in.sub].Params = append(subs[in.sub].Params, typeOf(d, e))
 			}
 		case dwarf.TagUnspecifiedParameters:
-			if in != nil {
-				in.Variadic = true
+			if in != nil && in.sub >= 0 {
+				subs[in.sub].Variadic = true
 			}
 		}
 		if e.Children {
 			depth++
 		}
 	}
+	for i := range subs {
+		subs[i].Aggs = aggs
+	}
 	sort.Slice(subs, func(i, j int) bool { return subs[i].Low < subs[j].Low })
 	return subs, nil
 }
+
+// Aggregate is what a struct's or class's DWARF entry says beyond the
+// members debug/dwarf lists: how a value of it is passed.
+type Aggregate struct {
+	// NonTrivial: it has a destructor or virtual functions, and is
+	// passed and returned by invisible reference (Itanium C++ ABI, 3.1.2).
+	NonTrivial bool
+	// Bases: it has base classes, whose members debug/dwarf does not list.
+	Bases bool
+	// Static names the static data members debug/dwarf lists as fields.
+	Static map[string]bool
+}
+
+// Aggregates are the Aggregate traits of the structs of one file that have
+// any, by their debug/dwarf type.
+type Aggregates map[dwarf.Type]Aggregate
 
 // typeOf returns the type of a subprogram or parameter entry, nil when it
 // has none (void). A C++ member function defined out of its class, and an
