@@ -28,7 +28,7 @@ func Symbols(f *elfx.File) ([]uftrace.Symbol, uint64) {
 			typ = 't'
 		}
 		syms = append(syms, uftrace.Symbol{Addr: fn.Value - base, Type: typ, Name: fn.Name})
-		if e := fn.Value + fn.Size - base; e > end {
+		if e := fn.Value + max(fn.Size, 1) - base; e > end { // a symbol of no size (_fini) still ends after it
 			end = e
 		}
 	}
@@ -51,6 +51,7 @@ func Symbols(f *elfx.File) ([]uftrace.Symbol, uint64) {
 			starts[e] = true
 		}
 	}
+	funcEnd := end
 	for _, d := range dataSymbols(f.Path) {
 		if d.Addr < base || starts[d.Addr-base] {
 			continue
@@ -59,6 +60,11 @@ func Symbols(f *elfx.File) ([]uftrace.Symbol, uint64) {
 		starts[d.Addr] = true
 		syms = append(syms, d.Symbol)
 		end = max(end, d.Addr+d.Size)
+	}
+	if end > funcEnd && funcEnd > 0 && !starts[funcEnd] {
+		// The last function ends here, not at the data after it (uftrace
+		// writes __func_end there too).
+		syms = append(syms, uftrace.Symbol{Addr: funcEnd, Type: '?', Name: "__func_end"})
 	}
 	return syms, end
 }
@@ -91,7 +97,7 @@ func dataSymbols(path string) []dataSymbol {
 	var out []dataSymbol
 	seen := map[uint64]bool{}
 	for _, s := range syms {
-		if elf.ST_TYPE(s.Info) != elf.STT_OBJECT || s.Size == 0 || s.Section == elf.SHN_UNDEF ||
+		if elf.ST_TYPE(s.Info) != elf.STT_OBJECT || s.Size == 0 || s.Section == elf.SHN_UNDEF || s.Section == elf.SHN_ABS ||
 			s.Name == "" || strings.ContainsAny(s.Name, " \t\n") || seen[s.Value] {
 			continue
 		}
