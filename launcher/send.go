@@ -43,7 +43,7 @@ func newSender(ctx context.Context, host string, port int, dir string) (*sender,
 		if conn != nil {
 			conn.Close()
 		}
-		return nil, errInterrupted
+		return nil, interrupted(ctx)
 	}
 	if err != nil {
 		return nil, &ExitError{1, fmt.Errorf("--host %s: %w (is 'uftrace recv --port %d' running there?)", addr, err, port)}
@@ -84,6 +84,9 @@ func (s *sender) close() error {
 	})
 	return s.err
 }
+
+// abort makes the writes of a send in progress fail at once (a signal).
+func (s *sender) abort() { s.conn.SetDeadline(time.Now()) }
 
 // endTimeout bounds the wait for a receiver that stopped reading, at
 // the end.

@@ -9,6 +9,7 @@ import (
 	"os/signal"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -46,29 +47,45 @@ func run(o Options) (int, error) {
 	return s.run(sigs)
 }
 
-// errInterrupted ends a run that a signal stopped before the program started.
-var errInterrupted = &ExitError{128 + int(unix.SIGINT), errors.New("interrupted")}
+// interrupted is the error that ends a run a signal stopped before the
+// program started (ctx's cause, earlySignals): 128 plus the signal.
+func interrupted(ctx context.Context) error {
+	sig := unix.SIGINT
+	if s, ok := context.Cause(ctx).(signalCause); ok {
+		sig = s.sig
+	}
+	return &ExitError{128 + int(sig), fmt.Errorf("interrupted (%v)", sig)}
+}
+
+// signalCause is the signal that cancelled a context.
+type signalCause struct{ sig unix.Signal }
+
+func (s signalCause) Error() string { return s.sig.String() }
 
 // earlySignals cancels the context it returns when an ending signal comes
 // while the session is set up (connecting to uftrace recv may take long),
 // and puts the signal back for the session to act on. The function it
 // returns stops watching.
 func earlySignals(sigs chan os.Signal) (context.Context, func()) {
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancelCause(context.Background())
 	quit, done := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(done)
 		select {
 		case sig := <-sigs:
-			cancel()
-			sigs <- sig // the channel has room: this one was just taken
+			s, _ := sig.(unix.Signal)
+			cancel(signalCause{s})
+			select {
+			case sigs <- sig: // for the session
+			default: // more came meanwhile: they stand for it
+			}
 		case <-quit:
 		}
 	}()
 	return ctx, func() {
 		close(quit)
 		<-done
-		cancel()
+		cancel(nil)
 	}
 }
 
@@ -254,43 +271,55 @@ func (s *session) run(sigs chan os.Signal) (int, error) {
 		}
 		return 128 + int(unix.SIGINT), ErrAborted
 	}
-	stopCleanup := s.cleanupOnSignal() // before stopSignals: a signal is never unanswered
-	defer stopCleanup()
+	stopFinishing := s.signalsWhileFinishing() // before stopSignals: a signal is never unanswered
 	stopSignals()
 	stopStatus()
 	for _, f := range s.files {
 		os.Remove(f)
 	}
-	return s.finish(o.res, o.err)
+	code, err := s.finish(o.res, o.err)
+	if sig := stopFinishing(); sig != 0 {
+		what := "nothing was sent"
+		if s.c.send == nil {
+			what = "no trace kept (--nop)"
+		}
+		return 128 + int(sig), fmt.Errorf("%v while finishing: %s", sig, what)
+	}
+	return code, err
 }
 
-// cleanupOnSignal answers a signal that comes while the outputs are being
-// finished when they live in temporary places (--nop's directory, the
-// trace --host sends): it ends the connection to uftrace recv, removes
-// the directory, and exits 128+signal, rather than leave them behind.
-func (s *session) cleanupOnSignal() (stop func()) {
+// signalsWhileFinishing catches the signals that come while the outputs
+// are finished when they live in temporary places (--nop's directory, the
+// trace --host sends), which run's caller removes: the first one stops
+// sending (its writes fail at once); the trace's end is still sent, as
+// uftrace recv needs it. The function it returns stops catching, and says
+// which signal came (0: none).
+func (s *session) signalsWhileFinishing() (stop func() unix.Signal) {
 	c := s.c
 	if c.send == nil && c.nopDir == "" {
-		return func() {}
+		return func() unix.Signal { return 0 }
 	}
 	ch := make(chan os.Signal, 1)
 	signal.Notify(ch, unix.SIGINT, unix.SIGTERM, unix.SIGHUP)
-	quit := make(chan struct{})
+	var got atomic.Int32
+	quit, done := make(chan struct{}), make(chan struct{})
 	go func() {
-		select {
-		case sig := <-ch:
-			c.close()
-			what := "no trace was sent"
-			if c.send == nil {
-				what = "its temporary trace is removed"
+		defer close(done)
+		for {
+			select {
+			case sig := <-ch:
+				if s, ok := sig.(unix.Signal); ok && got.CompareAndSwap(0, int32(s)) && c.send != nil {
+					c.send.abort()
+				}
+			case <-quit:
+				return
 			}
-			fmt.Fprintf(c.Stderr, "rtrace: %v while finishing: %s\n", sig, what)
-			os.Exit(128 + int(sig.(unix.Signal)))
-		case <-quit:
 		}
 	}()
-	return func() {
+	return func() unix.Signal {
 		close(quit)
+		<-done
 		signal.Stop(ch)
+		return unix.Signal(got.Load())
 	}
 }
