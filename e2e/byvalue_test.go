@@ -139,3 +139,41 @@ func TestRecordLibcArgs(t *testing.T) {
 		})
 	}
 }
+
+// Module qualifiers, as uftrace's filters take them: FUNC@PLT names the
+// executable's calls into libraries, FUNC@NAME the functions of the module
+// NAME (the executable by its name); a -F that matches nothing is ignored
+// (uftrace's filter mode is set only by a pattern that matched).
+func TestUftraceModules(t *testing.T) {
+	uft := testutil.RequireTool(t, "uftrace")
+	plain := build(t, "libcalls.c", variants[0], false, nil)
+	pg := build(t, "libcalls.c", variants[0], true, nil)
+	self, selfPg := filepath.Base(plain), filepath.Base(pg)
+	for _, c := range [][2][]string{
+		{{"-N", ".@PLT"}},
+		{{"-F", "strlen@PLT", "-F", "sorted"}},
+		{{"-F", "^c$@PLT"}},
+		{{"-F", "nosuch"}},
+		{{"-N", ".@libc.so.6"}},
+		{{"-F", "copy@" + selfPg}, {"-F", "copy@" + self}},
+		{{"-T", "copy@" + selfPg + ",depth=1", "-T", "sorted@PLT,notrace"}, {"-T", "copy@" + self + ",depth=1", "-T", "sorted@PLT,notrace"}},
+		{{"-H", "cmp@" + selfPg, "-C", "malloc@plt"}, {"-H", "cmp@" + self, "-C", "malloc@plt"}},
+	} {
+		uopts, opts := c[0], c[1]
+		if opts == nil {
+			opts = uopts
+		}
+		t.Run(strings.Join(opts, " "), func(t *testing.T) {
+			tmp := t.TempDir()
+			runCmd(t, tmp, uft, append(append([]string{"record", "--no-event", "-d", "U"}, uopts...), pg)...)
+			r := runCmd(t, tmp, rtraceBin, append(append([]string{"record", "-q", "-d", "R"}, opts...), "--", plain)...)
+			if r.code != 0 {
+				t.Fatalf("rtrace: %+v", r)
+			}
+			want, got := libcTree(t, filepath.Join(tmp, "U")), libcTree(t, filepath.Join(tmp, "R"))
+			if got != want || !strings.Contains(got, "(") {
+				t.Errorf("uftrace %v:\n%s\nrtrace %v:\n%s", uopts, want, opts, got)
+			}
+		})
+	}
+}

@@ -266,7 +266,8 @@ func TestUftraceTriggers(t *testing.T) {
 	// What rtrace cannot do yet is refused, with the action named.
 	for _, c := range []struct{ opt, want string }{
 		{"b@read=proc/statm", "the read=proc/statm action is not supported yet"},
-		{"b@libfoo.so,depth=1", "libfoo.so: module qualifiers in triggers are not supported yet"},
+		{"b@libfoo.so,arg1", "the arguments of one module's functions are not supported yet"},
+		{"b@kernel,depth=1", "rtrace traces no kernel functions"},
 		{"b@depth=x", "want a depth"},
 		{"b", "want FUNC@ACTION"},
 	} {

@@ -256,7 +256,7 @@ func (s *session) unmatched() {
 		}
 	}
 	check := func(flag, pat string) {
-		p, err := uftrace.ParsePattern(pat, s.c.Match)
+		p, err := uftrace.ParseFuncPattern(pat, s.c.Match) // a module aside: by name
 		if err != nil {
 			return
 		}

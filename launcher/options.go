@@ -365,11 +365,14 @@ func trigger(s, kind string) (tr *uftrace.Trigger, args, rets []string, err erro
 	}
 	fn, acts, _ := strings.Cut(s, "@")
 	var kept []string
+	module := ""
 	for _, act := range strings.Split(acts, ",") {
 		one, _ := uftrace.ParseTrigger(fn+"@"+act, kind) // all parsed: each does
 		switch {
+		case strings.EqualFold(one.Module, "kernel"):
+			return nil, nil, nil, &UsageError{fmt.Sprintf("-T %s: rtrace traces no kernel functions", s)}
 		case one.Module != "":
-			return nil, nil, nil, &UsageError{fmt.Sprintf("-T %s: %s: module qualifiers in triggers are not supported yet", s, act)}
+			module = act // FUNC@MODULE: the module's functions only
 		case one.Read != "", one.Recover, one.HasSize:
 			return nil, nil, nil, &UsageError{fmt.Sprintf("-T %s: the %s action is not supported yet", s, act)}
 		case one.AutoArgs:
@@ -385,8 +388,14 @@ func trigger(s, kind string) (tr *uftrace.Trigger, args, rets []string, err erro
 			kept = append(kept, act)
 		}
 	}
+	if module != "" && len(args)+len(rets) > 0 {
+		return nil, nil, nil, &UsageError{fmt.Sprintf("-T %s: the arguments of one module's functions are not supported yet (FUNC@arg1 records them in every module)", s)}
+	}
 	if len(kept) == 0 {
 		return nil, args, rets, nil
+	}
+	if module != "" {
+		kept = append(kept, module)
 	}
 	t, err := uftrace.ParseTrigger(fn+"@"+strings.Join(kept, ","), kind)
 	if err != nil {

@@ -107,7 +107,7 @@ func (j *Stage) dir(in, out string) error {
 		}
 		var f uftrace.Filter
 		if j.funcs.Active() {
-			f = postproc.NewFuncFilter(j.funcs, r.Parent)
+			f = postproc.NewFuncFilter(j.funcs, r.Parent, postproc.Matched(r))
 		}
 		n, err := uftrace.Copy(r, out, f)
 		r.Close()

@@ -73,7 +73,7 @@ func ParseFuncOptionString(s string) (FuncOptions, error) {
 func (o *FuncOptions) set(long, val string) error {
 	switch long {
 	case "filter", "notrace", "hide", "caller-filter":
-		p, err := uftrace.ParsePattern(val, uftrace.PatternRegex)
+		p, err := uftrace.ParseFuncPattern(val, uftrace.PatternRegex)
 		if err != nil {
 			return err
 		}
@@ -139,8 +139,8 @@ func (o *FuncOptions) set(long, val string) error {
 // is recorded (arguments, read=, recover) nor shown (backtrace, color=).
 func StageTrigger(tr uftrace.Trigger) string {
 	switch {
-	case tr.Module != "":
-		return fmt.Sprintf("%s: a module qualifier is not supported", tr.Module)
+	case strings.EqualFold(tr.Module, "kernel"):
+		return "rtrace traces no kernel functions"
 	case len(tr.Args) > 0 || len(tr.Rets) > 0 || tr.AutoArgs:
 		return "arguments are recorded with -A/-R, not filtered"
 	case tr.Read != "":

@@ -39,6 +39,20 @@ func (o FuncOptions) Active() bool {
 		len(o.Hide) > 0 || len(o.Callers) > 0 || len(o.Triggers) > 0 || o.Disabled
 }
 
+// qualified says whether a pattern names a module (FUNC@MODULE): the
+// filter then needs to know where each function is.
+func (o FuncOptions) qualified() bool {
+	if uftrace.Qualified(o.Filters) || uftrace.Qualified(o.NoTrace) || uftrace.Qualified(o.Hide) || uftrace.Qualified(o.Callers) {
+		return true
+	}
+	for _, tr := range o.Triggers {
+		if tr.Module != "" {
+			return true
+		}
+	}
+	return false
+}
+
 // holds says whether the filter may hold entries until their exit: a
 // time filter (-t, time=) or a caller filter is set.
 func (o FuncOptions) holds() bool {
@@ -69,8 +83,37 @@ func (o FuncOptions) callerFilter() bool {
 // NewFuncFilter returns the uftrace.Filter of o, for uftrace.Copy. parent,
 // when not nil, names the task a forked process's main thread came from
 // (uftrace.Reader.Parent): the child's stack starts as its parent's was.
-func NewFuncFilter(o FuncOptions, parent func(tid int) int) uftrace.Filter {
-	return newFuncFilter(o, parent)
+// matched, when not nil, says whether a pattern matches one of the trace's
+// functions (of module, when not ""): a -F that matches none is ignored,
+// as uftrace ignores it.
+func NewFuncFilter(o FuncOptions, parent func(tid int) int, matched func(p uftrace.Pattern, module string) bool) uftrace.Filter {
+	f := newFuncFilter(o, parent)
+	f.matched = matched
+	return f
+}
+
+// Matched returns the matched function of NewFuncFilter for the functions
+// of r's sessions.
+func Matched(r *uftrace.Reader) func(p uftrace.Pattern, module string) bool {
+	return func(p uftrace.Pattern, module string) bool {
+		for _, s := range r.Sessions {
+			for i, m := range s.Modules {
+				if m.Syms == nil {
+					continue
+				}
+				for _, sym := range m.Syms.Syms {
+					if sym.Type == '?' {
+						continue
+					}
+					w := uftrace.Where{Module: m.Path, PLT: sym.Type == 'P' && i == 0}
+					if uftrace.MatchModule(w, module) && p.MatchSymbol(sym.Name) {
+						return true
+					}
+				}
+			}
+		}
+		return false
+	}
 }
 
 func newFuncFilter(o FuncOptions, parent func(tid int) int) *funcFilter {
@@ -93,8 +136,13 @@ func newFuncFilter(o FuncOptions, parent func(tid int) int) *funcFilter {
 // switch tracing for every task, as uftrace's do; a finish trigger ends
 // it.
 type funcFilter struct {
-	opts     FuncOptions
-	parent   func(tid int) int
+	opts   FuncOptions
+	parent func(tid int) int
+	// matched says whether a pattern matches a function of the trace (nil:
+	// take every pattern as matching); inMode caches what it says of the
+	// -F patterns and filter triggers.
+	matched  func(p uftrace.Pattern, module string) bool
+	inMode   *bool
 	tasks    map[int]*funcTask
 	enabled  bool // no trace_off trigger since the last trace_on
 	finished bool // a finish trigger was hit: nothing more is kept
@@ -134,18 +182,18 @@ type acts struct {
 }
 
 // actsOf merges what -F, -N, -H, -C and the triggers say of the function
-// name ("" for a stand-in: nothing).
-func (f *funcFilter) actsOf(name string) acts {
+// name at w ("" for a stand-in: nothing).
+func (f *funcFilter) actsOf(name string, w uftrace.Where) acts {
 	a := acts{depth: -1}
 	if name == "" {
 		return a
 	}
 	o := &f.opts
-	a.filter, a.notrace = uftrace.MatchAny(o.Filters, name), uftrace.MatchAny(o.NoTrace, name)
-	a.hide, a.caller = uftrace.MatchAny(o.Hide, name), uftrace.MatchAny(o.Callers, name)
+	a.filter, a.notrace = uftrace.MatchAnyIn(o.Filters, name, w), uftrace.MatchAnyIn(o.NoTrace, name, w)
+	a.hide, a.caller = uftrace.MatchAnyIn(o.Hide, name, w), uftrace.MatchAnyIn(o.Callers, name, w)
 	for i := range o.Triggers {
 		tr := &o.Triggers[i]
-		if !tr.Func.MatchSymbol(name) {
+		if !tr.Func.MatchSymbol(name) || !uftrace.MatchModule(w, tr.Module) {
 			continue
 		}
 		a.filter, a.notrace, a.hide, a.caller = a.filter || tr.Filter, a.notrace || tr.NoTrace, a.hide || tr.Hide, a.caller || tr.Caller
@@ -226,16 +274,32 @@ func (f *funcFilter) newTask(tid int) *funcTask {
 // top is the innermost open call (a frame for "no call" when none is).
 func (f *funcFilter) top(t *funcTask) funcFrame {
 	if len(t.stack) == 0 {
-		root := funcFrame{in: len(f.opts.Filters) == 0, limit: -1, threshold: f.opts.Threshold}
-		for _, tr := range f.opts.Triggers {
-			root.in = root.in && !tr.Filter
-		}
+		root := funcFrame{in: !f.filterMode(), limit: -1, threshold: f.opts.Threshold}
 		if f.opts.Depth > 0 {
 			root.limit = f.opts.Depth
 		}
 		return root
 	}
 	return t.stack[len(t.stack)-1]
+}
+
+// filterMode says whether only calls under a -F function (or a filter
+// trigger's) are kept: when one of those patterns matches a function of
+// the trace. uftrace ignores one that matches nothing (utils/filter.c,
+// setup_trigger: the filter mode is set only by a pattern that matched).
+func (f *funcFilter) filterMode() bool {
+	if f.inMode != nil {
+		return *f.inMode
+	}
+	in := false
+	for _, p := range f.opts.Filters {
+		in = in || f.matched == nil || f.matched(p, p.Module())
+	}
+	for _, tr := range f.opts.Triggers {
+		in = in || tr.Filter && (f.matched == nil || f.matched(tr.Func, tr.Module))
+	}
+	f.inMode = &in
+	return in
 }
 
 // unwind pops the calls a record of depth d shows to be over.
@@ -249,9 +313,9 @@ func (t *funcTask) unwind(d int) {
 
 // frame makes the frame of a call at record depth d under the current top;
 // name is "" for a stand-in.
-func (f *funcFilter) frame(t *funcTask, d int, addr uint64, name string) funcFrame {
+func (f *funcFilter) frame(t *funcTask, d int, addr uint64, name string, w uftrace.Where) funcFrame {
 	p := f.top(t)
-	a := f.actsOf(name)
+	a := f.actsOf(name, w)
 	fr := funcFrame{
 		addr:      addr,
 		inDepth:   d,
@@ -321,7 +385,7 @@ func (f *funcFilter) fill(t *funcTask, d int) {
 		if next >= d {
 			return
 		}
-		t.stack = append(t.stack, f.frame(t, next, 0, ""))
+		t.stack = append(t.stack, f.frame(t, next, 0, "", uftrace.Where{}))
 	}
 }
 
@@ -331,7 +395,7 @@ func (f *funcFilter) inside(fr funcFrame) bool { return fr.in && !fr.out }
 func (f *funcFilter) entry(t *funcTask, it *uftrace.Item, emit func(*uftrace.Item) error) error {
 	t.unwind(it.Depth)
 	f.fill(t, it.Depth)
-	fr := f.frame(t, it.Depth, it.Addr, it.Func)
+	fr := f.frame(t, it.Depth, it.Addr, it.Func, it.Where)
 	fr.entry = it.Time
 	if fr.kept {
 		it.Depth = fr.depth
@@ -367,7 +431,7 @@ func (f *funcFilter) exit(t *funcTask, it *uftrace.Item, emit func(*uftrace.Item
 	fr := t.stack[d]
 	t.stack = t.stack[:d]
 	if fr.stand || fr.addr != it.Addr {
-		if !fr.kept || fr.pending != nil || !f.enabled || uftrace.MatchAny(f.opts.NoTrace, it.Func) {
+		if !fr.kept || fr.pending != nil || !f.enabled || uftrace.MatchAnyIn(f.opts.NoTrace, it.Func, it.Where) {
 			return nil
 		}
 		// Its callers are open still: their waiting entries come first,

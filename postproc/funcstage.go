@@ -1,7 +1,11 @@
 package postproc
 
 import (
+	"bytes"
 	"slices"
+	"sort"
+
+	"rtrace/internal/elfx"
 
 	"rtrace/internal/trace"
 	"rtrace/internal/uftrace"
@@ -20,7 +24,11 @@ func NewFuncStage(o FuncOptions, next trace.Writer) trace.Writer {
 	}
 	s := &funcStage{next: next, hold: o.holds(), names: map[string]map[uint64]string{},
 		sids: map[int]string{}, pids: map[int]int{}, out: map[int][]trace.Rec{}}
+	if o.qualified() {
+		s.where = map[string]*whereIndex{}
+	}
 	s.filter = newFuncFilter(o, nil)
+	s.filter.matched = s.matched
 	s.emit = func(it *uftrace.Item) error {
 		s.out[it.Tid] = append(s.out[it.Tid], trace.Rec{Record: it.Record, Payload: it.Payload})
 		return nil
@@ -40,6 +48,9 @@ type funcStage struct {
 	sids  map[int]string               // session of each process
 	pids  map[int]int                  // process of each task
 	out   map[int][]trace.Rec          // records kept, by task, not yet passed on
+	// where finds the module of each function, by session, when a
+	// pattern names one (FUNC@MODULE); nil otherwise.
+	where map[string]*whereIndex
 }
 
 func (s *funcStage) Write(it trace.Item) error {
@@ -48,6 +59,13 @@ func (s *funcStage) Write(it trace.Item) error {
 		return s.records(v)
 	case *trace.Session:
 		s.sids[v.Pid], s.pids[v.Pid] = v.SID, v.Pid
+		if s.where != nil {
+			s.where[v.SID] = newWhereIndex(v.Exe, v.Maps)
+		}
+	case *trace.Maps:
+		if w := s.where[v.SID]; w != nil {
+			w.setMaps(v.Maps)
+		}
 	case *trace.Task:
 		if v.PPid != 0 {
 			s.sids[v.Pid] = s.sids[v.PPid]
@@ -71,7 +89,8 @@ func (s *funcStage) Write(it trace.Item) error {
 
 // records filters one batch and passes on what it keeps.
 func (s *funcStage) records(v *trace.Records) error {
-	names := s.names[s.sids[s.pids[v.Tid]]]
+	sid := s.sids[s.pids[v.Tid]]
+	names, where := s.names[sid], s.where[sid]
 	for _, r := range v.Recs {
 		it := &s.item
 		if s.hold {
@@ -81,6 +100,9 @@ func (s *funcStage) records(v *trace.Records) error {
 		*it = uftrace.Item{Tid: v.Tid, Record: r.Record, Payload: r.Payload}
 		if r.Type == uftrace.Entry || r.Type == uftrace.Exit {
 			it.Func = names[r.Addr]
+			if where != nil {
+				it.Where = where.at(r.Addr)
+			}
 		}
 		if err := s.filter.Record(it, s.emit); err != nil {
 			return err
@@ -114,4 +136,77 @@ func (s *funcStage) Close() error {
 		err = cerr
 	}
 	return err
+}
+
+// whereIndex finds where the functions of one session are: the module
+// its maps place an address in, and whether the address is one of the
+// executable's calls into libraries (its PLT stubs and GOT slots, as the
+// .sym files' P symbols).
+type whereIndex struct {
+	exe  string
+	mods []*uftrace.Module
+	plt  map[uint64]bool // runtime addresses; nil until the executable's base is known
+}
+
+func newWhereIndex(exe string, maps []byte) *whereIndex {
+	w := &whereIndex{exe: exe}
+	w.setMaps(maps)
+	return w
+}
+
+// setMaps takes the session's maps as they are now (a dlopen, a dlclose).
+func (w *whereIndex) setMaps(maps []byte) {
+	mm, err := uftrace.ParseMaps(bytes.NewReader(maps))
+	if err != nil {
+		return
+	}
+	w.mods = uftrace.Modules(mm)
+	if w.plt != nil || w.exe == "" {
+		return
+	}
+	// The executable: by its path, else the first file mapped.
+	i := slices.IndexFunc(w.mods, func(m *uftrace.Module) bool { return m.Path == w.exe })
+	if i < 0 && len(w.mods) > 0 {
+		i = 0
+	}
+	if i < 0 {
+		return
+	}
+	w.plt = map[uint64]bool{}
+	if f, err := elfx.Open(w.mods[i].Path); err == nil {
+		bias := f.Bias(w.mods[i].Base)
+		for _, im := range f.Imports {
+			addr, _ := im.Site()
+			w.plt[addr+bias] = true
+		}
+	}
+}
+
+// at says where the function at addr is.
+func (w *whereIndex) at(addr uint64) uftrace.Where {
+	i := sort.Search(len(w.mods), func(i int) bool { return w.mods[i].End > addr })
+	if i == len(w.mods) || addr < w.mods[i].Base {
+		return uftrace.Where{}
+	}
+	return uftrace.Where{Module: w.mods[i].Path, PLT: w.plt[addr]}
+}
+
+// matched says whether p matches a function the stream named (of module,
+// when not ""), for the function filter: the names known when the first
+// records come, the executable's and its libraries'.
+func (s *funcStage) matched(p uftrace.Pattern, module string) bool {
+	for sid, names := range s.names {
+		for addr, name := range names {
+			if !p.MatchSymbol(name) {
+				continue
+			}
+			if module == "" {
+				return true
+			}
+			if w := s.where[sid]; w != nil && uftrace.MatchModule(w.at(addr), module) {
+				return true
+			}
+		}
+	}
+	return false
 }

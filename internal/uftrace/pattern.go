@@ -32,6 +32,10 @@ type Pattern struct {
 	text string
 	kind string
 	re   *regexp.Regexp
+	// module qualifies a filter's pattern (FUNC@MODULE, ParseFuncPattern):
+	// the functions of that module only ("PLT": the executable's calls
+	// into libraries). "": any module's.
+	module string
 }
 
 // ParsePattern compiles s as a pattern of kind (PatternRegex when "").
@@ -66,7 +70,88 @@ func ParsePattern(s, kind string) (Pattern, error) {
 }
 
 // String is the pattern as given.
-func (p Pattern) String() string { return p.text }
+func (p Pattern) String() string {
+	if p.module != "" {
+		return p.text + "@" + p.module
+	}
+	return p.text
+}
+
+// Module is the module a filter's pattern names ("": any).
+func (p Pattern) Module() string { return p.module }
+
+// ParseFuncPattern compiles a filter's pattern (-F, -N, -H, -C), which
+// may name a module after '@' as uftrace's do (utils/filter.c,
+// setup_trigger): FUNC@PLT, the executable's calls into libraries;
+// FUNC@LIB, the functions of that library (MatchLibName) or of the
+// executable by its name.
+func ParseFuncPattern(s, kind string) (Pattern, error) {
+	fn, mod, ok := cutLast(s, "@")
+	if !ok {
+		return ParsePattern(s, kind)
+	}
+	if fn == "" || mod == "" {
+		return Pattern{}, fmt.Errorf("function pattern %q: want FUNC@MODULE", s)
+	}
+	if strings.EqualFold(mod, "kernel") {
+		return Pattern{}, fmt.Errorf("function pattern %q: rtrace traces no kernel functions", s)
+	}
+	p, err := ParsePattern(fn, kind)
+	p.module = mod
+	return p, err
+}
+
+func cutLast(s, sep string) (before, after string, found bool) {
+	if i := strings.LastIndex(s, sep); i >= 0 {
+		return s[:i], s[i+len(sep):], true
+	}
+	return s, "", false
+}
+
+// Where says where a function is: the path of its module, and whether it
+// is the executable's call into a library (a PLT stub, or a GOT call).
+type Where struct {
+	Module string
+	PLT    bool
+}
+
+// MatchModule says whether a function at w is in module as a FUNC@MODULE
+// pattern names it ("": any module).
+func MatchModule(w Where, module string) bool {
+	switch {
+	case module == "":
+		return true
+	case strings.EqualFold(module, "PLT"):
+		return w.PLT
+	}
+	return w.Module != "" && MatchLibName(w.Module, module)
+}
+
+// MatchIn says whether the function whose symbol is sym, at w, matches:
+// by name (MatchSymbol) and module.
+func (p Pattern) MatchIn(sym string, w Where) bool {
+	return MatchModule(w, p.module) && p.MatchSymbol(sym)
+}
+
+// MatchAnyIn says whether the function sym at w matches one of ps.
+func MatchAnyIn(ps []Pattern, sym string, w Where) bool {
+	for _, p := range ps {
+		if p.MatchIn(sym, w) {
+			return true
+		}
+	}
+	return false
+}
+
+// Qualified says whether one of ps names a module.
+func Qualified(ps []Pattern) bool {
+	for _, p := range ps {
+		if p.module != "" {
+			return true
+		}
+	}
+	return false
+}
 
 // Match says whether name matches.
 func (p Pattern) Match(name string) bool {
@@ -101,12 +186,13 @@ func MatchAny(ps []Pattern, sym string) bool {
 	return false
 }
 
-// ParsePatterns compiles each of ss as a pattern of kind (PatternRegex
-// when ""); the error names flag and the pattern.
+// ParsePatterns compiles each of ss as a filter's pattern of kind
+// (PatternRegex when "", ParseFuncPattern); the error names flag and the
+// pattern.
 func ParsePatterns(flag, kind string, ss []string) ([]Pattern, error) {
 	out := make([]Pattern, 0, len(ss))
 	for _, s := range ss {
-		p, err := ParsePattern(s, kind)
+		p, err := ParseFuncPattern(s, kind)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", flag, err)
 		}

@@ -21,6 +21,7 @@ type Item struct {
 	Args    []Value // decoded payload, one value per spec in Specs
 	Specs   []ArgSpec
 	Func    string // symbol of Addr for Entry/Exit, "" when unknown
+	Where   Where  // the module of Func, for FUNC@MODULE patterns
 }
 
 // Session is one SESS of task.txt with its map and modules.
@@ -386,8 +387,11 @@ func (r *Reader) advance(st *stream) error {
 	st.off += RecordSize
 	if rec.Type == Entry || rec.Type == Exit {
 		if s := r.SessionAt(st.tid, rec.Time); s != nil {
-			if sym, _, ok := s.Resolve(rec.Addr); ok {
+			if sym, m, ok := s.Resolve(rec.Addr); ok {
 				it.Func = sym.Name
+				// The executable's P symbols are its calls into libraries
+				// (a library's own are --nest-libcall's: not @PLT).
+				it.Where = Where{Module: m.Path, PLT: sym.Type == 'P' && len(s.Modules) > 0 && m == s.Modules[0]}
 			}
 		}
 	}

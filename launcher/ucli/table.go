@@ -99,14 +99,14 @@ var table = []option{
 		why: "entry-only recording (for sp-rtrace's -e MODULES, use 'rtrace sp-rtrace -e MODULES' or --module MODULES)"},
 
 	// COMMON OPTIONS: filters.
-	{long: "filter", short: 'F', arg: "FUNC", group: commonGroup, help: "trace only functions matching FUNC and their callees (repeatable)",
+	{long: "filter", short: 'F', arg: "FUNC", group: commonGroup, help: "trace only functions matching FUNC and their callees; FUNC@PLT: the program's library calls, FUNC@LIB: LIB's functions (repeatable)",
 		set: appendTo(func(o *launcher.Options) *[]string { return &o.Filter })},
 	{long: "notrace", short: 'N', arg: "FUNC", group: commonGroup, help: "do not trace functions matching FUNC nor their callees (repeatable)",
 		set: appendTo(func(o *launcher.Options) *[]string { return &o.NoTrace })},
 	{long: "caller-filter", short: 'C', arg: "FUNC", group: commonGroup, help: "trace only the calls of functions matching FUNC (not their callees) and the calls they are made in (repeatable)",
 		set: appendTo(func(o *launcher.Options) *[]string { return &o.Caller })},
 	{long: "trigger", short: 'T', arg: "FUNC@ACT", group: commonGroup, replay: true, help: "actions at functions matching FUNC: depth=N, time=T, filter, notrace, hide, caller, trace, trace_on, trace_off, finish, argN, fpargN, retval (backtrace and color= are uftrace replay's); repeatable",
-		why: "not yet: the read=, recover and size= actions, module qualifiers; trace_on shows calls at their depth among the calls shown, where uftrace keeps their recorded depth; with threads, trace_on/trace_off/finish apply in the order of each thread's batches of records, not exactly in time",
+		why: "not yet: the read=, recover and size= actions, arguments of one module's functions (FUNC@MODULE,argN); trace_on shows calls at their depth among the calls shown, where uftrace keeps their recorded depth; with threads, trace_on/trace_off/finish apply in the order of each thread's batches of records, not exactly in time",
 		set: appendTo(func(o *launcher.Options) *[]string { return &o.Trigger })},
 	{long: "depth", short: 'D', arg: "DEPTH", group: commonGroup, help: "trace functions within DEPTH nested levels",
 		set: setInt(func(o *launcher.Options) *int { return &o.Depth })},
