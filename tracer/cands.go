@@ -188,14 +188,18 @@ func (s *Selection) keepExe(fn elfx.Func) bool {
 	if s == nil {
 		return true
 	}
-	in := true
+	return s.decide("", fn, s.allIn())
+}
+
+// allIn says whether a function no rule names is traced: unless an in
+// rule (-P) is given, which traces only what it names.
+func (s *Selection) allIn() bool {
 	for _, r := range s.Rules {
 		if !r.Out {
-			in = false // -P: only what it names
-			break
+			return false
 		}
 	}
-	return s.decide("", fn, in)
+	return true
 }
 
 // keepDlopened says whether fn of the library at path, a plugin the
@@ -211,13 +215,7 @@ func (s *Selection) keepDlopened(path string, fn elfx.Func) bool {
 	if fn.Size < s.MinSize || len(s.Locs) > 0 {
 		return false
 	}
-	in := true
-	for _, r := range s.Rules {
-		if !r.Out {
-			in = false // -P: only what it names
-			break
-		}
-	}
+	in := s.allIn()
 	for _, r := range s.Rules {
 		if (r.Lib == "" || uftrace.MatchLibName(path, r.Lib)) && r.Func.MatchSymbol(fn.Name) {
 			in = !r.Out
