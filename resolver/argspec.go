@@ -41,6 +41,16 @@ func AutoSpecs(s *elfx.Subprogram) (args, ret string, enums []string) {
 			if c.kind == kindString || c.retMemory() {
 				p.ints = 1
 			}
+		case kindNone:
+			if st, ok := strip(s.Return).(*dwarf.StructType); ok && !st.Incomplete {
+				// A struct rtrace does not place: too big for registers,
+				// it comes back through rdi; else where its arguments
+				// start is unknown.
+				if st.ByteSize <= 16 {
+					return "", "", enums
+				}
+				p.named, p.ints = true, 1
+			}
 		}
 		if c.enum != "" {
 			enums = appendOnce(enums, c.enum)
@@ -274,7 +284,7 @@ func describe(t dwarf.Type, aggs elfx.Aggregates) valueClass {
 		}
 		traits := aggs[v]
 		size := v.ByteSize
-		if size <= 1 && !hasFields(v, traits) {
+		if size <= 1 && !hasFields(v, traits) && !traits.NonTrivial {
 			size = 0 // C++ gives an empty class one byte; nothing is passed
 		}
 		c := valueClass{kind: kindStruct, size: size, format: fmt.Sprintf("/t%d", size), align: 1}
@@ -282,12 +292,12 @@ func describe(t dwarf.Type, aggs elfx.Aggregates) valueClass {
 			c.format += ":" + name
 		}
 		switch {
-		case size == 0:
-			return c
 		case traits.NonTrivial:
 			// Passed and returned by invisible reference (Itanium C++
-			// ABI, 3.1.2), as uftrace places it too.
+			// ABI, 3.1.2), as uftrace places it too, even when empty.
 			c.byRef = true
+			return c
+		case size == 0:
 			return c
 		case traits.Bases:
 			break // the members of its bases are not listed: unplaceable

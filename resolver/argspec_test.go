@@ -106,14 +106,17 @@ func TestAutoSpecsMatchUftrace(t *testing.T) {
 // is passed by reference, an empty class takes nothing.
 func TestAutoSpecsABI(t *testing.T) {
 	want := map[string][2]string{
-		"v2":       {"@arg1/t8:Vec2%XMM0,arg2%RDI", "@retval/f32"},
-		"bits":     {"@arg1/t16:Bits%XMM0+RDI,arg2%RSI", "@retval/f64"},
-		"bits2":    {"@arg1/t16:Bits2%RDI+RSI,arg2%RDX", "@retval"},
-		"derived":  {"", "@retval"},
-		"ld7":      {"@arg1,arg2,arg3,arg4,arg5,arg6,arg7%stack+1,arg8/t16:LD%stack+3", "@retval"},
-		"ldret":    {"@arg1%RDI", "@retval/t16:LD"},
-		"dtor":     {"@arg1/t8:Dtor%RDI,arg2%RSI", "@retval"},
-		"emptyret": {"@arg1%RDI", "@retval/t0:Empty"},
+		"v2":        {"@arg1/t8:Vec2%XMM0,arg2%RDI", "@retval/f32"},
+		"bits":      {"@arg1/t16:Bits%XMM0+RDI,arg2%RSI", "@retval/f64"},
+		"bits2":     {"@arg1/t16:Bits2%RDI+RSI,arg2%RDX", "@retval"},
+		"derived":   {"", "@retval"},
+		"ld7":       {"@arg1,arg2,arg3,arg4,arg5,arg6,arg7%stack+1,arg8/t16:LD%stack+3", "@retval"},
+		"ldret":     {"@arg1%RDI", "@retval/t16:LD"},
+		"dtor":      {"@arg1/t8:Dtor%RDI,arg2%RSI", "@retval"},
+		"emptyret":  {"@arg1%RDI", "@retval/t0:Empty"},
+		"defaulted": {"@arg1/t8:Defaulted%XMM0,arg2%RDI", "@retval"},
+		"emptydtor": {"@arg1/t1:EmptyDtor%RDI,arg2%RSI", "@retval"},
+		"bigret":    {"@arg1%RSI,arg2%RDX", ""},
 	}
 	for _, dwarfVersion := range []string{"-gdwarf-4", "-gdwarf-5"} {
 		t.Run(dwarfVersion, func(t *testing.T) {
