@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"rtrace/internal/uftrace"
@@ -26,6 +27,19 @@ type sender struct {
 	tmp  string // the temporary directory the trace is written in
 	once sync.Once
 	err  error // close's
+	// cut: a write failed, perhaps in the middle of a message, after
+	// which an end message would be read as part of it; sent: every
+	// directory went.
+	cut, sent atomic.Bool
+}
+
+// Write writes to the connection, noting a failed write (cut).
+func (s *sender) Write(b []byte) (int, error) {
+	n, err := s.conn.Write(b)
+	if err != nil {
+		s.cut.Store(true)
+	}
+	return n, err
 }
 
 // newSender connects to uftrace recv at host:port and makes the temporary
@@ -65,11 +79,12 @@ func (s *sender) send(dirs []string) ([]string, error) {
 	var outs []string
 	for _, d := range dirs {
 		name := s.name + strings.TrimPrefix(filepath.Base(d), "uftrace.data")
-		if err := uftrace.Send(s.conn, name, d); err != nil {
+		if err := uftrace.Send(s, name, d); err != nil {
 			return outs, fmt.Errorf("sending the trace to %s: %w", s.addr, err)
 		}
 		outs = append(outs, fmt.Sprintf("%s at %s (uftrace recv)", name, s.addr))
 	}
+	s.sent.Store(true)
 	return outs, nil
 }
 
@@ -78,8 +93,11 @@ func (s *sender) send(dirs []string) ([]string, error) {
 // It may run twice (a signal, then the deferred call).
 func (s *sender) close() error {
 	s.once.Do(func() {
-		s.conn.SetWriteDeadline(time.Now().Add(endTimeout))
-		err := uftrace.SendEnd(s.conn)
+		var err error
+		if !s.cut.Load() {
+			s.conn.SetWriteDeadline(time.Now().Add(endTimeout))
+			err = uftrace.SendEnd(s.conn)
+		}
 		s.err = errors.Join(err, s.conn.Close(), os.RemoveAll(s.tmp))
 	})
 	return s.err

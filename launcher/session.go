@@ -279,9 +279,12 @@ func (s *session) run(sigs chan os.Signal) (int, error) {
 	}
 	code, err := s.finish(o.res, o.err)
 	if sig := stopFinishing(); sig != 0 {
-		what := "nothing was sent"
-		if s.c.send == nil {
-			what = "no trace kept (--nop)"
+		what := "no trace kept (--nop)"
+		switch {
+		case s.c.send != nil && s.c.send.sent.Load():
+			what = "the trace was sent"
+		case s.c.send != nil:
+			what = "the trace was not sent"
 		}
 		return 128 + int(sig), fmt.Errorf("%v while finishing: %s", sig, what)
 	}
@@ -291,9 +294,10 @@ func (s *session) run(sigs chan os.Signal) (int, error) {
 // signalsWhileFinishing catches the signals that come while the outputs
 // are finished when they live in temporary places (--nop's directory, the
 // trace --host sends), which run's caller removes: the first one stops
-// sending (its writes fail at once); the trace's end is still sent, as
-// uftrace recv needs it. The function it returns stops catching, and says
-// which signal came (0: none).
+// sending (its writes fail at once; the end is still sent unless a
+// message was cut), a second one removes them and exits at once. The
+// function it returns stops catching, and says which signal came (0:
+// none).
 func (s *session) signalsWhileFinishing() (stop func() unix.Signal) {
 	c := s.c
 	if c.send == nil && c.nopDir == "" {
@@ -308,7 +312,13 @@ func (s *session) signalsWhileFinishing() (stop func() unix.Signal) {
 		for {
 			select {
 			case sig := <-ch:
-				if s, ok := sig.(unix.Signal); ok && got.CompareAndSwap(0, int32(s)) && c.send != nil {
+				s, _ := sig.(unix.Signal)
+				if !got.CompareAndSwap(0, int32(s)) {
+					c.close()
+					fmt.Fprintf(c.Stderr, "rtrace: %v again while finishing: stopped, no trace kept\n", sig)
+					os.Exit(128 + int(s))
+				}
+				if c.send != nil {
 					c.send.abort()
 				}
 			case <-quit:
