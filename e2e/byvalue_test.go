@@ -143,7 +143,9 @@ func TestRecordLibcArgs(t *testing.T) {
 // Module qualifiers, as uftrace's filters take them: FUNC@PLT names the
 // executable's calls into libraries, FUNC@NAME the functions of the module
 // NAME (the executable by its name); a -F that matches nothing is ignored
-// (uftrace's filter mode is set only by a pattern that matched).
+// (uftrace's filter mode is set only by a pattern that matched); a filter
+// flag takes trigger actions after '@' too (-F copy@depth=1), argument
+// actions ignored.
 func TestUftraceModules(t *testing.T) {
 	uft := testutil.RequireTool(t, "uftrace")
 	plain := build(t, "libcalls.c", variants[0], false, nil)
@@ -154,6 +156,8 @@ func TestUftraceModules(t *testing.T) {
 		{{"-F", "strlen@PLT", "-F", "sorted"}},
 		{{"-F", "^c$@PLT"}},
 		{{"-F", "nosuch"}},
+		{{"-F", "copy@depth=1", "-N", "sorted@" + selfPg + ",depth=1"}, {"-F", "copy@depth=1", "-N", "sorted@" + self + ",depth=1"}},
+		{{"-F", "report@arg1"}},
 		{{"-N", ".@libc.so.6"}},
 		{{"-F", "copy@" + selfPg}, {"-F", "copy@" + self}},
 		{{"-T", "copy@" + selfPg + ",depth=1", "-T", "sorted@PLT,notrace"}, {"-T", "copy@" + self + ",depth=1", "-T", "sorted@PLT,notrace"}},

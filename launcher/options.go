@@ -327,19 +327,22 @@ func (c *config) close() {
 // function stage keeps, and the argument and return value specs that -T
 // triggers give (FUNC@arg1/s as -A takes it).
 func funcOptions(o Options) (f postproc.FuncOptions, args, rets []string, err error) {
-	if f.Filters, err = compile("-F", o.Match, o.Filter); err != nil {
-		return f, nil, nil, err
+	triggers := o.Trigger
+	for _, g := range []struct {
+		flag, action string
+		vals         []string
+		to           *[]uftrace.Pattern
+	}{{"-F", "filter", o.Filter, &f.Filters}, {"-N", "notrace", o.NoTrace, &f.NoTrace}, {"-H", "hide", o.Hide, &f.Hide}, {"-C", "caller", o.Caller, &f.Callers}} {
+		pats, trigs, err := filterTriggers(g.flag, g.action, g.vals, o.Match)
+		if err != nil {
+			return f, nil, nil, err
+		}
+		if *g.to, err = compile(g.flag, o.Match, pats); err != nil {
+			return f, nil, nil, err
+		}
+		triggers = append(slices.Clip(triggers), trigs...)
 	}
-	if f.NoTrace, err = compile("-N", o.Match, o.NoTrace); err != nil {
-		return f, nil, nil, err
-	}
-	if f.Hide, err = compile("-H", o.Match, o.Hide); err != nil {
-		return f, nil, nil, err
-	}
-	if f.Callers, err = compile("-C", o.Match, o.Caller); err != nil {
-		return f, nil, nil, err
-	}
-	for _, s := range o.Trigger {
+	for _, s := range triggers {
 		tr, a, r, err := trigger(s, o.Match)
 		if err != nil {
 			return f, nil, nil, err
@@ -351,6 +354,47 @@ func funcOptions(o Options) (f postproc.FuncOptions, args, rets []string, err er
 	}
 	f, err = funcLimits(o, f)
 	return f, args, rets, err
+}
+
+// filterTriggers splits the values of a filter flag (-F, -N, -H, -C) that
+// carry actions after '@', as uftrace's may (utils/filter.c,
+// setup_trigger_action: -F foo@depth=2 is a filter with a depth): those
+// become -T triggers with the flag's own action added, argument actions
+// left out as uftrace ignores them there. FUNC and FUNC@MODULE stay
+// patterns.
+func filterTriggers(flag, action string, vals []string, kind string) (pats, trigs []string, err error) {
+	for _, v := range vals {
+		fn, rest, ok := strings.Cut(v, "@")
+		if !ok {
+			pats = append(pats, v)
+			continue
+		}
+		var keep, modules []string
+		for _, act := range strings.Split(rest, ",") {
+			one, err := uftrace.ParseTrigger(fn+"@"+act, kind)
+			if err != nil {
+				return nil, nil, &UsageError{fmt.Sprintf("%s %s: %v", flag, v, err)}
+			}
+			switch {
+			case len(one.Args)+len(one.Rets) > 0:
+			case one.Module != "":
+				modules = append(modules, act)
+			default:
+				keep = append(keep, act)
+			}
+		}
+		switch {
+		case len(keep) > 0:
+			trigs = append(trigs, fn+"@"+strings.Join(append(append(keep, modules...), action), ","))
+		case len(modules) == 1:
+			pats = append(pats, fn+"@"+modules[0])
+		case len(modules) > 1:
+			return nil, nil, &UsageError{fmt.Sprintf("%s %s: one module at most", flag, v)}
+		default:
+			pats = append(pats, fn) // only arguments, ignored
+		}
+	}
+	return pats, trigs, nil
 }
 
 // trigger reads the -T argument s, patterns of kind. Its actions go where

@@ -86,7 +86,7 @@ func (p Pattern) Module() string { return p.module }
 // FUNC@LIB, the functions of that library (MatchLibName) or of the
 // executable by its name.
 func ParseFuncPattern(s, kind string) (Pattern, error) {
-	fn, mod, ok := cutLast(s, "@")
+	fn, mod, ok := strings.Cut(s, "@") // as uftrace: at the first @
 	if !ok {
 		return ParsePattern(s, kind)
 	}
@@ -99,13 +99,6 @@ func ParseFuncPattern(s, kind string) (Pattern, error) {
 	p, err := ParsePattern(fn, kind)
 	p.module = mod
 	return p, err
-}
-
-func cutLast(s, sep string) (before, after string, found bool) {
-	if i := strings.LastIndex(s, sep); i >= 0 {
-		return s[:i], s[i+len(sep):], true
-	}
-	return s, "", false
 }
 
 // Where says where a function is: the path of its module, and whether it
