@@ -83,20 +83,23 @@ func (o FuncOptions) callerFilter() bool {
 // NewFuncFilter returns the uftrace.Filter of o, for uftrace.Copy. parent,
 // when not nil, names the task a forked process's main thread came from
 // (uftrace.Reader.Parent): the child's stack starts as its parent's was.
-// matched, when not nil, says whether a pattern matches one of the trace's
-// functions (of module, when not ""): a -F that matches none is ignored,
-// as uftrace ignores it.
-func NewFuncFilter(o FuncOptions, parent func(tid int) int, matched func(p uftrace.Pattern, module string) bool) uftrace.Filter {
+// matched, when not nil, says whether a pattern matches one of the
+// functions of a session (of module, when not ""): a -F that matches none
+// is ignored, as uftrace ignores it.
+func NewFuncFilter(o FuncOptions, parent func(tid int) int, matched func(sid string, p uftrace.Pattern, module string) bool) uftrace.Filter {
 	f := newFuncFilter(o, parent)
 	f.matched = matched
 	return f
 }
 
 // Matched returns the matched function of NewFuncFilter for the functions
-// of r's sessions.
-func Matched(r *uftrace.Reader) func(p uftrace.Pattern, module string) bool {
-	return func(p uftrace.Pattern, module string) bool {
+// of r's sessions: their modules' symbols.
+func Matched(r *uftrace.Reader) func(sid string, p uftrace.Pattern, module string) bool {
+	return func(sid string, p uftrace.Pattern, module string) bool {
 		for _, s := range r.Sessions {
+			if s.SID != sid {
+				continue
+			}
 			for i, m := range s.Modules {
 				if m.Syms == nil {
 					continue
@@ -138,11 +141,11 @@ func newFuncFilter(o FuncOptions, parent func(tid int) int) *funcFilter {
 type funcFilter struct {
 	opts   FuncOptions
 	parent func(tid int) int
-	// matched says whether a pattern matches a function of the trace (nil:
-	// take every pattern as matching); inMode caches what it says of the
-	// -F patterns and filter triggers.
-	matched  func(p uftrace.Pattern, module string) bool
-	inMode   *bool
+	// matched says whether a pattern matches a function of a session
+	// (nil: take every pattern as matching); inMode caches what it says of
+	// the -F patterns and filter triggers, by session.
+	matched  func(sid string, p uftrace.Pattern, module string) bool
+	inMode   map[string]bool
 	tasks    map[int]*funcTask
 	enabled  bool // no trace_off trigger since the last trace_on
 	finished bool // a finish trigger was hit: nothing more is kept
@@ -152,6 +155,7 @@ type funcFilter struct {
 type funcTask struct {
 	stack []funcFrame
 	last  uint64 // time of the task's last record
+	sid   string // its session (an exec starts another)
 }
 
 // funcFrame is one call on a task's stack.
@@ -216,7 +220,7 @@ func (f *funcFilter) Record(it *uftrace.Item, emit func(*uftrace.Item) error) er
 	if t == nil {
 		t = f.newTask(it.Tid)
 	}
-	t.last = it.Time
+	t.last, t.sid = it.Time, it.Session
 	switch it.Type {
 	case uftrace.Entry:
 		return f.entry(t, it, emit)
@@ -274,7 +278,7 @@ func (f *funcFilter) newTask(tid int) *funcTask {
 // top is the innermost open call (a frame for "no call" when none is).
 func (f *funcFilter) top(t *funcTask) funcFrame {
 	if len(t.stack) == 0 {
-		root := funcFrame{in: !f.filterMode(), limit: -1, threshold: f.opts.Threshold}
+		root := funcFrame{in: !f.filterMode(t.sid), limit: -1, threshold: f.opts.Threshold}
 		if f.opts.Depth > 0 {
 			root.limit = f.opts.Depth
 		}
@@ -284,21 +288,25 @@ func (f *funcFilter) top(t *funcTask) funcFrame {
 }
 
 // filterMode says whether only calls under a -F function (or a filter
-// trigger's) are kept: when one of those patterns matches a function of
-// the trace. uftrace ignores one that matches nothing (utils/filter.c,
-// setup_trigger: the filter mode is set only by a pattern that matched).
-func (f *funcFilter) filterMode() bool {
-	if f.inMode != nil {
-		return *f.inMode
+// trigger's) are kept in session sid: when one of those patterns matches
+// a function of it, the executable's or a library's. uftrace ignores one
+// that matches nothing (utils/filter.c, setup_trigger: the filter mode is
+// set only by a pattern that matched), in each process it records.
+func (f *funcFilter) filterMode(sid string) bool {
+	if in, ok := f.inMode[sid]; ok {
+		return in
 	}
 	in := false
 	for _, p := range f.opts.Filters {
-		in = in || f.matched == nil || f.matched(p, p.Module())
+		in = in || f.matched == nil || f.matched(sid, p, p.Module())
 	}
 	for _, tr := range f.opts.Triggers {
-		in = in || tr.Filter && (f.matched == nil || f.matched(tr.Func, tr.Module))
+		in = in || tr.Filter && (f.matched == nil || f.matched(sid, tr.Func, tr.Module))
 	}
-	f.inMode = &in
+	if f.inMode == nil {
+		f.inMode = map[string]bool{}
+	}
+	f.inMode[sid] = in
 	return in
 }
 

@@ -24,7 +24,7 @@ func NewFuncStage(o FuncOptions, next trace.Writer) trace.Writer {
 	}
 	s := &funcStage{next: next, hold: o.holds(), names: map[string]map[uint64]string{},
 		sids: map[int]string{}, pids: map[int]int{}, out: map[int][]trace.Rec{}}
-	if o.qualified() {
+	if o.qualified() || len(o.Filters) > 0 || slices.ContainsFunc(o.Triggers, func(tr uftrace.Trigger) bool { return tr.Filter }) {
 		s.where = map[string]*whereIndex{}
 	}
 	s.filter = newFuncFilter(o, nil)
@@ -98,6 +98,7 @@ func (s *funcStage) records(v *trace.Records) error {
 			r.Payload = slices.Clone(r.Payload)
 		}
 		*it = uftrace.Item{Tid: v.Tid, Record: r.Record, Payload: r.Payload}
+		it.Session = sid
 		if r.Type == uftrace.Entry || r.Type == uftrace.Exit {
 			it.Func = names[r.Addr]
 			if where != nil {
@@ -143,9 +144,10 @@ func (s *funcStage) Close() error {
 // executable's calls into libraries (its PLT stubs and GOT slots, as the
 // .sym files' P symbols).
 type whereIndex struct {
-	exe  string
-	mods []*uftrace.Module
-	plt  map[uint64]bool // runtime addresses; nil until the executable's base is known
+	exe      string
+	mods     []*uftrace.Module
+	exeIndex int             // the executable's in mods (-1: not mapped)
+	plt      map[uint64]bool // runtime addresses; nil until the executable's base is known
 }
 
 func newWhereIndex(exe string, maps []byte) *whereIndex {
@@ -161,15 +163,13 @@ func (w *whereIndex) setMaps(maps []byte) {
 		return
 	}
 	w.mods = uftrace.Modules(mm)
-	if w.plt != nil || w.exe == "" {
-		return
-	}
 	// The executable: by its path, else the first file mapped.
 	i := slices.IndexFunc(w.mods, func(m *uftrace.Module) bool { return m.Path == w.exe })
 	if i < 0 && len(w.mods) > 0 {
 		i = 0
 	}
-	if i < 0 {
+	w.exeIndex = i
+	if w.plt != nil || i < 0 {
 		return
 	}
 	w.plt = map[uint64]bool{}
@@ -191,20 +191,38 @@ func (w *whereIndex) at(addr uint64) uftrace.Where {
 	return uftrace.Where{Module: w.mods[i].Path, PLT: w.plt[addr]}
 }
 
-// matched says whether p matches a function the stream named (of module,
-// when not ""), for the function filter: the names known when the first
-// records come, the executable's and its libraries'.
-func (s *funcStage) matched(p uftrace.Pattern, module string) bool {
-	for sid, names := range s.names {
-		for addr, name := range names {
-			if !p.MatchSymbol(name) {
-				continue
+// matched says whether p matches a function of session sid (of module,
+// when not ""), for the function filter: one the stream named, or a symbol
+// of a module its maps hold (the executable's imports as PLT), as uftrace
+// matches a filter against every module's symbol table.
+func (s *funcStage) matched(sid string, p uftrace.Pattern, module string) bool {
+	w := s.where[sid]
+	for addr, name := range s.names[sid] {
+		if p.MatchSymbol(name) && (module == "" || w != nil && uftrace.MatchModule(w.at(addr), module)) {
+			return true
+		}
+	}
+	if w == nil {
+		return false
+	}
+	for i, m := range w.mods {
+		f, err := elfx.Open(m.Path)
+		if err != nil {
+			continue
+		}
+		at := uftrace.Where{Module: m.Path}
+		if uftrace.MatchModule(at, module) {
+			for _, fn := range f.Funcs {
+				if p.MatchSymbol(fn.Name) {
+					return true
+				}
 			}
-			if module == "" {
-				return true
-			}
-			if w := s.where[sid]; w != nil && uftrace.MatchModule(w.at(addr), module) {
-				return true
+		}
+		if at.PLT = i == w.exeIndex; uftrace.MatchModule(at, module) && at.PLT {
+			for _, im := range f.Imports {
+				if p.MatchSymbol(im.Name) {
+					return true
+				}
 			}
 		}
 	}

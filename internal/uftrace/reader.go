@@ -22,6 +22,7 @@ type Item struct {
 	Specs   []ArgSpec
 	Func    string // symbol of Addr for Entry/Exit, "" when unknown
 	Where   Where  // the module of Func, for FUNC@MODULE patterns
+	Session string // the session (SID) of the record's task at its time
 }
 
 // Session is one SESS of task.txt with its map and modules.
@@ -387,6 +388,7 @@ func (r *Reader) advance(st *stream) error {
 	st.off += RecordSize
 	if rec.Type == Entry || rec.Type == Exit {
 		if s := r.SessionAt(st.tid, rec.Time); s != nil {
+			it.Session = s.SID
 			if sym, m, ok := s.Resolve(rec.Addr); ok {
 				it.Func = sym.Name
 				// The executable's P symbols are its calls into libraries
