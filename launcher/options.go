@@ -498,7 +498,7 @@ func selection(o Options) (tracer.Selection, error) {
 		fn, lib := p.Pattern, ""
 		if i := strings.LastIndex(p.Pattern, "@"); i >= 0 {
 			fn, lib = p.Pattern[:i], p.Pattern[i+1:]
-			if lib == "" || strings.Contains(lib, "/") {
+			if lib == "" || strings.Contains(lib, "/") || strings.Contains(fn, "@") {
 				return sel, &UsageError{fmt.Sprintf("%s %q: name the library by its file name, FUNC@LIB (e.g. %s 'plug_.*@libplug.so')", flag, p.Pattern, flag)}
 			}
 			if lib == exe {
