@@ -181,3 +181,16 @@ func TestUftraceModules(t *testing.T) {
 		})
 	}
 }
+
+// Two static functions of one name, in two files: -a gives each the
+// arguments DWARF gives it at its address, as uftrace does.
+func TestRecordStaticsAutoArgs(t *testing.T) {
+	second := filepath.Join(testutil.Root(), "testdata", "statics2.c")
+	plain := testutil.BuildC(t, "statics.c", "-g", "-O0", second)
+	pg := testutil.BuildC(t, "statics.c", "-g", "-O0", "-pg", second)
+	tmp := t.TempDir()
+	r, want, got := sideBySide(t, tmp, pg, plain, "-a")
+	if r.code != 0 || got != want || !strings.Contains(got, `helper("x", 0.500000) = 121`) || !strings.Contains(got, "helper(6, 7) = 42") {
+		t.Errorf("-a (exit %d):\nuftrace:\n%s\nrtrace:\n%s", r.code, want, got)
+	}
+}

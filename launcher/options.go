@@ -147,7 +147,7 @@ type config struct {
 	mods     []*tracer.ResModule
 	funcs    postproc.FuncOptions // what the function trace keeps
 	sel      tracer.Selection
-	specs    func(exe *elfx.File, name string) (args, rets []uftrace.ArgSpec)
+	specs    func(exe *elfx.File, name string, value uint64) (args, rets []uftrace.ArgSpec)
 	specLine []uftrace.ArgSpecLine
 	post     func(io.Reader, io.Writer) error // -P OPTS for resource windows
 	funcDir  string                           // the uftrace.data directory, absolute ("": none)
@@ -736,7 +736,7 @@ func interpreters(name, path string) ([]string, error) {
 // the tracer uses to find each function's specs, nil without any. With -a
 // (auto-args), each executable's DWARF adds the specs the resolver writes
 // as its .dbg A:/R: lines, merged as uftrace's reader merges them.
-func argSpecs(o Options) ([]uftrace.ArgSpecLine, func(exe *elfx.File, name string) (args, rets []uftrace.ArgSpec), error) {
+func argSpecs(o Options) ([]uftrace.ArgSpecLine, func(exe *elfx.File, name string, value uint64) (args, rets []uftrace.ArgSpec), error) {
 	var lines []uftrace.ArgSpecLine
 	for _, g := range []struct {
 		flag, key string
@@ -781,35 +781,39 @@ func argSpecs(o Options) ([]uftrace.ArgSpecLine, func(exe *elfx.File, name strin
 	if err != nil {
 		return nil, nil, &UsageError{err.Error()}
 	}
-	auto := map[string]map[string][2][]uftrace.ArgSpec{} // by executable, by function: A: and R: specs
-	dwarfSpecs := func(exe *elfx.File) map[string][2][]uftrace.ArgSpec {
+	// DWARF's A: and R: specs, by module, by link-time address: as uftrace's
+	// reader finds them (utils/dwarf.c, get_dwarf_argspec: by address), so
+	// two static functions of one name each get their own.
+	auto := map[string]map[uint64][2][]uftrace.ArgSpec{}
+	dwarfSpecs := func(exe *elfx.File) map[uint64][2][]uftrace.ArgSpec {
 		specs, ok := auto[exe.Path]
 		if ok {
 			return specs
 		}
-		specs = map[string][2][]uftrace.ArgSpec{}
+		specs = map[uint64][2][]uftrace.ArgSpec{}
 		dbg, _ := resolver.DebugFuncs(exe.Path, exe, true) // no DWARF: no auto specs
+		base := exe.MinVaddr()
 		for _, d := range dbg {
-			both := specs[d.Name]
+			var both [2][]uftrace.ArgSpec
 			for i, s := range []string{d.ArgSpec, d.RetSpec} {
-				// As the reader reads the .dbg: the last line of a name
-				// that has specs.
 				if fs, err := uftrace.ParseFuncSpec(s); err == nil && s != "" {
 					both[i] = fs.Args
 				}
 			}
-			specs[d.Name] = both
+			specs[d.Addr+base] = both
 		}
 		auto[exe.Path] = specs
 		return specs
 	}
-	return lines, func(exe *elfx.File, name string) (args, rets []uftrace.ArgSpec) {
+	return lines, func(exe *elfx.File, name string, value uint64) (args, rets []uftrace.ArgSpec) {
 		// -A FUNC, -R FUNC without '@' and -a: the specs DWARF gives
 		// the function, else the table's, merged as the reader will.
 		autoSpecs := func(i int, builtin func(string) []uftrace.ArgSpec) func() []uftrace.ArgSpec {
 			return func() []uftrace.ArgSpec {
-				if specs := dwarfSpecs(exe)[name][i]; len(specs) > 0 {
-					return specs
+				if value != 0 {
+					if specs := dwarfSpecs(exe)[value][i]; len(specs) > 0 {
+						return specs
+					}
 				}
 				return builtin(name)
 			}

@@ -367,12 +367,13 @@ func unwound(f *elfx.File, cands []cand) Unwound {
 	return u
 }
 
-// newFn describes a traced function of module f at runtime address addr,
-// with the argument specs that apply to it.
-func (t *Tracer) newFn(f *elfx.File, name string, addr uint64) fn {
+// newFn describes a traced function of module f at runtime address addr
+// (link-time value; 0 for a library call), with the argument specs that
+// apply to it.
+func (t *Tracer) newFn(f *elfx.File, name string, addr, value uint64) fn {
 	fi := fn{name: name, addr: addr}
 	if t.cfg.Specs != nil {
-		fi.args, fi.rets = t.cfg.Specs(f, name)
+		fi.args, fi.rets = t.cfg.Specs(f, name, value)
 	}
 	return fi
 }

@@ -57,7 +57,7 @@ func (t *Tracer) patchGOT(mem *os.File, im *image) {
 			continue
 		}
 		im.hookNext = (cell + uint64(len(code)) + 15) &^ 15
-		im.funcs = append(im.funcs, t.newFn(im.elf, imp.Name, slot))
+		im.funcs = append(im.funcs, t.newFn(im.elf, imp.Name, slot, 0))
 		key := plan.Trap
 		if im.fast != nil {
 			key = tramp // no int3: the key of its bookkeeping

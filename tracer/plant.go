@@ -279,11 +279,15 @@ func (t *Tracer) plantFuncs(tid int, mem *os.File, im *image, cm *codeMap, cands
 	}
 	var fc *fastCode
 	if im.fast != nil {
-		fc = &fastCode{table: im.fast.tableAddr, rdfsbase: im.fast.rdfsbase, clones: t.on && !t.attached, stops: func(name string) bool {
+		fc = &fastCode{table: im.fast.tableAddr, rdfsbase: im.fast.rdfsbase, clones: t.on && !t.attached, stops: func(c cand) bool {
 			if t.cfg.Specs == nil {
 				return false
 			}
-			args, rets := t.cfg.Specs(f, name)
+			value := c.value
+			if c.libcall {
+				value = 0
+			}
+			args, rets := t.cfg.Specs(f, c.name, value)
 			return len(args) > 0 || len(rets) > 0
 		}}
 	}
@@ -402,7 +406,7 @@ type fastCode struct {
 	rdfsbase bool
 	// stops says which functions keep an int3 entry that the tracer
 	// handles at each call (their arguments or return value are recorded).
-	stops func(name string) bool
+	stops func(c cand) bool
 	// clones: a function may run from a copy of its body. Only when no
 	// thread can be inside it yet: not at an attach, and not for entries
 	// planted disarmed (--disable) that a toggle arms later.
@@ -450,7 +454,7 @@ func planFuncs(cm *codeMap, cands []cand, scratch, size, entry uint64, exe bool,
 		var plan bp.Plan
 		err := errJump
 		personality := c.libcall && exe && strings.HasSuffix(c.name, "_personality_v0")
-		stops := fc != nil && fc.stops != nil && fc.stops(c.name)
+		stops := fc != nil && fc.stops != nil && fc.stops(c)
 		if stops {
 			err = errValues
 		} else if !jump && (p.sites == nil || !personality) {
@@ -605,7 +609,11 @@ func (t *Tracer) commitPlan(mem io.WriterAt, im *image, p *plantPlan) error {
 		}
 	}
 	for _, e := range p.entries {
-		fi := t.newFn(p.f, e.c.name, e.addr)
+		value := e.c.value
+		if e.c.libcall {
+			value = 0
+		}
+		fi := t.newFn(p.f, e.c.name, e.addr, value)
 		fi.jump = e.jump
 		fi.res = e.c.res
 		fi.personality = e.personality

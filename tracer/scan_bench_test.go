@@ -55,7 +55,7 @@ func BenchmarkScanModule(b *testing.B) {
 	for range b.N {
 		cm := scanModule(mem, f, 0, nil)
 		p := planFuncs(cm, cands, scratch, size, f.Entry, true,
-			&fastCode{table: 0x7e0000000000, rdfsbase: true, clones: true, stops: func(string) bool { return false }})
+			&fastCode{table: 0x7e0000000000, rdfsbase: true, clones: true, stops: func(cand) bool { return false }})
 		if len(p.entries) < len(cands)/2 {
 			b.Fatalf("%d of %d functions planned", len(p.entries), len(cands))
 		}

@@ -42,9 +42,9 @@ type Config struct {
 	// Warn receives rtrace's warnings while tracing (nil: os.Stderr).
 	Warn io.Writer
 	// Specs returns the argument and return-value specs of the function
-	// whose symbol is name in the executable exe, in payload order (nil:
-	// none).
-	Specs func(exe *elfx.File, name string) (args, rets []uftrace.ArgSpec)
+	// whose symbol is name, at link-time address value (0 for a library
+	// call), in the module exe, in payload order (nil: none).
+	Specs func(exe *elfx.File, name string, value uint64) (args, rets []uftrace.ArgSpec)
 	// Started is called with the target's pid once it runs.
 	Started func(pid int)
 	// Ready is called once the first image is set up: the executable and

@@ -139,9 +139,11 @@ func (t *specTable) lookup(name string, s *Session, addr uint64) (args, rets []A
 	find := func(i int) []ArgSpec {
 		if !looked && s != nil {
 			looked = true
-			if _, m, ok := s.Resolve(addr); ok {
+			if sym, m, ok := s.Resolve(addr); ok {
 				for _, f := range m.debugFuncs {
-					if f.Name != name {
+					// By the symbol's address, as uftrace (utils/dwarf.c,
+					// get_dwarf_argspec): static functions share names.
+					if f.Addr != sym.Addr {
 						continue
 					}
 					for i, src := range []string{f.ArgSpec, f.RetSpec} {
