@@ -214,6 +214,8 @@ func TestUftraceTriggers(t *testing.T) {
 		{"-A", "c"},
 		{"-R", "c", "-A", "e@arg1"},
 		{"--argument=^[ce]$", "--retval", "d"},
+		{"-e"},
+		{"--estimate-return", "-F", "b", "-A", "c"},
 	} {
 		t.Run(strings.Join(opts, " "), func(t *testing.T) { sameTrees(t, uft, pg, plain, opts) })
 	}
@@ -228,6 +230,15 @@ func TestUftraceTriggers(t *testing.T) {
 		{"-a", "-A", "fi@arg2/x", "-F", "^f[ice]$"},
 	} {
 		t.Run(strings.Join(opts, " "), func(t *testing.T) { sameTrees(t, uft, autoPg, auto, opts) })
+	}
+	// -e marks the trace as uftrace record -e does (its exits are
+	// estimated, rtrace's exact: the trees above match).
+	tmp := t.TempDir()
+	if r := runCmd(t, tmp, rtraceBin, "record", "-q", "-e", "-d", "E", plain); r.code != 0 {
+		t.Fatalf("record -e: %+v", r)
+	}
+	if dump := testutil.Run(t, tmp, uft, "dump", "-d", "E"); !strings.Contains(dump, "ESTIMATE_RETURN)") {
+		t.Errorf("record -e: features without ESTIMATE_RETURN:\n%.600s", dump)
 	}
 	// The auto-args action is -A FUNC and -R FUNC, as uftrace's manual
 	// says and its info file records; uftrace 0.13's own recorder then

@@ -102,6 +102,11 @@ type Options struct {
 	ToggleSignal unix.Signal
 	Manage       bool // --manage-preproc
 
+	// EstimateReturn (-e): uftrace record -e hooks no return and writes
+	// each exit when a later entry shows it happened; rtrace's returns are
+	// its own hooks' and exact, so -e only marks the trace as uftrace's
+	// does (info's ESTIMATE_RETURN feature).
+	EstimateReturn bool
 	// ShowTime (--time): print the program's running time as uftrace does
 	// (elapsed, system and user time), on Stdout.
 	ShowTime bool
@@ -274,6 +279,10 @@ func check(ctx context.Context, o Options) (*config, error) {
 		return c, c.openOutputs(ctx, o)
 	}
 	if c.prog, err = lookPath(o.Args[0]); err != nil {
+		if o.EstimateReturn && !strings.Contains(o.Args[0], "/") {
+			// sp-rtrace's habit: -e MODULES names resource modules there.
+			err = fmt.Errorf("%w (-e is uftrace's --estimate-return here; sp-rtrace's -e %s is 'rtrace sp-rtrace -e %s' or --module %s)", err, o.Args[0], o.Args[0], o.Args[0])
+		}
 		return nil, &ExitError{127, err}
 	}
 	if err := checkRunnable(o.Args[0], c.prog); err != nil {

@@ -125,6 +125,9 @@ type session struct {
 func newSession(c *config, ready func()) *session {
 	s := &session{c: c, con: tty.NewLine(c.Stderr)}
 	info := uftrace.Info{Cmdline: c.Cmdline, Version: "rtrace " + c.Version, ArgSpecs: c.specLine, PatternType: cmp.Or(c.Match, uftrace.PatternRegex)}
+	if c.EstimateReturn {
+		info.Features |= uftrace.FeatEstimateReturn // the reader estimates the returns
+	}
 	if c.exe != nil {
 		info.ExeName = c.prog
 		if len(c.untraced) == 0 { // a script's is its interpreter's

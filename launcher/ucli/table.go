@@ -95,8 +95,8 @@ var table = []option{
 		why: "rtrace needs no mcount symbol: every program is traced as it is"},
 	{long: "time", group: recordGroup, help: "print the program's running time (elapsed, system, user) when it ends",
 		set: func(c *Cmd, _ string) error { c.Options.ShowTime = true; return nil }},
-	{long: "estimate-return", short: 'e', group: recordGroup, help: "record entries only", kind: notYet,
-		why: "entry-only recording (for sp-rtrace's -e MODULES, use 'rtrace sp-rtrace -e MODULES' or --module MODULES)"},
+	{long: "estimate-return", short: 'e', group: recordGroup, help: "as uftrace's (returns estimated from later entries); rtrace records the exact returns (not sp-rtrace's -e MODULES: 'rtrace sp-rtrace -e MODULES' or --module MODULES)",
+		set: func(c *Cmd, _ string) error { c.Options.EstimateReturn = true; return nil }},
 
 	// COMMON OPTIONS: filters.
 	{long: "filter", short: 'F', arg: "FUNC", group: commonGroup, help: "trace only functions matching FUNC and their callees; FUNC@PLT: the program's library calls, FUNC@LIB: LIB's functions (repeatable)",
