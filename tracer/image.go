@@ -64,6 +64,15 @@ type cand struct {
 	res         *resFn
 }
 
+// specValue is the address Config.Specs finds c's DWARF specs by: its
+// link-time address, 0 for a library call (a stub has no DWARF).
+func (c cand) specValue() uint64 {
+	if c.libcall {
+		return 0
+	}
+	return c.value
+}
+
 // image is one address space: the breakpoints and scratch page planted in
 // it. A forked child shares its parent's image (its memory is a copy).
 type image struct {

@@ -283,11 +283,7 @@ func (t *Tracer) plantFuncs(tid int, mem *os.File, im *image, cm *codeMap, cands
 			if t.cfg.Specs == nil {
 				return false
 			}
-			value := c.value
-			if c.libcall {
-				value = 0
-			}
-			args, rets := t.cfg.Specs(f, c.name, value)
+			args, rets := t.cfg.Specs(f, c.name, c.specValue())
 			return len(args) > 0 || len(rets) > 0
 		}}
 	}
@@ -609,11 +605,7 @@ func (t *Tracer) commitPlan(mem io.WriterAt, im *image, p *plantPlan) error {
 		}
 	}
 	for _, e := range p.entries {
-		value := e.c.value
-		if e.c.libcall {
-			value = 0
-		}
-		fi := t.newFn(p.f, e.c.name, e.addr, value)
+		fi := t.newFn(p.f, e.c.name, e.addr, e.c.specValue())
 		fi.jump = e.jump
 		fi.res = e.c.res
 		fi.personality = e.personality
