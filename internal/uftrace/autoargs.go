@@ -285,7 +285,8 @@ var (
 
 // parseShown reads declarations written as libcShown is.
 func parseShown(src string) (*AutoLibc, error) {
-	a := &AutoLibc{args: map[string][]ArgSpec{}, rets: map[string][]ArgSpec{}}
+	a := &AutoLibc{}
+	seen := map[string]bool{}
 	var argItems, retItems, enums []string
 	for _, c := range cxxShown {
 		argItems = append(argItems, c[0]+"@"+c[1])
@@ -313,9 +314,10 @@ func parseShown(src string) (*AutoLibc, error) {
 			return nil, fmt.Errorf("%q: not a declaration", decl)
 		}
 		name := m[2]
-		if _, dup := a.args[name]; dup {
+		if seen[name] {
 			return nil, fmt.Errorf("%s: declared twice", name)
 		}
+		seen[name] = true
 		var items []string
 		ints, floats := 0, 0
 		for _, p := range strings.Split(m[3], ",") {
@@ -348,22 +350,16 @@ func parseShown(src string) (*AutoLibc, error) {
 			}
 			retItems = append(retItems, name+"@retval"+f)
 		}
-		a.args[name] = nil // seen
 	}
 	a.ArgLine = strings.Join(argItems, ";")
 	a.RetLine = strings.Join(retItems, ";")
 	a.EnumLine = strings.Join(enums, "")
-	for _, l := range []struct {
-		s  string
-		to map[string][]ArgSpec
-	}{{a.ArgLine, a.args}, {a.RetLine, a.rets}} {
-		fs, err := ParseSpecList(l.s)
-		if err != nil {
-			return nil, err
-		}
-		for _, f := range fs {
-			l.to[cxxname.Short(f.Pattern)] = f.Args
-		}
+	var err error
+	if a.args, err = autoSpecMap(a.ArgLine); err != nil {
+		return nil, err
+	}
+	if a.rets, err = autoSpecMap(a.RetLine); err != nil {
+		return nil, err
 	}
 	return a, nil
 }

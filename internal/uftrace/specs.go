@@ -45,19 +45,14 @@ func newSpecTable(lines []ArgSpecLine, patternType string, auto bool) (*specTabl
 		switch l.Key {
 		case "argspec", "retspec":
 		case "argauto", "retauto":
-			fs, err := ParseSpecList(l.Value)
+			m, err := autoSpecMap(l.Value)
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", l.Key, err)
 			}
-			to := &t.argauto
-			if l.Key == "retauto" {
-				to = &t.retauto
-			}
-			if *to == nil {
-				*to = map[string][]ArgSpec{}
-			}
-			for _, f := range fs {
-				(*to)[cxxname.Short(f.Pattern)] = f.Args // as uftrace: by demangled name
+			if l.Key == "argauto" {
+				t.argauto = m
+			} else {
+				t.retauto = m
 			}
 			continue
 		default:
@@ -91,6 +86,21 @@ func newSpecTable(lines []ArgSpecLine, patternType string, auto bool) (*specTabl
 		}
 	}
 	return t, nil
+}
+
+// autoSpecMap reads an argauto or retauto line: each function's specs, by
+// its short demangled name, as uftrace matches them (utils/auto-args.c,
+// build_auto_args).
+func autoSpecMap(line string) (map[string][]ArgSpec, error) {
+	fs, err := ParseSpecList(line)
+	if err != nil {
+		return nil, err
+	}
+	m := make(map[string][]ArgSpec, len(fs))
+	for _, f := range fs {
+		m[cxxname.Short(f.Pattern)] = f.Args
+	}
+	return m, nil
 }
 
 // Specs finds the argument and return-value specs of functions by name from
