@@ -100,7 +100,7 @@ func Matched(r *uftrace.Reader) func(sid string, p uftrace.Pattern, module strin
 			if s.SID != sid {
 				continue
 			}
-			for i, m := range s.Modules {
+			for _, m := range s.Modules {
 				if m.Syms == nil {
 					continue
 				}
@@ -108,8 +108,7 @@ func Matched(r *uftrace.Reader) func(sid string, p uftrace.Pattern, module strin
 					if sym.Type == '?' {
 						continue
 					}
-					w := uftrace.Where{Module: m.Path, PLT: sym.Type == 'P' && i == 0}
-					if uftrace.MatchModule(w, module) && p.MatchSymbol(sym.Name) {
+					if uftrace.MatchModule(s.Where(m, sym), module) && p.MatchSymbol(sym.Name) {
 						return true
 					}
 				}

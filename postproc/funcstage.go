@@ -6,7 +6,6 @@ import (
 	"sort"
 
 	"rtrace/internal/elfx"
-
 	"rtrace/internal/trace"
 	"rtrace/internal/uftrace"
 )
@@ -49,7 +48,8 @@ type funcStage struct {
 	pids  map[int]int                  // process of each task
 	out   map[int][]trace.Rec          // records kept, by task, not yet passed on
 	// where finds the module of each function, by session, when a
-	// pattern names one (FUNC@MODULE); nil otherwise.
+	// pattern names one (FUNC@MODULE) or a -F may match nothing
+	// (matched); nil otherwise.
 	where map[string]*whereIndex
 }
 
@@ -210,20 +210,14 @@ func (s *funcStage) matched(sid string, p uftrace.Pattern, module string) bool {
 		if err != nil {
 			continue
 		}
-		at := uftrace.Where{Module: m.Path}
-		if uftrace.MatchModule(at, module) {
-			for _, fn := range f.Funcs {
-				if p.MatchSymbol(fn.Name) {
-					return true
-				}
-			}
+		if uftrace.MatchModule(uftrace.Where{Module: m.Path}, module) &&
+			slices.ContainsFunc(f.Funcs, func(fn elfx.Func) bool { return p.MatchSymbol(fn.Name) }) {
+			return true
 		}
-		if at.PLT = i == w.exeIndex; uftrace.MatchModule(at, module) && at.PLT {
-			for _, im := range f.Imports {
-				if p.MatchSymbol(im.Name) {
-					return true
-				}
-			}
+		// The executable's imports: its calls into libraries (PLT).
+		if i == w.exeIndex && uftrace.MatchModule(uftrace.Where{Module: m.Path, PLT: true}, module) &&
+			slices.ContainsFunc(f.Imports, func(im elfx.Import) bool { return p.MatchSymbol(im.Name) }) {
+			return true
 		}
 	}
 	return false

@@ -310,6 +310,13 @@ func (s *Session) Resolve(addr uint64) (Symbol, *Module, bool) {
 	return Symbol{}, nil, false
 }
 
+// Where says where sym of module m of the session is, for FUNC@MODULE
+// patterns: the executable's P symbols are its calls into libraries (a
+// library's own are --nest-libcall's: not @PLT).
+func (s *Session) Where(m *Module, sym Symbol) Where {
+	return Where{Module: m.Path, PLT: sym.Type == 'P' && len(s.Modules) > 0 && m == s.Modules[0]}
+}
+
 // Next returns the next record in time order across all tasks, or io.EOF.
 func (r *Reader) Next() (*Item, error) {
 	if r.done || r.streams.Len() == 0 {
@@ -391,9 +398,7 @@ func (r *Reader) advance(st *stream) error {
 			it.Session = s.SID
 			if sym, m, ok := s.Resolve(rec.Addr); ok {
 				it.Func = sym.Name
-				// The executable's P symbols are its calls into libraries
-				// (a library's own are --nest-libcall's: not @PLT).
-				it.Where = Where{Module: m.Path, PLT: sym.Type == 'P' && len(s.Modules) > 0 && m == s.Modules[0]}
+				it.Where = s.Where(m, sym)
 			}
 		}
 	}
