@@ -17,13 +17,16 @@ import (
 	"rtrace/tracer"
 )
 
+// endSignals are the signals that end a session (or its finishing).
+var endSignals = []os.Signal{unix.SIGINT, unix.SIGTERM, unix.SIGHUP}
+
 // catchSignals starts catching the signals that end a session, into the
 // channel watchSignals reads. It runs first: Go's first signal.Notify
 // waits for the runtime's signal thread to start, which took 0.2-0.9 ms
 // once elfx.Prefetch kept a CPU busy.
 func catchSignals() chan os.Signal {
 	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, unix.SIGINT, unix.SIGTERM, unix.SIGHUP)
+	signal.Notify(sigs, endSignals...)
 	return sigs
 }
 

@@ -307,7 +307,7 @@ func (s *session) signalsWhileFinishing() (stop func() unix.Signal) {
 		return func() unix.Signal { return 0 }
 	}
 	ch := make(chan os.Signal, 1)
-	signal.Notify(ch, unix.SIGINT, unix.SIGTERM, unix.SIGHUP)
+	signal.Notify(ch, endSignals...)
 	var got atomic.Int32
 	quit, done := make(chan struct{}), make(chan struct{})
 	go func() {

@@ -265,9 +265,7 @@ func describe(t dwarf.Type, aggs elfx.Aggregates) valueClass {
 		}
 		return valueClass{kind: kindInt, format: "/p"}
 	case *dwarf.UnsupportedType:
-		// debug/dwarf does not model C++ references; uftrace shows them
-		// as pointers.
-		if v.Tag == dwarf.TagReferenceType || v.Tag == dwarf.TagRvalueReferenceType {
+		if isReference(v) { // uftrace shows a reference as a pointer
 			return valueClass{kind: kindInt, format: "/p"}
 		}
 	case *dwarf.EnumType:
@@ -317,6 +315,12 @@ func describe(t dwarf.Type, aggs elfx.Aggregates) valueClass {
 		}
 	}
 	return valueClass{}
+}
+
+// isReference says whether t is a C++ reference, which debug/dwarf does
+// not model: passed as a pointer.
+func isReference(t *dwarf.UnsupportedType) bool {
+	return t.Tag == dwarf.TagReferenceType || t.Tag == dwarf.TagRvalueReferenceType
 }
 
 // hasFields says whether struct s has a member other than its static ones.
@@ -441,7 +445,7 @@ func (l *layout) add(t dwarf.Type, off int64) bool {
 		}
 		return l.leaf(off, n, 'i')
 	case *dwarf.UnsupportedType:
-		if v.Tag == dwarf.TagReferenceType || v.Tag == dwarf.TagRvalueReferenceType {
+		if isReference(v) {
 			return l.leaf(off, 8, 'i')
 		}
 	}
