@@ -12,7 +12,6 @@ import (
 	"strings"
 	"testing"
 
-	"rtrace/internal/elfx"
 	"rtrace/internal/testutil"
 	"rtrace/internal/uftrace"
 )
@@ -97,11 +96,11 @@ type fixture struct {
 	// -fno-plt); uftrace records the lazily bound -pg build, the only one
 	// whose library calls its PLT hooks see.
 	plain []string
-	// ownOnly: compare only the program's own functions. uftrace -pg shows
-	// a longjmp as a second return of _setjmp; rtrace shows _setjmp() as a
-	// leaf, does not record longjmp (tracer/image.go, libcallSkip) and
-	// closes the frames it skips.
-	ownOnly bool
+	// closings: compare the closing lines too, where uftrace leaves frames
+	// open (an exec, a longjmp) and its replay rewinds its display. Other
+	// fixtures compare entries only: rtrace closes the frames open at
+	// exit(), uftrace -pg does not.
+	closings bool
 }
 
 func TestRecordMatchesUftrace(t *testing.T) {
@@ -114,7 +113,7 @@ func TestRecordMatchesUftrace(t *testing.T) {
 		{src: "fork.c", args: func(t *testing.T, v variant, pg bool) []string {
 			// fork + exec: the child execs the chain fixture of the same build.
 			return []string{build(t, "chain.c", v, pg, nil)}
-		}},
+		}, closings: true},
 		{src: "signal.c"},
 		{src: "exit.c"},
 		{src: "cxx.cc"},
@@ -122,7 +121,7 @@ func TestRecordMatchesUftrace(t *testing.T) {
 		{src: "cold.c"},
 		{src: "throw.cc"},
 		{src: "nested.cc"},
-		{src: "longjmp.c", ownOnly: true},
+		{src: "longjmp.c", closings: true},
 		{src: "libcalls.c"},
 		{src: "libcalls.c", plain: []string{"-Wl,-z,now"}},
 		{src: "libcalls.c", plain: []string{"-fno-plt"}},
@@ -144,7 +143,7 @@ func TestRecordMatchesUftrace(t *testing.T) {
 					plainArgs, pgArgs = f.args(t, v, false), f.args(t, v, true)
 				}
 				tmp := t.TempDir()
-				wantTree, err := uftraceTree(t, tmp, uft, pg, pgArgs)
+				wantReplay, err := uftraceReplay(t, tmp, uft, pg, pgArgs)
 				if err != nil {
 					// uftrace 0.13 records nothing for some -O2 -pg builds
 					// (exit.c: "No data available"); -fno-inline keeps the
@@ -154,13 +153,11 @@ func TestRecordMatchesUftrace(t *testing.T) {
 					if f.args != nil {
 						pgArgs = f.args(t, o0, true)
 					}
-					if wantTree, err = uftraceTree(t, tmp, uft, build(t, f.src, o0, true, f.libs), pgArgs); err != nil {
+					if wantReplay, err = uftraceReplay(t, tmp, uft, build(t, f.src, o0, true, f.libs), pgArgs); err != nil {
 						t.Fatal(err)
 					}
 				}
-				if f.ownOnly {
-					wantTree = ownFunctions(t, pg, wantTree)
-				}
+				wantTree := uftrace.WithoutPgStartup(tree(wantReplay))
 				bare := runCmd(t, tmp, plain, plainArgs...)
 				for _, engine := range engines {
 					dir := "R-" + engine
@@ -168,10 +165,8 @@ func TestRecordMatchesUftrace(t *testing.T) {
 					if got != bare {
 						t.Errorf("%s: under rtrace the program printed/exited differently:\nwithout: %+v\nwith:    %+v", engine, bare, got)
 					}
-					gotTree := tree(replay(t, filepath.Join(tmp, dir)))
-					if f.ownOnly {
-						gotTree = ownFunctions(t, pg, gotTree)
-					}
+					gotReplay := replay(t, filepath.Join(tmp, dir))
+					gotTree := tree(gotReplay)
 					// libmcount writes a library call's ENTRY when it returns or
 					// calls one of its flush functions (exit, fork, exec...):
 					// _exit() never shows under uftrace. rtrace writes it.
@@ -181,6 +176,9 @@ func TestRecordMatchesUftrace(t *testing.T) {
 					gotTree = slices.DeleteFunc(gotTree, func(tr string) bool { return tr == "" })
 					if strings.Join(gotTree, "\n") != strings.Join(wantTree, "\n") {
 						t.Errorf("%s: call trees differ\nuftrace -pg:\n%s\nrtrace:\n%s", engine, strings.Join(wantTree, "\n"), strings.Join(gotTree, "\n"))
+					}
+					if want, got := replayLines(wantReplay), replayLines(gotReplay); f.closings && got != want {
+						t.Errorf("%s: replays differ\nuftrace -pg:\n%s\nrtrace:\n%s", engine, want, got)
 					}
 					for _, cmd := range [][]string{{"report"}, {"graph"}, {"info"}, {"dump", "--chrome"}} {
 						testutil.Run(t, tmp, uft, append(cmd, "--no-pager", "-d", dir)...)
@@ -196,39 +194,58 @@ func TestRecordMatchesUftrace(t *testing.T) {
 // itself adds (uftrace.WithoutPgStartup).
 func uftraceTree(t *testing.T, tmp, uft, prog string, args []string) ([]string, error) {
 	t.Helper()
+	r, err := uftraceReplay(t, tmp, uft, prog, args)
+	return uftrace.WithoutPgStartup(tree(r)), err
+}
+
+// uftraceReplay records prog with the real uftrace, library calls
+// included, and returns its `replay -f tid`.
+func uftraceReplay(t *testing.T, tmp, uft, prog string, args []string) (string, error) {
+	t.Helper()
 	dir := filepath.Join(tmp, "U")
 	os.RemoveAll(dir)
 	runCmd(t, tmp, uft, append([]string{"record", "--no-event", "-d", dir, prog}, args...)...)
 	r := runCmd(t, tmp, uft, "replay", "--no-pager", "-f", "tid", "-d", dir)
 	if r.code != 0 {
-		return nil, fmt.Errorf("uftrace replay: exit %d: %s", r.code, strings.TrimSpace(r.stderr))
+		return "", fmt.Errorf("uftrace replay: exit %d: %s", r.code, strings.TrimSpace(r.stderr))
 	}
-	return uftrace.WithoutPgStartup(tree(r.stdout)), nil
+	return r.stdout, nil
 }
 
-// ownFunctions drops from trees the lines of functions prog does not define.
-func ownFunctions(t *testing.T, prog string, trees []string) []string {
-	f, err := elfx.Open(prog)
-	if err != nil {
-		t.Fatal(err)
-	}
-	own := map[string]bool{}
-	for _, fn := range f.Funcs {
-		own[fn.Name+"()"] = true
+// replayLines is the text of each task's lines in a `replay -f tid`,
+// closing lines included, at their indentation: tids, durations, events
+// and what -pg adds before main dropped, tasks in order of their text.
+// A call whose lines another task's came between ("fork() {", then
+// "} /* fork */") reads as the leaf it is ("fork();").
+func replayLines(replay string) string {
+	tasks := map[string]*strings.Builder{}
+	leaf := regexp.MustCompile(`(?m)^( *)(\S+)\(\) \{\n *\} /\* (\S+) \*/$`)
+	for _, line := range strings.Split(replay, "\n") {
+		head, body, ok := strings.Cut(line, "] | ")
+		if !ok || strings.HasPrefix(line, "#") || strings.HasPrefix(strings.TrimSpace(body), "/*") {
+			continue
+		}
+		if fn := strings.TrimSpace(body); fn == "__monstartup();" || fn == "__cxa_atexit();" && strings.TrimLeft(body, " ") == body {
+			continue
+		}
+		tid := head[strings.LastIndexByte(head, '[')+1:]
+		if tasks[tid] == nil {
+			tasks[tid] = &strings.Builder{}
+		}
+		fmt.Fprintln(tasks[tid], body)
 	}
 	var out []string
-	for _, tr := range trees {
-		var b strings.Builder
-		for _, line := range strings.SplitAfter(tr, "\n") {
-			if own[strings.TrimSpace(line)] {
-				b.WriteString(line)
+	for _, b := range tasks {
+		out = append(out, leaf.ReplaceAllStringFunc(b.String(), func(m string) string {
+			g := leaf.FindStringSubmatch(m)
+			if g[2] != g[3] {
+				return m
 			}
-		}
-		if b.Len() > 0 {
-			out = append(out, b.String())
-		}
+			return g[1] + g[2] + "();"
+		}))
 	}
-	return out
+	slices.Sort(out)
+	return strings.Join(out, "\n")
 }
 
 func build(t *testing.T, src string, v variant, pg bool, libs []string) string {

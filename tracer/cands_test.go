@@ -91,17 +91,18 @@ func TestExeCands(t *testing.T) {
 	}{
 		{name: "no function trace", funcs: false, libcalls: true},
 		{name: "functions", funcs: true, want: []string{"main", "foo", "bar.colder"}, wantFuncs: 3},
-		// __libc_start_main and longjmp are in libcallSkip.
+		// __libc_start_main is in libcallSkip; longjmp is recorded as
+		// uftrace records it (hookLongjmp).
 		{name: "libcalls", funcs: true, libcalls: true,
-			want: []string{"main", "foo", "bar.colder", "puts()", "malloc()"}, wantFuncs: 3},
+			want: []string{"main", "foo", "bar.colder", "puts()", "malloc()", "longjmp()"}, wantFuncs: 3},
 		{name: "malloc left to the memory module", funcs: true, libcalls: true, mods: []*ResModule{memory},
-			want: []string{"main", "foo", "bar.colder", "puts()"}, wantFuncs: 3},
+			want: []string{"main", "foo", "bar.colder", "puts()", "longjmp()"}, wantFuncs: 3},
 		// A static executable with DWARF: only its subprograms, and only
 		// the traceable ones (frame_dummy is not).
 		{name: "static with DWARF", own: map[uint64]bool{0x1200: true, 0x1320: true}, funcs: true,
 			want: []string{"foo"}, wantFuncs: 1},
 		{name: "stripped", own: map[uint64]bool{}, funcs: true, libcalls: true,
-			want: []string{"puts()", "malloc()"}, wantFuncs: 0},
+			want: []string{"puts()", "malloc()", "longjmp()"}, wantFuncs: 0},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -139,15 +140,15 @@ func TestSelection(t *testing.T) {
 		min   uint64
 		want  []string
 	}{
-		{"none", nil, 0, []string{"main", "foo", "bar.colder", "puts()", "malloc()"}},
-		{"-P main", []Rule{in("main")}, 0, []string{"main", "puts()", "malloc()"}},
-		{"-P ^.a", []Rule{in("^.a")}, 0, []string{"main", "bar.colder", "puts()", "malloc()"}},
-		{"only library patterns", []Rule{libIn(".", "libc.so.6")}, 0, []string{"puts()", "malloc()"}},
-		{"-U foo", []Rule{out("foo")}, 0, []string{"main", "bar.colder", "puts()", "malloc()"}},
-		{"-U foo@libc.so.6 leaves the executable's", []Rule{{Func: mustPattern(t, "foo"), Lib: "libc.so.6", Out: true}}, 0, []string{"main", "foo", "bar.colder", "puts()", "malloc()"}},
-		{"-P . -U foo -P fo.", []Rule{in("."), out("foo"), in("fo.")}, 0, []string{"main", "foo", "bar.colder", "puts()", "malloc()"}},
-		{"-P fo. -U foo", []Rule{in("fo."), out("foo")}, 0, []string{"puts()", "malloc()"}},
-		{"-Z 0x30", nil, 0x30, []string{"main", "foo", "puts()", "malloc()"}},
+		{"none", nil, 0, []string{"main", "foo", "bar.colder", "puts()", "malloc()", "longjmp()"}},
+		{"-P main", []Rule{in("main")}, 0, []string{"main", "puts()", "malloc()", "longjmp()"}},
+		{"-P ^.a", []Rule{in("^.a")}, 0, []string{"main", "bar.colder", "puts()", "malloc()", "longjmp()"}},
+		{"only library patterns", []Rule{libIn(".", "libc.so.6")}, 0, []string{"puts()", "malloc()", "longjmp()"}},
+		{"-U foo", []Rule{out("foo")}, 0, []string{"main", "bar.colder", "puts()", "malloc()", "longjmp()"}},
+		{"-U foo@libc.so.6 leaves the executable's", []Rule{{Func: mustPattern(t, "foo"), Lib: "libc.so.6", Out: true}}, 0, []string{"main", "foo", "bar.colder", "puts()", "malloc()", "longjmp()"}},
+		{"-P . -U foo -P fo.", []Rule{in("."), out("foo"), in("fo.")}, 0, []string{"main", "foo", "bar.colder", "puts()", "malloc()", "longjmp()"}},
+		{"-P fo. -U foo", []Rule{in("fo."), out("foo")}, 0, []string{"puts()", "malloc()", "longjmp()"}},
+		{"-Z 0x30", nil, 0x30, []string{"main", "foo", "puts()", "malloc()", "longjmp()"}},
 	} {
 		sel := Selection{Rules: c.rules, MinSize: c.min}
 		got, _ := exeCands(testExe(), nil, true, true, nil, &sel, nil)
@@ -279,7 +280,7 @@ func TestGotCalls(t *testing.T) {
 		{Name: "puts", GOT: 0x3808, Stub: 0x1030, StubSize: 16}, // has a stub
 		{Name: "strlen", GOT: 0x3810},                           // slot also read as data
 		{Name: "_setjmp", GOT: 0x3818},                          // recorded at the call
-		{Name: "longjmp", GOT: 0x3820},                          // libcallSkip
+		{Name: "__cxa_throw", GOT: 0x3820},                      // libcallSkip
 		{Name: "getenv", GOT: 0x3828},                           // slot never read
 		{Name: "exit", GOT: 0x3830},
 	}}

@@ -663,6 +663,7 @@ func (t *Tracer) fastEntry(th *thread, f *fn, regs *unix.PtraceRegs, ts uint64, 
 			d := st.Depth()
 			t.fastRecord(th, uftrace.Record{Time: ts, Type: uftrace.Entry, Depth: d, Addr: f.addr}, nil)
 			t.fastRecord(th, uftrace.Record{Time: ts, Type: uftrace.Exit, Depth: d, Addr: f.addr}, nil)
+			th.setjmp = setjmpCall{rsp: regs.Rsp, addr: f.addr, depth: d}
 			return 0
 		}
 	}
@@ -743,6 +744,9 @@ func (t *Tracer) fastRecord(th *thread, r uftrace.Record, payload []byte) {
 // of frames that are not its own to pop (a vfork child's), or that a stub
 // may still pop (a process that runs rtrace's code without it).
 func (t *Tracer) fastExits(th *thread, st *fast.State, lo, n int, ts uint64) {
+	if th.openEnds {
+		return
+	}
 	for d := n - 1; d >= lo; d-- {
 		fr := st.Frame(d)
 		t.fastRecord(th, uftrace.Record{Time: ts, Type: uftrace.Exit, Depth: fr.Depth, Addr: fr.Addr}, nil)
@@ -757,10 +761,13 @@ func (t *Tracer) openFrames(th *thread, st *fast.State) int {
 	return t.drain.openFramesLocked(th.tid, st)
 }
 
-// fastPop pops th's top frame, recording its exit at ts.
+// fastPop pops th's top frame, recording its exit at ts (none while
+// th.openEnds).
 func (t *Tracer) fastPop(th *thread, st *fast.State, ts uint64) fast.Frame {
 	fr := st.Pop()
-	t.fastRecord(th, uftrace.Record{Time: ts, Type: uftrace.Exit, Depth: fr.Depth, Addr: fr.Addr}, nil)
+	if !th.openEnds {
+		t.fastRecord(th, uftrace.Record{Time: ts, Type: uftrace.Exit, Depth: fr.Depth, Addr: fr.Addr}, nil)
+	}
 	return fr
 }
 
@@ -925,19 +932,28 @@ func (t *Tracer) fastHook(th *thread, kind hookKind, regs *unix.PtraceRegs, ts u
 		th.unhooked = len(th.unwinds) > 0
 		st.SetUnhooked(th.unhooked)
 	case hookSetjmp:
-		if th.jmpbufs == nil {
-			th.jmpbufs = map[uint64]int{}
-		}
 		d := 0
 		if st != nil {
 			d = st.Depth()
 		}
-		th.jmpbufs[regs.Rdi] = d
+		th.saveJmpbuf(regs, d)
 	case hookLongjmp:
-		if n, ok := th.jmpbufs[regs.Rdi]; ok && st != nil {
-			for st.Depth() > n {
-				t.fastPop(th, st, ts)
-			}
+		jb, ok := th.jmpbufs[regs.Rdi]
+		if !ok || st == nil {
+			break
+		}
+		var top uint64 // the longjmp call recorded, if it is one
+		if n := st.Depth(); n > 0 && st.Frame(n-1).Slot == regs.Rsp {
+			top = st.Frame(n - 1).Addr
+		}
+		shown := longjmpShown(im, jb, top)
+		th.openEnds = shown // the skipped frames stay open (hook)
+		for st.Depth() > jb.n {
+			t.fastPop(th, st, ts)
+		}
+		th.openEnds = false
+		if shown {
+			t.fastRecord(th, uftrace.Record{Time: ts, Type: uftrace.Exit, Depth: jb.call.depth, Addr: jb.call.addr}, nil)
 		}
 	case hookLoader:
 		t.syncModules(th, ts)

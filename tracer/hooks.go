@@ -7,6 +7,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"rtrace/internal/elfx"
+	"rtrace/internal/uftrace"
 	"rtrace/tracer/bp"
 	"rtrace/tracer/ptrace"
 )
@@ -28,8 +29,8 @@ const (
 	hookCatch
 	// hookSetjmp: remember the shadow stack depth of the jmp_buf in rdi.
 	hookSetjmp
-	// hookLongjmp: close the frames above the depth saved for the jmp_buf
-	// in rdi, at the time of the jump.
+	// hookLongjmp: end the frames above the depth saved for the jmp_buf
+	// in rdi, at the time of the jump (longjmpShown).
 	hookLongjmp
 	// hookLoader: the loader's rendezvous function (_dl_debug_state),
 	// called before and after it maps or unmaps libraries (dlopen,
@@ -211,19 +212,48 @@ func (t *Tracer) hook(th *thread, b *bp.Breakpoint, regs *unix.PtraceRegs, ts ui
 		}
 		th.unhooked = len(th.unwinds) > 0
 	case hookSetjmp:
-		if th.jmpbufs == nil {
-			th.jmpbufs = map[uint64]int{}
-		}
-		th.jmpbufs[regs.Rdi] = len(th.stack)
+		th.saveJmpbuf(regs, len(th.stack))
 	case hookLongjmp:
-		if n, ok := th.jmpbufs[regs.Rdi]; ok {
-			for len(th.stack) > n {
+		jb, ok := th.jmpbufs[regs.Rdi]
+		if !ok {
+			break
+		}
+		var top uint64 // the longjmp call recorded, if it is one
+		if n := len(th.stack); n > 0 && th.stack[n-1].depth >= 0 && th.stack[n-1].slot == regs.Rsp {
+			top = th.stack[n-1].f.addr
+		}
+		if longjmpShown(th.proc.image, jb, top) {
+			// As uftrace records it: the frames skipped stay open, and
+			// setjmp returns a second time.
+			th.openEnds = true
+			for len(th.stack) > jb.n {
 				t.exit(th, ts, nil)
 			}
+			th.openEnds = false
+			t.record(th, uftrace.Record{Time: ts, Type: uftrace.Exit, Depth: jb.call.depth, Addr: jb.call.addr}, nil)
+			break
+		}
+		for len(th.stack) > jb.n {
+			t.exit(th, ts, nil)
 		}
 	case hookLoader:
 		t.syncModules(th, ts)
 	}
+}
+
+// longjmpShown reports whether a longjmp to jb, made by a call of top
+// (0: none recorded), is recorded as uftrace records one: a call of
+// longjmp that does not return, then a second return of the setjmp that
+// saved jb, which uftrace's replay shows at the setjmp's depth
+// (utils/fstack.c, FSTACK_FL_LONGJMP). Both calls must be recorded: a
+// longjmp from a library, or to a setjmp not recorded, closes the frames
+// it skips instead.
+func longjmpShown(im *image, jb jmpbuf, top uint64) bool {
+	if jb.call.addr == 0 || top == 0 {
+		return false
+	}
+	f := im.fnAt(top)
+	return f != nil && hookNames[f.name] == hookLongjmp
 }
 
 // popBelow records the exits of th's frames whose return address slot is

@@ -43,11 +43,7 @@ type fn struct {
 // uftrace's PLT hooks skip them (libmcount/plthook.c): the start-up call
 // that never returns, and the C++ runtime calls that exceptions unwind
 // through. Their effect on the stack is followed by the hooks instead.
-// longjmp is left out too: uftrace's replay rewinds its display stack at a
-// record named longjmp, which would misplace the EXITs rtrace writes for
-// the frames a longjmp skips (hookLongjmp).
 var libcallSkip = map[string]bool{
-	"longjmp": true, "_longjmp": true, "siglongjmp": true, "__longjmp_chk": true,
 	"__libc_start_main": true, "__cxa_finalize": true, "__cxa_throw": true,
 	"__cxa_rethrow": true, "__cxa_begin_catch": true, "__cxa_end_catch": true,
 	"_Unwind_Resume": true, "_mcleanup": true, "mcount": true, "_mcount": true,

@@ -88,10 +88,13 @@ func (t *Tracer) fastEvent(th *thread, event int, ts uint64) {
 	switch event {
 	case unix.PTRACE_EVENT_VFORK_DONE:
 		// The vfork child exec'd or exited: its parent's state is its
-		// parent's again, before the parent runs.
+		// parent's again, before the parent runs. A child that exited
+		// was closed at its exit event: this one is exec'ing.
 		for _, c := range t.threads {
 			if c.vforkParent == th {
+				c.openEnds = true
 				t.fastClose(c, ts)
+				c.openEnds = false
 				t.flush(c)
 			}
 		}
@@ -309,6 +312,9 @@ func (t *Tracer) entry(th *thread, b *bp.Breakpoint, regs *unix.PtraceRegs, ts u
 	}
 	if f.jump {
 		t.exit(th, ts, nil)
+		if rec {
+			th.setjmp = setjmpCall{rsp: regs.Rsp, addr: f.addr, depth: fr.depth}
+		}
 	}
 }
 
@@ -449,23 +455,30 @@ func ownStack(th *thread) bool {
 	return false
 }
 
-// execed handles an exec: close the frames of the old image, drop the other
+// execed handles an exec: end the frames of the old image (the exec'ing
+// thread's stay open, as uftrace leaves them: leaveOpen), drop the other
 // threads (the kernel ended them), and set up the new image.
 func (t *Tracer) execed(th *thread, ts uint64) error {
 	old := th.proc
+	execing := th
 	if former, err := ptrace.EventMsg(th.tid); err == nil && int(former) != th.tid {
 		// A non-leader thread exec'd: it now has the leader's tid.
 		if ft := t.threads[int(former)]; ft != nil {
-			t.closeAll(ft, ts)
+			t.leaveOpen(ft, ts)
 			t.flush(ft)
 			delete(t.threads, int(former))
 		}
+		execing = nil
 	}
 	if old != nil && old.image.fast != nil && !th.vforked {
 		old.image.fast.dead = true // its memory is gone: nothing to write there
 		defer t.releaseFast(old.image.fast)
 	}
-	t.closeAll(th, ts)
+	if execing != nil {
+		t.leaveOpen(th, ts)
+	} else {
+		t.closeAll(th, ts) // the leader, ended by another thread's exec
+	}
 	t.flush(th)
 	for tid, o := range t.threads {
 		if o.proc == old && tid != th.tid {
@@ -475,7 +488,7 @@ func (t *Tracer) execed(th *thread, ts uint64) error {
 		}
 	}
 	th.stack, th.depth = nil, 0
-	th.unhooked, th.unwinds, th.jmpbufs = false, nil, nil
+	th.unhooked, th.unwinds, th.jmpbufs, th.setjmp = false, nil, nil, setjmpCall{}
 	th.held = nil      // the stub that was to deliver them is gone
 	th.vforked = false // its own memory now
 	err := leaveExec(th.tid)

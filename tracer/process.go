@@ -40,11 +40,16 @@ type thread struct {
 	// unhooked: the real return addresses are back on the stack while an
 	// exception unwinds it (see hookUnwind).
 	unhooked bool
-	unwinds  []int          // shadow stack depth at each running unwind, outermost first
-	jmpbufs  map[uint64]int // shadow stack depth at setjmp, by jmp_buf address
-	inRes    int            // resource calls open: a nested one is not reported
-	parked   bool           // stopped by rtrace for an attach or detach
-	started  bool           // its first stop was seen (fastStart)
+	unwinds  []int             // shadow stack depth at each running unwind, outermost first
+	jmpbufs  map[uint64]jmpbuf // what a longjmp to a jmp_buf returns to, by its address
+	// setjmp: the setjmp call just recorded, until its hook sees the jmp_buf.
+	setjmp setjmpCall
+	// openEnds: the frames closed while it is set get no EXIT record
+	// (closeAll at an exec).
+	openEnds bool
+	inRes    int  // resource calls open: a nested one is not reported
+	parked   bool // stopped by rtrace for an attach or detach
+	started  bool // its first stop was seen (fastStart)
 	// groupStop: it was in a group-stop (SIGSTOP) when attached.
 	groupStop bool
 	// The fast engine: the thread's state and its key in the table; in a
@@ -65,6 +70,34 @@ type thread struct {
 	// held: signals that came while the thread was inside a stub's
 	// critical section, delivered when it leaves it (fastHold).
 	held []heldSignal
+}
+
+// setjmpCall is a recorded call of setjmp: its entry's stack pointer
+// (which its hook, reached by a jump, sees too), address and record depth.
+type setjmpCall struct {
+	rsp, addr uint64
+	depth     int
+}
+
+// jmpbuf is what a setjmp saved, as a longjmp to it will find it: the
+// shadow stack depth, and the setjmp call if it was recorded (addr 0: not).
+type jmpbuf struct {
+	n    int
+	call setjmpCall
+}
+
+// saveJmpbuf remembers the jmp_buf of a setjmp's hook at shadow stack
+// depth n, with the setjmp call recorded just before if it is this one.
+func (th *thread) saveJmpbuf(regs *unix.PtraceRegs, n int) {
+	if th.jmpbufs == nil {
+		th.jmpbufs = map[uint64]jmpbuf{}
+	}
+	jb := jmpbuf{n: n}
+	if th.setjmp.addr != 0 && th.setjmp.rsp == regs.Rsp {
+		jb.call = th.setjmp
+	}
+	th.setjmp = setjmpCall{}
+	th.jmpbufs[regs.Rdi] = jb
 }
 
 // enter pushes a frame for a call of f and returns whether it is recorded:
@@ -99,7 +132,7 @@ func (t *Tracer) exit(th *thread, ts uint64, regs *unix.PtraceRegs) frame {
 	if fr.call != nil {
 		t.resExit(th, &fr, regs)
 	}
-	if fr.depth >= 0 {
+	if fr.depth >= 0 && !th.openEnds {
 		var payload []byte
 		if regs != nil && len(fr.f.rets) > 0 {
 			payload = t.values(th, fr.f.rets, regs)
@@ -115,6 +148,17 @@ func (t *Tracer) closeAll(th *thread, ts uint64) {
 		t.exit(th, ts, nil)
 	}
 	t.fastClose(th, ts)
+}
+
+// leaveOpen ends every frame of th without recording their exits: th
+// exec'd. uftrace leaves them open, and its replay shows the new program
+// from depth 0 after a call of exec* (utils/fstack.c, FSTACK_FL_EXEC):
+// exits written now would print at depth 0 before it, with durations
+// from another program.
+func (t *Tracer) leaveOpen(th *thread, ts uint64) {
+	th.openEnds = true
+	t.closeAll(th, ts)
+	th.openEnds = false
 }
 
 // clone copies the shadow stack for a forked child: its memory holds the
