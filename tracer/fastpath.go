@@ -902,11 +902,8 @@ func (t *Tracer) fastHook(th *thread, kind hookKind, regs *unix.PtraceRegs, ts u
 			return
 		}
 		t.fastPopBelow(th, regs.Rsp, ts)
-		for i := st.Depth() - 1; i >= 0; i-- {
-			if fr := st.Frame(i); !im.fast.isExit(fr.Ret) {
-				ptrace.PokeWord(th.tid, fr.Slot, fr.Ret)
-			}
-		}
+		fastRealRets(th, st)
+		th.backtrace = false // a throw from inside the walk: the catch hijacks
 		th.unwinds = append(th.unwinds, st.Depth())
 		th.unhooked = true
 		st.SetUnhooked(true)
@@ -925,10 +922,7 @@ func (t *Tracer) fastHook(th *thread, kind hookKind, regs *unix.PtraceRegs, ts u
 				from = min(th.unwinds[n-2], st.Depth())
 			}
 		}
-		exit := im.fast.sites[0].Exit
-		for i := from; i < st.Depth(); i++ {
-			ptrace.PokeWord(th.tid, st.Frame(i).Slot, exit)
-		}
+		fastHijackRets(th, st, from)
 		th.unhooked = len(th.unwinds) > 0
 		st.SetUnhooked(th.unhooked)
 	case hookSetjmp:
@@ -955,8 +949,38 @@ func (t *Tracer) fastHook(th *thread, kind hookKind, regs *unix.PtraceRegs, ts u
 		if shown {
 			t.fastRecord(th, uftrace.Record{Time: ts, Type: uftrace.Exit, Depth: jb.call.depth, Addr: jb.call.addr}, nil)
 		}
+	case hookBacktrace:
+		if st != nil && !th.unhooked && !th.backtrace {
+			fastRealRets(th, st)
+			th.backtrace = true
+		}
+	case hookBacktraceEnd:
+		if st != nil && th.backtrace {
+			fastHijackRets(th, st, 0)
+			th.backtrace = false
+		}
 	case hookLoader:
 		t.syncModules(th, ts)
+	}
+}
+
+// fastRealRets puts the real return addresses of the frames of st, th's
+// view, back on th's stack (realRets).
+func fastRealRets(th *thread, st *fast.State) {
+	fi := th.proc.image.fast
+	for i := st.Depth() - 1; i >= 0; i-- {
+		if fr := st.Frame(i); !fi.isExit(fr.Ret) {
+			ptrace.PokeWord(th.tid, fr.Slot, fr.Ret)
+		}
+	}
+}
+
+// fastHijackRets aims the return addresses of st's frames from the
+// from-th on at the exit trampoline again (hijackRets).
+func fastHijackRets(th *thread, st *fast.State, from int) {
+	exit := th.proc.image.fast.sites[0].Exit
+	for i := from; i < st.Depth(); i++ {
+		ptrace.PokeWord(th.tid, st.Frame(i).Slot, exit)
 	}
 }
 

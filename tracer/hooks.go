@@ -32,6 +32,12 @@ const (
 	// hookLongjmp: end the frames above the depth saved for the jmp_buf
 	// in rdi, at the time of the jump (longjmpShown).
 	hookLongjmp
+	// hookBacktrace: glibc's backtrace(), which walks the stack with the
+	// unwinder: put the real return addresses back for the walk, as
+	// uftrace's wrapper does (libmcount/wrap.c, backtrace), and
+	// hookBacktraceEnd, at its ret instructions: hijack them again.
+	hookBacktrace
+	hookBacktraceEnd
 	// hookLoader: the loader's rendezvous function (_dl_debug_state),
 	// called before and after it maps or unmaps libraries (dlopen,
 	// dlclose): compare the maps with the modules rtrace knows.
@@ -56,6 +62,7 @@ var hookNames = map[string]hookKind{
 	"__libc_siglongjmp":         hookLongjmp,
 	"__longjmp_chk":             hookLongjmp,
 	"_dl_debug_state":           hookLoader,
+	"backtrace":                 hookBacktrace,
 }
 
 // hookSlots is the scratch room kept for hook breakpoints' out-of-line copies.
@@ -88,6 +95,23 @@ func (t *Tracer) hookModule(mem *os.File, im *image, f *elfx.File, bias uint64) 
 			if n, _ := mem.ReadAt(code, int64(fn.Value+bias)); n > 0 {
 				if to, ok := bp.TailJump(code[:n], fn.Value+bias); ok && to != fn.Value+bias {
 					wrappers = append(wrappers, wrapper{fn, to})
+					continue
+				}
+			}
+		}
+		if kind == hookBacktrace {
+			// Without a hook at each of its returns, the addresses put
+			// back would stay: leave it alone.
+			code := make([]byte, fn.Size)
+			n, _ := mem.ReadAt(code, int64(fn.Value+bias))
+			rets, ok := bp.Returns(code[:n], fn.Value+bias)
+			if !ok {
+				fmt.Fprintf(t.cfg.Warn, "rtrace: warning: cannot hook %s in %s: its returns are not all known; under rtrace it sees one frame\n", fn.Name, f.Path)
+				continue
+			}
+			for _, r := range rets {
+				if err := t.plantHook(mem, im, r, hookBacktraceEnd); err != nil {
+					fmt.Fprintf(t.cfg.Warn, "rtrace: warning: cannot hook %s in %s: %v\n", fn.Name, f.Path, err)
 					continue
 				}
 			}
@@ -179,14 +203,8 @@ func (t *Tracer) hook(th *thread, b *bp.Breakpoint, regs *unix.PtraceRegs, ts ui
 		// Frames below rsp are dead (skipped by an unhooked longjmp): their
 		// slots may now hold live data of the current frames.
 		t.popBelow(th, regs.Rsp, ts)
-		im := th.proc.image
-		for i := len(th.stack) - 1; i >= 0; i-- {
-			// Top down: of two frames sharing a slot (a tail call), the
-			// lower one's real return address is the one that stays.
-			if fr := th.stack[i]; !im.isRet(fr.ret) {
-				ptrace.PokeWord(th.tid, fr.slot, fr.ret)
-			}
-		}
+		th.realRets()
+		th.backtrace = false // a throw from inside the walk: the catch hijacks
 		// Frames below this mark belong to this unwind; an exception thrown
 		// and caught meanwhile (in a destructor) must leave them alone.
 		th.unwinds = append(th.unwinds, len(th.stack))
@@ -206,10 +224,7 @@ func (t *Tracer) hook(th *thread, b *bp.Breakpoint, regs *unix.PtraceRegs, ts ui
 				from = min(th.unwinds[n-2], len(th.stack))
 			}
 		}
-		ret := th.proc.image.retAddr
-		for _, fr := range th.stack[from:] {
-			ptrace.PokeWord(th.tid, fr.slot, ret)
-		}
+		th.hijackRets(from)
 		th.unhooked = len(th.unwinds) > 0
 	case hookSetjmp:
 		th.saveJmpbuf(regs, len(th.stack))
@@ -236,8 +251,39 @@ func (t *Tracer) hook(th *thread, b *bp.Breakpoint, regs *unix.PtraceRegs, ts ui
 		for len(th.stack) > jb.n {
 			t.exit(th, ts, nil)
 		}
+	case hookBacktrace:
+		if !th.unhooked && !th.backtrace {
+			th.realRets()
+			th.backtrace = true
+		}
+	case hookBacktraceEnd:
+		if th.backtrace {
+			th.hijackRets(0)
+			th.backtrace = false
+		}
 	case hookLoader:
 		t.syncModules(th, ts)
+	}
+}
+
+// realRets puts the real return addresses of th's frames back on its stack.
+func (th *thread) realRets() {
+	im := th.proc.image
+	for i := len(th.stack) - 1; i >= 0; i-- {
+		// Top down: of two frames sharing a slot (a tail call), the
+		// lower one's real return address is the one that stays.
+		if fr := th.stack[i]; !im.isRet(fr.ret) {
+			ptrace.PokeWord(th.tid, fr.slot, fr.ret)
+		}
+	}
+}
+
+// hijackRets aims the return addresses of th's frames from the from-th
+// on at the return breakpoint again.
+func (th *thread) hijackRets(from int) {
+	ret := th.proc.image.retAddr
+	for _, fr := range th.stack[from:] {
+		ptrace.PokeWord(th.tid, fr.slot, ret)
 	}
 }
 

@@ -44,6 +44,9 @@ type thread struct {
 	jmpbufs  map[uint64]jmpbuf // what a longjmp to a jmp_buf returns to, by its address
 	// setjmp: the setjmp call just recorded, until its hook sees the jmp_buf.
 	setjmp setjmpCall
+	// backtrace: inside backtrace(), with the real return addresses on
+	// the stack (hookBacktrace).
+	backtrace bool
 	// openEnds: the frames closed while it is set get no EXIT record
 	// (closeAll at an exec).
 	openEnds bool

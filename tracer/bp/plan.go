@@ -459,6 +459,39 @@ func TailJump(code []byte, addr uint64) (uint64, bool) {
 	return 0, false
 }
 
+// Returns lists the ret instructions of the function at addr (body, its
+// whole symbol size): the places it returns from. It reports false when
+// it cannot tell that these are all: an instruction that does not
+// decode, a jump out of the function (a tail call) or an indirect one.
+// Calls stay calls, and those that do not return (__stack_chk_fail) do
+// no harm.
+func Returns(body []byte, addr uint64) ([]uint64, bool) {
+	var rets []uint64
+	for off := 0; off < len(body); {
+		inst, err := x86asm.Decode(body[off:], 64)
+		if err != nil {
+			return nil, false
+		}
+		at := addr + uint64(off)
+		off += inst.Len
+		switch inst.Op {
+		case x86asm.RET:
+			rets = append(rets, at)
+		case x86asm.LRET, x86asm.LJMP:
+			return nil, false
+		case x86asm.JMP:
+			rel, ok := inst.Args[0].(x86asm.Rel)
+			if !ok {
+				return nil, false
+			}
+			if to := addr + uint64(off) + uint64(int64(rel)); to < addr || to >= addr+uint64(len(body)) {
+				return nil, false
+			}
+		}
+	}
+	return rets, len(rets) > 0
+}
+
 // PrepareClone plans a detour to a copy of the whole function at addr
 // (body, its whole symbol size), for a function whose own branches land
 // inside the 5 bytes the jmp overwrites (a loop back to its first

@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"rtrace/internal/testutil"
+	"slices"
 	"testing"
+
+	"rtrace/internal/testutil"
 )
 
 func pad(code []byte) []byte { return append(code, make([]byte, 16)...) }
@@ -257,6 +259,37 @@ func TestTailJump(t *testing.T) {
 		to, ok := TailJump(c.code, c.addr)
 		if to != c.to || ok != c.ok {
 			t.Errorf("%s: %#x %v, want %#x %v", c.name, to, ok, c.to, c.ok)
+		}
+	}
+}
+
+func TestReturns(t *testing.T) {
+	// glibc 2.36's backtrace, from `leave`: a jmp within, a ret, a call
+	// that does not return.
+	tail := []byte{
+		0xeb, 0x03, // jmp +3 (inside)
+		0x90, 0x90, 0x90,
+		0xc9,                         // leave
+		0xc3,                         // ret
+		0xe8, 0x7f, 0x27, 0x00, 0x00, // call __stack_chk_fail
+	}
+	cases := []struct {
+		name string
+		code []byte
+		rets []uint64
+		ok   bool
+	}{
+		{"backtrace's end", tail, []uint64{0x1006}, true},
+		{"two returns", []byte{0x74, 0x01, 0xc3, 0x31, 0xc0, 0xc3}, []uint64{0x1002, 0x1005}, true},
+		{"a tail call", []byte{0x74, 0x01, 0xc3, 0xe9, 0, 0x10, 0, 0}, nil, false},
+		{"an indirect jump", []byte{0xff, 0xe0, 0xc3}, nil, false},
+		{"no return", []byte{0xe8, 0, 0, 0, 0}, nil, false},
+		{"undecodable", []byte{0x0f, 0x0b, 0xff}, nil, false},
+	}
+	for _, c := range cases {
+		rets, ok := Returns(c.code, 0x1000)
+		if !slices.Equal(rets, c.rets) || ok != c.ok {
+			t.Errorf("%s: %#x %v, want %#x %v", c.name, rets, ok, c.rets, c.ok)
 		}
 	}
 }
