@@ -728,3 +728,31 @@ func TestRecordCloneVM(t *testing.T) {
 		t.Errorf("no word of the shared memory:\n%s", r.stderr)
 	}
 }
+
+// -T FUNC@recover puts the callers' real return addresses back while FUNC
+// runs: testdata/recover.c reads its caller's return address through the
+// frame pointers and prints where it points, as it does without rtrace;
+// the calls are all recorded, as uftrace records the -pg build.
+func TestRecordRecover(t *testing.T) {
+	uft := testutil.RequireTool(t, "uftrace")
+	plain := testutil.BuildC(t, "recover.c", "-O0", "-fno-omit-frame-pointer")
+	pg := testutil.BuildC(t, "recover.c", "-O0", "-fno-omit-frame-pointer", "-pg")
+	tmp := t.TempDir()
+	want, err := uftraceTree(t, tmp, uft, pg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bare := runCmd(t, tmp, plain)
+	if bare.stdout != "check returns in the program\n" {
+		t.Fatalf("without rtrace: %+v", bare)
+	}
+	for _, engine := range engines {
+		got := runCmd(t, tmp, rtraceBin, "record", "-q", "--engine", engine, "-T", "callers_return@recover", "-d", "R-"+engine, "--", plain)
+		if got != bare {
+			t.Errorf("%s: under rtrace the program printed/exited differently:\nwithout: %+v\nwith:    %+v", engine, bare, got)
+		}
+		if tr := tree(replay(t, filepath.Join(tmp, "R-"+engine))); strings.Join(tr, "") != strings.Join(want, "") {
+			t.Errorf("%s: trees\n%s\nwant\n%s", engine, strings.Join(tr, ""), strings.Join(want, ""))
+		}
+	}
+}

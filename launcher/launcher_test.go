@@ -5,6 +5,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -155,6 +156,27 @@ func TestSignalTriggers(t *testing.T) {
 	for _, bad := range []string{"SIGUSR1", "SIGUSR1@", "SIGNOPE@finish", "SIGKILL@finish", "SIGUSR1@depth=1"} {
 		if _, err := signalTriggers([]string{bad}); err == nil || exitCode(err) != 2 {
 			t.Errorf("%q: %v (exit %d), want a usage error", bad, err, exitCode(err))
+		}
+	}
+}
+
+// -T actions go where rtrace applies them: filters to the function stage,
+// arguments and recover to the recording; what it cannot do is refused.
+func TestTriggerActions(t *testing.T) {
+	f, rec, err := funcOptions(Options{Trigger: []string{"a@depth=2,recover", "b@arg1/s", "c@recover"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(f.Triggers) != 1 || !f.Triggers[0].HasDepth || f.Triggers[0].Recover {
+		t.Errorf("function stage triggers: %+v", f.Triggers)
+	}
+	if !slices.Equal(rec.args, []string{"b@arg1/s"}) || len(rec.recover) != 2 ||
+		!rec.recover[0].MatchSymbol("a") || !rec.recover[1].MatchSymbol("c") || rec.recover[1].MatchSymbol("a") {
+		t.Errorf("recording: %+v", rec)
+	}
+	for _, bad := range []string{"a@read=proc/statm", "a@size=10", "a@libc.so.6,recover", "a@kernel"} {
+		if _, _, err := funcOptions(Options{Trigger: []string{bad}}); err == nil || exitCode(err) != 2 {
+			t.Errorf("-T %s: %v, want a usage error", bad, err)
 		}
 	}
 }

@@ -646,7 +646,7 @@ func (t *Tracer) fastDeliver(th *thread) {
 // the entry itself first.
 func (t *Tracer) fastEntry(th *thread, f *fn, regs *unix.PtraceRegs, ts uint64, probe bool) uint64 {
 	im := th.proc.image
-	if len(f.args) > 0 || len(f.rets) > 0 || probe && !f.jump && !f.personality {
+	if len(f.args) > 0 || len(f.rets) > 0 || f.recover || probe && !f.jump && !f.personality {
 		t.fastValues(th, f, regs, ts)
 		return 0
 	}
@@ -689,7 +689,7 @@ func (t *Tracer) fastValues(th *thread, f *fn, regs *unix.PtraceRegs, ts uint64)
 		t.fastPopBelow(th, unwoundBelow(regs.Rsp, fi.isExit(ret)), ts)
 	}
 	var flags uint64
-	if len(f.rets) > 0 {
+	if len(f.rets) > 0 || f.recover {
 		flags = fast.FlagStop
 	}
 	d := st.Depth()
@@ -699,6 +699,12 @@ func (t *Tracer) fastValues(th *thread, f *fn, regs *unix.PtraceRegs, ts uint64)
 	if err := ptrace.PokeWord(th.tid, regs.Rsp, fi.sites[0].Exit); err != nil {
 		st.Pop()
 		return
+	}
+	if f.recover && !th.unhooked && !th.backtrace {
+		// As recoverRets.
+		fastRealRets(th, st, d)
+		ptrace.PokeWord(th.tid, regs.Rsp, fi.sites[0].Exit)
+		th.recovered = true
 	}
 	var payload []byte
 	if len(f.args) > 0 {
@@ -720,6 +726,7 @@ func (t *Tracer) fastExitValue(th *thread, regs *unix.PtraceRegs, ts uint64) {
 		payload = t.values(th, f.rets, regs)
 	}
 	t.fastRecord(th, uftrace.Record{Time: ts, Type: uftrace.Exit, Depth: fr.Depth, Addr: fr.Addr}, payload)
+	t.endRecover(th)
 }
 
 // fastView is the state th's calls write to: its own, or in a vfork
@@ -902,8 +909,8 @@ func (t *Tracer) fastHook(th *thread, kind hookKind, regs *unix.PtraceRegs, ts u
 			return
 		}
 		t.fastPopBelow(th, regs.Rsp, ts)
-		fastRealRets(th, st)
-		th.backtrace = false // a throw from inside the walk: the catch hijacks
+		fastRealRets(th, st, st.Depth())
+		th.backtrace, th.recovered = false, false // a throw from inside a walk or a recover function (hook)
 		th.unwinds = append(th.unwinds, st.Depth())
 		th.unhooked = true
 		st.SetUnhooked(true)
@@ -949,9 +956,10 @@ func (t *Tracer) fastHook(th *thread, kind hookKind, regs *unix.PtraceRegs, ts u
 		if shown {
 			t.fastRecord(th, uftrace.Record{Time: ts, Type: uftrace.Exit, Depth: jb.call.depth, Addr: jb.call.addr}, nil)
 		}
+		t.endRecover(th)
 	case hookBacktrace:
 		if st != nil && !th.unhooked && !th.backtrace {
-			fastRealRets(th, st)
+			fastRealRets(th, st, st.Depth())
 			th.backtrace = true
 		}
 	case hookBacktraceEnd:
@@ -964,11 +972,11 @@ func (t *Tracer) fastHook(th *thread, kind hookKind, regs *unix.PtraceRegs, ts u
 	}
 }
 
-// fastRealRets puts the real return addresses of the frames of st, th's
-// view, back on th's stack (realRets).
-func fastRealRets(th *thread, st *fast.State) {
+// fastRealRets puts the real return addresses of the n lowest frames of
+// st, th's view, back on th's stack (realRets).
+func fastRealRets(th *thread, st *fast.State, n int) {
 	fi := th.proc.image.fast
-	for i := st.Depth() - 1; i >= 0; i-- {
+	for i := n - 1; i >= 0; i-- {
 		if fr := st.Frame(i); !fi.isExit(fr.Ret) {
 			ptrace.PokeWord(th.tid, fr.Slot, fr.Ret)
 		}

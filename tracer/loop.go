@@ -300,6 +300,9 @@ func (t *Tracer) entry(th *thread, b *bp.Breakpoint, regs *unix.PtraceRegs, ts u
 	// recorded, as uftrace does not.
 	hidden := f.personality && (ret < im.textLo || ret >= im.textHi) || t.funcs == nil || !t.on
 	fr, rec := th.enter(f, ret, regs.Rsp, hidden)
+	if f.recover {
+		th.recoverRets()
+	}
 	if f.res != nil {
 		t.resEntry(th, &th.stack[len(th.stack)-1], f, regs, ret)
 	}
@@ -333,6 +336,9 @@ func (t *Tracer) ret(th *thread, regs *unix.PtraceRegs, ts uint64) error {
 		return fmt.Errorf("tid %d: %w (pc %#x)", th.tid, errNoStack, regs.Rip)
 	}
 	fr := t.exit(th, ts, regs)
+	if fr.f.recover {
+		t.endRecover(th)
+	}
 	if err := ptrace.SetPC(th.tid, fr.ret); err != nil {
 		return nil
 	}
