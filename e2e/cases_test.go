@@ -729,10 +729,11 @@ func TestRecordCloneVM(t *testing.T) {
 	}
 }
 
-// -T FUNC@recover puts the callers' real return addresses back while FUNC
-// runs: testdata/recover.c reads its caller's return address through the
-// frame pointers and prints where it points, as it does without rtrace;
-// the calls are all recorded, as uftrace records the -pg build.
+// Only the innermost call's return address is rtrace's while it runs, as
+// uftrace's auto-recover leaves it: testdata/recover.c reads its callers'
+// return addresses through the frame pointers and prints where they point,
+// as it does without rtrace, with or without -T FUNC@recover (nothing more
+// to do), and the calls are recorded as uftrace records the -pg build.
 func TestRecordRecover(t *testing.T) {
 	uft := testutil.RequireTool(t, "uftrace")
 	plain := testutil.BuildC(t, "recover.c", "-O0", "-fno-omit-frame-pointer")
@@ -743,16 +744,20 @@ func TestRecordRecover(t *testing.T) {
 		t.Fatal(err)
 	}
 	bare := runCmd(t, tmp, plain)
-	if bare.stdout != "check returns in the program\n" {
+	if bare.stdout != "caller's return in main, grandcaller's in main\n" {
 		t.Fatalf("without rtrace: %+v", bare)
 	}
 	for _, engine := range engines {
-		got := runCmd(t, tmp, rtraceBin, "record", "-q", "--engine", engine, "-T", "callers_return@recover", "-d", "R-"+engine, "--", plain)
-		if got != bare {
-			t.Errorf("%s: under rtrace the program printed/exited differently:\nwithout: %+v\nwith:    %+v", engine, bare, got)
-		}
-		if tr := tree(replay(t, filepath.Join(tmp, "R-"+engine))); strings.Join(tr, "") != strings.Join(want, "") {
-			t.Errorf("%s: trees\n%s\nwant\n%s", engine, strings.Join(tr, ""), strings.Join(want, ""))
+		for _, opts := range [][]string{nil, {"-T", "callers_return@recover"}} {
+			dir := "R-" + engine
+			os.RemoveAll(filepath.Join(tmp, dir))
+			got := runCmd(t, tmp, rtraceBin, append(append([]string{"record", "-q", "--engine", engine, "-d", dir}, opts...), "--", plain)...)
+			if got != bare {
+				t.Errorf("%s %v: under rtrace the program printed/exited differently:\nwithout: %+v\nwith:    %+v", engine, opts, bare, got)
+			}
+			if tr := tree(replay(t, filepath.Join(tmp, dir))); strings.Join(tr, "") != strings.Join(want, "") {
+				t.Errorf("%s %v: trees\n%s\nwant\n%s", engine, opts, strings.Join(tr, ""), strings.Join(want, ""))
+			}
 		}
 	}
 }

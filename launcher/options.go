@@ -154,7 +154,6 @@ type config struct {
 	sel      tracer.Selection
 	specs    func(exe *elfx.File, name string, value uint64) (args, rets []uftrace.ArgSpec)
 	specLine []uftrace.ArgSpecLine
-	recover  []uftrace.Pattern                // -T FUNC@recover
 	post     func(io.Reader, io.Writer) error // -P OPTS for resource windows
 	funcDir  string                           // the uftrace.data directory, absolute ("": none)
 	rawDir   string                           // where the raw function stream goes ("": none)
@@ -190,11 +189,10 @@ func check(ctx context.Context, o Options) (*config, error) {
 	if o.Backtrace < 0 || o.Backtrace > 256 {
 		return nil, &UsageError{fmt.Sprintf("-b (--backtrace-depth) %d: want a depth from 0 to 256", o.Backtrace)}
 	}
-	var trig trigRecord
-	if c.funcs, trig, err = funcOptions(o); err != nil {
+	var trigArgs, trigRets []string
+	if c.funcs, trigArgs, trigRets, err = funcOptions(o); err != nil {
 		return nil, err
 	}
-	c.recover = trig.recover
 	if c.sel, err = selection(o); err != nil {
 		return nil, err
 	}
@@ -252,8 +250,8 @@ func check(ctx context.Context, o Options) (*config, error) {
 		}
 	}
 	specOpts := c.Options
-	specOpts.ArgSpecs = append(slices.Clip(o.ArgSpecs), trig.args...)
-	specOpts.RetSpecs = append(slices.Clip(o.RetSpecs), trig.rets...)
+	specOpts.ArgSpecs = append(slices.Clip(o.ArgSpecs), trigArgs...)
+	specOpts.RetSpecs = append(slices.Clip(o.RetSpecs), trigRets...)
 	if len(c.mods) > 0 && c.funcDir != "" {
 		a, r := resSpecs(c.mods, o.Match)
 		specOpts.ArgSpecs = append(slices.Clip(specOpts.ArgSpecs), a...)
@@ -334,26 +332,10 @@ func (c *config) close() {
 	}
 }
 
-// recovers reports whether a -T FUNC@recover names function name (nil
-// without any).
-func (c *config) recovers() func(name string) bool {
-	if len(c.recover) == 0 {
-		return nil
-	}
-	return func(name string) bool { return uftrace.MatchAny(c.recover, name) }
-}
-
-// trigRecord is what -T triggers ask of the recording: argument and
-// return value specs (FUNC@arg1/s as -A takes it) and the functions whose
-// callers' return addresses are put back while they run (recover).
-type trigRecord struct {
-	args, rets []string
-	recover    []uftrace.Pattern
-}
-
 // funcOptions compiles the uftrace filters into what the post-processor's
-// function stage keeps, and what -T triggers ask of the recording.
-func funcOptions(o Options) (f postproc.FuncOptions, rec trigRecord, err error) {
+// function stage keeps, and the argument and return value specs that -T
+// triggers give (FUNC@arg1/s as -A takes it).
+func funcOptions(o Options) (f postproc.FuncOptions, args, rets []string, err error) {
 	triggers := o.Trigger
 	for _, g := range []struct {
 		flag, action string
@@ -362,24 +344,25 @@ func funcOptions(o Options) (f postproc.FuncOptions, rec trigRecord, err error) 
 	}{{"-F", "filter", o.Filter, &f.Filters}, {"-N", "notrace", o.NoTrace, &f.NoTrace}, {"-H", "hide", o.Hide, &f.Hide}, {"-C", "caller", o.Caller, &f.Callers}} {
 		pats, trigs, err := filterTriggers(g.flag, g.action, g.vals, o.Match)
 		if err != nil {
-			return f, rec, err
+			return f, nil, nil, err
 		}
 		if *g.to, err = compile(g.flag, o.Match, pats); err != nil {
-			return f, rec, err
+			return f, nil, nil, err
 		}
 		triggers = append(slices.Clip(triggers), trigs...)
 	}
 	for _, s := range triggers {
-		tr, err := trigger(s, o.Match, &rec)
+		tr, a, r, err := trigger(s, o.Match)
 		if err != nil {
-			return f, rec, err
+			return f, nil, nil, err
 		}
 		if tr != nil {
 			f.Triggers = append(f.Triggers, *tr)
 		}
+		args, rets = append(args, a...), append(rets, r...)
 	}
 	f, err = funcLimits(o, f)
-	return f, rec, err
+	return f, args, rets, err
 }
 
 // filterTriggers splits the values of a filter flag (-F, -N, -H, -C) that
@@ -425,16 +408,14 @@ func filterTriggers(flag, action string, vals []string, kind string) (pats, trig
 
 // trigger reads the -T argument s, patterns of kind. Its actions go where
 // rtrace applies them: those on what is kept to the function stage (tr,
-// nil when there is none), those on how calls are recorded to rec
-// (arguments, return values, recover). backtrace and color= show in
-// uftrace replay only: recorded, they change nothing, as in uftrace
-// record. The others are refused with the reason.
-func trigger(s, kind string, rec *trigRecord) (tr *uftrace.Trigger, err error) {
+// nil when there is none), arguments and return values to the specs
+// (args, rets: FUNC@arg1/s). backtrace and color= show in uftrace
+// replay only: recorded, they change nothing, as in uftrace record. The
+// others are refused with the reason.
+func trigger(s, kind string) (tr *uftrace.Trigger, args, rets []string, err error) {
 	if _, err := uftrace.ParseTrigger(s, kind); err != nil {
-		return nil, &UsageError{"-T: " + err.Error()}
+		return nil, nil, nil, &UsageError{"-T: " + err.Error()}
 	}
-	var args, rets []string
-	recover := false
 	fn, acts, _ := strings.Cut(s, "@")
 	var kept []string
 	module := ""
@@ -442,13 +423,15 @@ func trigger(s, kind string, rec *trigRecord) (tr *uftrace.Trigger, err error) {
 		one, _ := uftrace.ParseTrigger(fn+"@"+act, kind) // all parsed: each does
 		switch {
 		case strings.EqualFold(one.Module, "kernel"):
-			return nil, &UsageError{fmt.Sprintf("-T %s: rtrace traces no kernel functions", s)}
+			return nil, nil, nil, &UsageError{fmt.Sprintf("-T %s: rtrace traces no kernel functions", s)}
 		case one.Module != "":
 			module = act // FUNC@MODULE: the module's functions only
 		case one.Read != "", one.HasSize:
-			return nil, &UsageError{fmt.Sprintf("-T %s: the %s action is not supported yet", s, act)}
+			return nil, nil, nil, &UsageError{fmt.Sprintf("-T %s: the %s action is not supported yet", s, act)}
 		case one.Recover:
-			recover = true
+			// Nothing to do, as in uftrace on x86-64: only the innermost
+			// call's return address is rtrace's while it runs (auto-recover).
+		case one.Backtrace, one.Color != "":
 		case one.AutoArgs:
 			// As uftrace (utils/auto-args.c, extract_trigger_args): -A FUNC
 			// and -R FUNC, DWARF's or the table's specs.
@@ -457,33 +440,24 @@ func trigger(s, kind string, rec *trigRecord) (tr *uftrace.Trigger, err error) {
 			args = append(args, fn+"@"+act)
 		case len(one.Rets) > 0:
 			rets = append(rets, fn+"@"+act)
-		case one.Backtrace, one.Color != "":
 		default:
 			kept = append(kept, act)
 		}
 	}
-	if module != "" && (len(args)+len(rets) > 0 || recover) {
-		return nil, &UsageError{fmt.Sprintf("-T %s: the arguments and recover of one module's functions are not supported yet (without @MODULE they apply in every module)", s)}
-	}
-	rec.args, rec.rets = append(rec.args, args...), append(rec.rets, rets...)
-	if recover {
-		p, err := uftrace.ParsePattern(fn, kind)
-		if err != nil {
-			return nil, &UsageError{fmt.Sprintf("-T %s: %v", s, err)}
-		}
-		rec.recover = append(rec.recover, p)
+	if module != "" && len(args)+len(rets) > 0 {
+		return nil, nil, nil, &UsageError{fmt.Sprintf("-T %s: the arguments of one module's functions are not supported yet (FUNC@arg1 records them in every module)", s)}
 	}
 	if len(kept) == 0 {
-		return nil, nil
+		return nil, args, rets, nil
 	}
 	if module != "" {
 		kept = append(kept, module)
 	}
 	t, err := uftrace.ParseTrigger(fn+"@"+strings.Join(kept, ","), kind)
 	if err != nil {
-		return nil, &UsageError{"-T: " + err.Error()}
+		return nil, nil, nil, &UsageError{"-T: " + err.Error()}
 	}
-	return &t, nil
+	return &t, args, rets, nil
 }
 
 // funcLimits checks and sets the depth and time limits of o in f.

@@ -156,7 +156,6 @@ func newSession(c *config, ready func()) *session {
 		Events:       c.Events,
 		Warn:         s.con,
 		Specs:        c.specs,
-		Recover:      c.recovers(),
 		Modules:      c.mods,
 		Start:        c.onAtStart(),
 		Toggle:       c.toggleable(),

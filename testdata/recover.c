@@ -1,28 +1,46 @@
-/* recover: a function that reads its caller's return address from the
- * stack itself (the frame-pointer chain), as uftrace's -T FUNC@recover is
- * for: under a tracer that hijacks returns it finds the tracer's address
- * unless the real ones are put back while it runs. */
+/* recover: functions that read return addresses from the stack
+ * themselves, through the frame pointers, as uftrace's auto-recover (and
+ * -T FUNC@recover) is for: a tracer that hijacks returns must leave the
+ * callers' real ones there. */
 #include <stdio.h>
 
-/* Where check() returns to: main's code, or somewhere else. */
+static int in_main(void *p);
+
+/* Where its caller returns to: into main. */
 __attribute__((noinline)) void *callers_return(void)
 {
 	return __builtin_return_address(1);
 }
 
-__attribute__((noinline)) int inside(void *p, void *lo, void *hi)
+__attribute__((noinline)) void *grandcallers_return(void)
 {
-	return (char *)p >= (char *)lo && (char *)p < (char *)hi;
+	return __builtin_return_address(2);
 }
 
-__attribute__((noinline)) const char *check(void)
+__attribute__((noinline)) int check(void)
 {
-	void *r = callers_return();
-	return inside(r, (void *)check, (char *)check + 0x1000) ? "in the program" : "elsewhere";
+	return in_main(callers_return());
+}
+
+__attribute__((noinline)) int deeper(void)
+{
+	return in_main(grandcallers_return());
+}
+
+__attribute__((noinline)) int check2(void)
+{
+	return deeper();
 }
 
 int main(void)
 {
-	printf("check returns %s\n", check());
+	int a = check(), b = check2();
+	printf("caller's return %s, grandcaller's %s\n", a ? "in main" : "elsewhere", b ? "in main" : "elsewhere");
 	return 0;
+}
+
+/* Whether p points into main's code (shorter than 0x200 bytes). */
+static int in_main(void *p)
+{
+	return (char *)p > (char *)main && (char *)p < (char *)main + 0x200;
 }

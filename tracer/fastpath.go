@@ -646,7 +646,7 @@ func (t *Tracer) fastDeliver(th *thread) {
 // the entry itself first.
 func (t *Tracer) fastEntry(th *thread, f *fn, regs *unix.PtraceRegs, ts uint64, probe bool) uint64 {
 	im := th.proc.image
-	if len(f.args) > 0 || len(f.rets) > 0 || f.recover || probe && !f.jump && !f.personality {
+	if len(f.args) > 0 || len(f.rets) > 0 || probe && !f.jump && !f.personality {
 		t.fastValues(th, f, regs, ts)
 		return 0
 	}
@@ -689,7 +689,7 @@ func (t *Tracer) fastValues(th *thread, f *fn, regs *unix.PtraceRegs, ts uint64)
 		t.fastPopBelow(th, unwoundBelow(regs.Rsp, fi.isExit(ret)), ts)
 	}
 	var flags uint64
-	if len(f.rets) > 0 || f.recover {
+	if len(f.rets) > 0 {
 		flags = fast.FlagStop
 	}
 	d := st.Depth()
@@ -700,12 +700,7 @@ func (t *Tracer) fastValues(th *thread, f *fn, regs *unix.PtraceRegs, ts uint64)
 		st.Pop()
 		return
 	}
-	if f.recover && !th.unhooked && !th.backtrace {
-		// As recoverRets.
-		fastRealRets(th, st, d)
-		ptrace.PokeWord(th.tid, regs.Rsp, fi.sites[0].Exit)
-		th.recovered = true
-	}
+	fastRecoverCaller(th, st)
 	var payload []byte
 	if len(f.args) > 0 {
 		payload = t.values(th, f.args, regs)
@@ -726,7 +721,6 @@ func (t *Tracer) fastExitValue(th *thread, regs *unix.PtraceRegs, ts uint64) {
 		payload = t.values(th, f.rets, regs)
 	}
 	t.fastRecord(th, uftrace.Record{Time: ts, Type: uftrace.Exit, Depth: fr.Depth, Addr: fr.Addr}, payload)
-	t.endRecover(th)
 }
 
 // fastView is the state th's calls write to: its own, or in a vfork
@@ -808,6 +802,7 @@ func (t *Tracer) fastClose(th *thread, ts uint64) {
 		if th.vforkParent != nil {
 			t.drain.setOwner(st, th.vforkParent.tid)
 		}
+		st.SetShared(false)
 		th.vfork, th.vforkParent = nil, nil
 		return
 	}
@@ -909,8 +904,8 @@ func (t *Tracer) fastHook(th *thread, kind hookKind, regs *unix.PtraceRegs, ts u
 			return
 		}
 		t.fastPopBelow(th, regs.Rsp, ts)
-		fastRealRets(th, st, st.Depth())
-		th.backtrace, th.recovered = false, false // a throw from inside a walk or a recover function (hook)
+		fastRealRets(th, st)
+		th.backtrace = false // a throw from inside the walk: the catch hijacks
 		th.unwinds = append(th.unwinds, st.Depth())
 		th.unhooked = true
 		st.SetUnhooked(true)
@@ -956,30 +951,55 @@ func (t *Tracer) fastHook(th *thread, kind hookKind, regs *unix.PtraceRegs, ts u
 		if shown {
 			t.fastRecord(th, uftrace.Record{Time: ts, Type: uftrace.Exit, Depth: jb.call.depth, Addr: jb.call.addr}, nil)
 		}
-		t.endRecover(th)
+		fastRehook(th, st)
 	case hookBacktrace:
 		if st != nil && !th.unhooked && !th.backtrace {
-			fastRealRets(th, st, st.Depth())
+			fastRealRets(th, st)
 			th.backtrace = true
 		}
 	case hookBacktraceEnd:
 		if st != nil && th.backtrace {
-			fastHijackRets(th, st, 0)
 			th.backtrace = false
+			fastRehook(th, st)
 		}
 	case hookLoader:
 		t.syncModules(th, ts)
 	}
 }
 
-// fastRealRets puts the real return addresses of the n lowest frames of
-// st, th's view, back on th's stack (realRets).
-func fastRealRets(th *thread, st *fast.State, n int) {
+// fastRealRets puts the real return addresses of the frames of st, th's
+// view, back on th's stack (realRets).
+func fastRealRets(th *thread, st *fast.State) {
 	fi := th.proc.image.fast
-	for i := n - 1; i >= 0; i-- {
+	for i := st.Depth() - 1; i >= 0; i-- {
 		if fr := st.Frame(i); !fi.isExit(fr.Ret) {
 			ptrace.PokeWord(th.tid, fr.Slot, fr.Ret)
 		}
+	}
+}
+
+// fastRecoverCaller puts the real return address of the caller of the
+// top frame of st, th's, back (recoverCaller; the entry stub does the
+// same).
+func fastRecoverCaller(th *thread, st *fast.State) {
+	n := st.Depth()
+	if n < 2 || st.Shared() || st.Frame(n-2).Slot == st.Frame(n-1).Slot {
+		return
+	}
+	fi := th.proc.image.fast
+	for i := n - 2; i >= 0; i-- {
+		if fr := st.Frame(i); !fi.isExit(fr.Ret) {
+			ptrace.PokeWord(th.tid, fr.Slot, fr.Ret)
+			return
+		}
+	}
+}
+
+// fastRehook aims the return of st's top frame at the exit stub again
+// (rehook).
+func fastRehook(th *thread, st *fast.State) {
+	if n := st.Depth(); n > 0 && !th.unhooked && !th.backtrace {
+		ptrace.PokeWord(th.tid, st.Frame(n-1).Slot, th.proc.image.fast.sites[0].Exit)
 	}
 }
 

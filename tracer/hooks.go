@@ -3,7 +3,6 @@ package tracer
 import (
 	"fmt"
 	"os"
-	"slices"
 
 	"golang.org/x/sys/unix"
 
@@ -204,10 +203,8 @@ func (t *Tracer) hook(th *thread, b *bp.Breakpoint, regs *unix.PtraceRegs, ts ui
 		// Frames below rsp are dead (skipped by an unhooked longjmp): their
 		// slots may now hold live data of the current frames.
 		t.popBelow(th, regs.Rsp, ts)
-		th.realRets(len(th.stack))
-		// A throw from inside a walk or a recover function: the catch
-		// hijacks them again.
-		th.backtrace, th.recovered = false, false
+		th.realRets()
+		th.backtrace = false // a throw from inside the walk: the catch hijacks
 		// Frames below this mark belong to this unwind; an exception thrown
 		// and caught meanwhile (in a destructor) must leave them alone.
 		th.unwinds = append(th.unwinds, len(th.stack))
@@ -249,38 +246,68 @@ func (t *Tracer) hook(th *thread, b *bp.Breakpoint, regs *unix.PtraceRegs, ts ui
 			}
 			th.openEnds = false
 			t.record(th, uftrace.Record{Time: ts, Type: uftrace.Exit, Depth: jb.call.depth, Addr: jb.call.addr}, nil)
-			t.endRecover(th)
+			th.rehook()
 			break
 		}
 		for len(th.stack) > jb.n {
 			t.exit(th, ts, nil)
 		}
-		t.endRecover(th)
+		th.rehook()
 	case hookBacktrace:
 		if !th.unhooked && !th.backtrace {
-			th.realRets(len(th.stack))
+			th.realRets()
 			th.backtrace = true
 		}
 	case hookBacktraceEnd:
 		if th.backtrace {
-			th.hijackRets(0)
 			th.backtrace = false
+			th.rehook()
 		}
 	case hookLoader:
 		t.syncModules(th, ts)
 	}
 }
 
-// realRets puts the real return addresses of th's n lowest frames back
-// on its stack.
-func (th *thread) realRets(n int) {
+// realRets puts the real return addresses of th's frames back on its stack.
+func (th *thread) realRets() {
 	im := th.proc.image
-	for i := n - 1; i >= 0; i-- {
+	for i := len(th.stack) - 1; i >= 0; i-- {
 		// Top down: of two frames sharing a slot (a tail call), the
 		// lower one's real return address is the one that stays.
 		if fr := th.stack[i]; !im.isRet(fr.ret) {
 			ptrace.PokeWord(th.tid, fr.slot, fr.ret)
 		}
+	}
+}
+
+// recoverCaller puts the real return address of the caller of th's top
+// frame back on the stack: only the innermost call's return is rtrace's,
+// so that code walking the stack finds the real ones, as uftrace's
+// auto-recover does (libmcount/misc.c, mcount_auto_restore). rehook
+// hijacks it again when the top frame goes. A vfork child's caller may be
+// its parent's frame, which the parent returns through later: left alone.
+func (th *thread) recoverCaller() {
+	n := len(th.stack)
+	if n < 2 || th.vforked || th.stack[n-2].slot == th.stack[n-1].slot { // a tail call: one slot
+		return
+	}
+	im := th.proc.image
+	for i := n - 2; i >= 0; i-- {
+		// A caller that was tail-called has no return address of its
+		// own: its caller's is in the slot they share.
+		if fr := th.stack[i]; !im.isRet(fr.ret) {
+			ptrace.PokeWord(th.tid, fr.slot, fr.ret)
+			return
+		}
+	}
+}
+
+// rehook aims the return of th's top frame at the return breakpoint
+// again (recoverCaller put its real return address back), unless the real
+// ones are to stay (an exception unwinds, a backtrace walks).
+func (th *thread) rehook() {
+	if n := len(th.stack); n > 0 && !th.unhooked && !th.backtrace {
+		ptrace.PokeWord(th.tid, th.stack[n-1].slot, th.proc.image.retAddr)
 	}
 }
 
@@ -291,47 +318,6 @@ func (th *thread) hijackRets(from int) {
 	for _, fr := range th.stack[from:] {
 		ptrace.PokeWord(th.tid, fr.slot, ret)
 	}
-}
-
-// recoverRets puts the real return addresses of the frames below th's
-// top one back, for a call of a recover function (Config.Recover), its
-// own return still hijacked: uftrace's recover trigger
-// (libmcount/mcount.c, mcount_entry_filter_record and
-// mcount_rstack_restore). endRecover hijacks them again.
-func (th *thread) recoverRets() {
-	n := len(th.stack)
-	if n == 0 || th.unhooked || th.backtrace {
-		return // the real ones are there already
-	}
-	th.realRets(n - 1)
-	ptrace.PokeWord(th.tid, th.stack[n-1].slot, th.proc.image.retAddr) // a tail call's shared slot
-	th.recovered = true
-}
-
-// endRecover hijacks th's return addresses again once no call of a
-// recover function is left on its stack (a return, a longjmp out).
-func (t *Tracer) endRecover(th *thread) {
-	if !th.recovered {
-		return
-	}
-	im := th.proc.image
-	if im.fast != nil {
-		st := th.fastView()
-		for i := 0; st != nil && i < st.Depth(); i++ {
-			if f := im.fnAt(st.Frame(i).Addr); f != nil && f.recover {
-				return
-			}
-		}
-		if st != nil {
-			fastHijackRets(th, st, 0)
-		}
-	} else {
-		if slices.ContainsFunc(th.stack, func(fr frame) bool { return fr.f.recover }) {
-			return
-		}
-		th.hijackRets(0)
-	}
-	th.recovered = false
 }
 
 // longjmpShown reports whether a longjmp to jb, made by a call of top

@@ -31,9 +31,6 @@ type fn struct {
 	jump bool
 	// personality: a personality routine, called by the unwinder.
 	personality bool
-	// recover: while it runs, its callers' real return addresses are on
-	// the stack (Config.Recover).
-	recover bool
 	// res: a resource function of a module (-e); its calls are reported.
 	res *resFn
 	// stub: the fast engine's stub of the function (0: none); redirects
@@ -383,7 +380,6 @@ func (t *Tracer) newFn(f *elfx.File, name string, addr, value uint64) fn {
 	if t.cfg.Specs != nil {
 		fi.args, fi.rets = t.cfg.Specs(f, name, value)
 	}
-	fi.recover = t.cfg.Recover != nil && t.cfg.Recover(name)
 	return fi
 }
 

@@ -300,8 +300,8 @@ func (t *Tracer) entry(th *thread, b *bp.Breakpoint, regs *unix.PtraceRegs, ts u
 	// recorded, as uftrace does not.
 	hidden := f.personality && (ret < im.textLo || ret >= im.textHi) || t.funcs == nil || !t.on
 	fr, rec := th.enter(f, ret, regs.Rsp, hidden)
-	if f.recover {
-		th.recoverRets()
+	if !f.jump {
+		th.recoverCaller()
 	}
 	if f.res != nil {
 		t.resEntry(th, &th.stack[len(th.stack)-1], f, regs, ret)
@@ -336,9 +336,7 @@ func (t *Tracer) ret(th *thread, regs *unix.PtraceRegs, ts uint64) error {
 		return fmt.Errorf("tid %d: %w (pc %#x)", th.tid, errNoStack, regs.Rip)
 	}
 	fr := t.exit(th, ts, regs)
-	if fr.f.recover {
-		t.endRecover(th)
-	}
+	th.rehook()
 	if err := ptrace.SetPC(th.tid, fr.ret); err != nil {
 		return nil
 	}
@@ -378,6 +376,7 @@ func (t *Tracer) spawned(th *thread, event int, ts uint64) error {
 		p := &process{pid: child, sid: th.proc.sid, image: th.proc.image.fork(), entered: th.proc.entered}
 		t.procs[child] = p
 		nc := th.clone(child, p)
+		nc.vforked = event == unix.PTRACE_EVENT_VFORK
 		// posix_spawn's child runs on a stack of its own: it never returns
 		// through its parent's frames, and starts with none.
 		fresh := ownStack(th)
@@ -398,6 +397,7 @@ func (t *Tracer) spawned(th *thread, event int, ts uint64) error {
 				// parent's PTRACE_EVENT_VFORK_DONE.
 				nc.vforked = true
 				if st != nil {
+					st.SetShared(true) // until fastClose gives it back
 					nc.vfork, nc.vforkParent = st, th
 					for i := range st.Depth() {
 						nc.vforkFrames = append(nc.vforkFrames, st.Frame(i))

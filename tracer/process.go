@@ -47,9 +47,6 @@ type thread struct {
 	// backtrace: inside backtrace(), with the real return addresses on
 	// the stack (hookBacktrace).
 	backtrace bool
-	// recovered: a recover function runs, with the real return addresses
-	// of its callers on the stack (recoverRets).
-	recovered bool
 	// openEnds: the frames closed while it is set get no EXIT record
 	// (closeAll at an exec).
 	openEnds bool

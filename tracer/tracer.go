@@ -45,10 +45,6 @@ type Config struct {
 	// whose symbol is name, at link-time address value (0 for a library
 	// call), in the module exe, in payload order (nil: none).
 	Specs func(exe *elfx.File, name string, value uint64) (args, rets []uftrace.ArgSpec)
-	// Recover says which functions run with their callers' real return
-	// addresses on the stack, as uftrace's -T FUNC@recover (nil: none):
-	// code that reads the stack itself.
-	Recover func(name string) bool
 	// Started is called with the target's pid once it runs.
 	Started func(pid int)
 	// Ready is called once the first image is set up: the executable and

@@ -12,6 +12,7 @@ const (
 	offGuard   = 0x00
 	offDepth   = 0x08
 	offUnhook  = 0x10
+	offShared  = 0x18
 	offHead    = 0x40
 	offTail    = 0x80
 	offLost    = 0xc0

@@ -126,9 +126,23 @@ func (s *State) SetUnhooked(on bool) {
 	s.store(offUnhook, v)
 }
 
+// SetShared marks the state as written by a vfork child too, whose calls
+// leave the return addresses of the frames below them hijacked: its
+// parent, stopped meanwhile, returns through them later.
+func (s *State) SetShared(on bool) {
+	v := uint64(0)
+	if on {
+		v = 1
+	}
+	s.store(offShared, v)
+}
+
+// Shared reports SetShared.
+func (s *State) Shared() bool { return s.load(offShared) != 0 }
+
 // Reset empties the state for a new thread: no frames, an empty ring.
 func (s *State) Reset() {
-	for _, off := range []int{offGuard, offDepth, offUnhook, offHead, offTail, offLost, offStall, offHeld, offWaiting} {
+	for _, off := range []int{offGuard, offDepth, offUnhook, offShared, offHead, offTail, offLost, offStall, offHeld, offWaiting} {
 		s.store(off, 0)
 	}
 	s.seenLost = 0

@@ -7,6 +7,7 @@
 	.set GUARD,   0x00    # nonzero while a stub of this thread writes state
 	.set DEPTH,   0x08    # frames on the shadow stack
 	.set UNHOOK,  0x10    # nonzero while an exception unwinds the stack
+	.set SHARED,  0x18    # nonzero while a vfork child writes it too: no auto-recover
 	.set HEAD,    0x40    # ring records written (producer: the thread)
 	.set TAIL,    0x80    # ring records read (consumer: rtrace)
 	.set LOST,    0xc0    # records dropped on a full ring
@@ -62,6 +63,26 @@ nap:	.quad 0, 1000000            # a futex wait's timeout: 1 ms
 	lea 0x38(%rsp), %rsp
 .endm
 
+# REHOOK aims the return of the frame now on top of the shadow stack of
+# state %rdi, if any, at exit again: the entry of the callee that just
+# returned put its real return address back (entry's auto-recover). Not
+# while an exception unwinds: the unwinder walks the real ones (a
+# destructor called from a landing pad returns meanwhile). Clobbers rax,
+# rcx.
+.macro REHOOK
+	cmpq $0, UNHOOK(%rdi)
+	jne 1f
+	mov DEPTH(%rdi), %rcx
+	test %rcx, %rcx
+	jz 1f
+	dec %rcx
+	shl $5, %rcx
+	mov FRAMES+8(%rdi,%rcx), %rcx
+	lea exit(%rip), %rax
+	mov %rax, (%rcx)
+1:
+.endm
+
 # LOOKUP leaves the calling thread's state in %rdi (clobbers rax, rcx, rdx),
 # or jumps to \miss with its key in %rcx. The key is the %fs base: the first
 # instruction becomes rdfsbase %rcx where the kernel allows it.
@@ -86,7 +107,10 @@ nap:	.quad 0, 1000000            # a futex wait's timeout: 1 ms
 
 # entry: called by a function's stub with the function's address in %rax,
 # %rax itself saved at -0x10 from the stub's %rsp. (%rsp+8) is the traced
-# call's return address. Pushes a frame, hijacks the return to exit, writes
+# call's return address. Pushes a frame, hijacks the return to exit, puts
+# the caller's real return address back (auto-recover: only the innermost
+# frame's return is exit's, so a walk of the stack finds the callers',
+# as uftrace's mcount_auto_restore does; exit hijacks it again), writes
 # the ENTRY record. Preserves every register but %rax (the stub restores
 # it); the status flags are not preserved (undefined at a call's entry and
 # return in the psABI).
@@ -127,6 +151,27 @@ entry_hooked:
 	mov %rax, 0x40(%rsp)
 	inc %rcx
 	mov %rcx, DEPTH(%rdi)
+	cmp $2, %rcx
+	jb entry_record         # no caller's frame
+	cmpq $0, SHARED(%rdi)
+	jne entry_record        # a vfork child's caller may be its parent's
+	lea -32(%rdx), %rax     # the caller's frame
+	mov 8(%rdx), %r8
+	cmp 8(%rax), %r8
+	je entry_record         # a tail call: its slot is ours, hijacked
+	lea exit(%rip), %r8
+	lea FRAMES(%rdi), %rcx
+entry_recover:
+	mov 0(%rax), %rdx
+	cmp %r8, %rdx
+	jne 1f
+	sub $32, %rax           # the caller was tail-called: its caller's address
+	cmp %rcx, %rax
+	jae entry_recover
+	jmp entry_record
+1:	mov 8(%rax), %rax
+	mov %rdx, (%rax)
+entry_record:
 	rdtsc
 	shl $32, %rdx
 	or %rdx, %rax
@@ -286,6 +331,7 @@ exit_pop:
 	jnz exit_stop
 	CALLCLEAR emit
 	decq DEPTH(%rdi)        # the frame goes once its EXIT is written
+	REHOOK
 	EXIT_RESTORE
 	# Not a ret: the traced function's ret, which came here, consumed the
 	# return-stack predictor's entry for this return; another ret would
@@ -304,6 +350,7 @@ exit_skipped:
 # EXIT with the value, then the return.
 exit_stop:
 	decq DEPTH(%rdi)
+	REHOOK
 	EXIT_RESTORE
 exit_stop_trap:
 	int3
