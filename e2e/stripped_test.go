@@ -206,3 +206,42 @@ func TestRecordDebianBzip2(t *testing.T) {
 		t.Errorf("bzip2 wrote no output under rtrace: %v", err)
 	}
 }
+
+// --with-syms DIR: a stripped program traced with the functions of the
+// .sym file DIR holds for it (one of its unstripped build's traces): the
+// same tree, by name, as the unstripped program's. A .sym of another
+// build is refused.
+func TestRecordWithSyms(t *testing.T) {
+	strip := testutil.RequireTool(t, "strip")
+	for _, src := range []string{"chain.c", "cxx.cc"} {
+		t.Run(src, func(t *testing.T) {
+			tmp := t.TempDir()
+			for _, d := range []string{"full", "stripped"} {
+				os.Mkdir(filepath.Join(tmp, d), 0o755)
+			}
+			full := filepath.Join(tmp, "full", "prog")
+			testutil.Run(t, tmp, "cp", testutil.BuildC(t, src, "-O2", "-fno-inline"), full)
+			testutil.Run(t, tmp, strip, "--strip-all", "-o", filepath.Join(tmp, "stripped", "prog"), full)
+			r := runCmd(t, tmp, rtraceBin, "record", "-q", "-d", "U", "--", full)
+			want := tree(replay(t, filepath.Join(tmp, "U")))
+			got := runCmd(t, tmp, rtraceBin, "record", "-q", "--with-syms", "U", "-d", "W", "--", "stripped/prog")
+			if got != r {
+				t.Errorf("the stripped program under rtrace printed/exited differently:\nunstripped: %+v\nstripped:   %+v", r, got)
+			}
+			if tr := tree(replay(t, filepath.Join(tmp, "W"))); strings.Join(tr, "|") != strings.Join(want, "|") {
+				t.Errorf("stripped, --with-syms:\n%s\nunstripped:\n%s", strings.Join(tr, "\n"), strings.Join(want, "\n"))
+			}
+		})
+	}
+	tmp := t.TempDir()
+	runCmd(t, tmp, rtraceBin, "record", "-q", "-d", "U", "--", testutil.BuildC(t, "chain.c", "-O0"))
+	os.Rename(filepath.Join(tmp, "U", filepath.Base(testutil.BuildC(t, "chain.c", "-O0"))+".sym"), filepath.Join(tmp, "U", "prog.sym"))
+	testutil.Run(t, tmp, "cp", testutil.BuildC(t, "fib.c", "-O0"), filepath.Join(tmp, "prog"))
+	r := runCmd(t, tmp, rtraceBin, "record", "-q", "--with-syms", "U", "-d", "W", "--", "./prog")
+	if r.code != 2 || !strings.Contains(r.stderr, "is of another build of") || strings.Count(r.stderr, "\n") != 1 {
+		t.Errorf("a .sym of another build: %+v, want one line and exit 2", r)
+	}
+	if r := runCmd(t, tmp, rtraceBin, "record", "--with-syms", "nowhere", "--", "./prog"); r.code != 2 || !strings.Contains(r.stderr, "--with-syms nowhere: not a directory") {
+		t.Errorf("--with-syms nowhere: %+v", r)
+	}
+}

@@ -42,7 +42,9 @@ func newFuncChain(dir, rawDir string, filters postproc.FuncOptions, warn io.Writ
 		os.Remove(path)
 		return nil, err
 	}
-	c.pre.Next = postproc.NewFuncStage(filters, resolver.NewModuleStage(path, filters.Srcline, warn, c.data))
+	ms := resolver.NewModuleStage(path, filters.Srcline, warn, c.data)
+	ms.WithSyms = filters.WithSyms
+	c.pre.Next = postproc.NewFuncStage(filters, ms)
 	return c, nil
 }
 

@@ -18,6 +18,7 @@ import (
 
 	"rtrace/internal/elfx"
 	"rtrace/internal/uftrace"
+	"rtrace/internal/withsyms"
 	"rtrace/postproc"
 	"rtrace/resolver"
 	"rtrace/tracer"
@@ -54,6 +55,7 @@ type Options struct {
 	ArgSpecs    []string // -A: argument specs (func@arg1/i32,arg2/s)
 	RetSpecs    []string // -R: return-value specs (func@retval/s)
 	AutoArgs    bool     // -a: specs of every function from DWARF
+	WithSyms    string   // --with-syms: .sym files to read functions from
 	NoLibcall   bool     // --no-libcall
 	NestLibcall bool     // --nest-libcall
 	// Patch (-P, and -U with Out) selects the functions traced, as
@@ -186,6 +188,14 @@ func check(ctx context.Context, o Options) (*config, error) {
 			return nil, &UsageError{fmt.Sprintf("-P (--postproc) %q: %v", o.PostOpts, err)}
 		}
 	}
+	if o.WithSyms != "" {
+		if fi, err := os.Stat(o.WithSyms); err != nil || !fi.IsDir() {
+			return nil, &UsageError{fmt.Sprintf("--with-syms %s: not a directory", o.WithSyms)}
+		}
+		if abs, err := filepath.Abs(o.WithSyms); err == nil {
+			o.WithSyms, c.WithSyms = abs, abs // the resolver may run elsewhere
+		}
+	}
 	if o.Backtrace < 0 || o.Backtrace > 256 {
 		return nil, &UsageError{fmt.Sprintf("-b (--backtrace-depth) %d: want a depth from 0 to 256", o.Backtrace)}
 	}
@@ -297,6 +307,9 @@ func check(ctx context.Context, o Options) (*config, error) {
 	}
 	if c.exe, err = elfx.Open(exe); err != nil {
 		return nil, &ExitError{126, fmt.Errorf("%s: cannot trace it: %w", o.Args[0], err)}
+	}
+	if c.exe, err = withsyms.Apply(o.WithSyms, c.exe); err != nil {
+		return nil, &UsageError{"--with-syms: " + err.Error()}
 	}
 	elfx.Prefetch(c.exe)
 	return c, c.openOutputs(ctx, o)
@@ -469,7 +482,7 @@ func funcLimits(o Options, f postproc.FuncOptions) (postproc.FuncOptions, error)
 	if o.Depth < 0 {
 		return f, &UsageError{fmt.Sprintf("-D %d: the depth must be positive", o.Depth)}
 	}
-	f.Depth, f.MaxStack, f.Srcline = o.Depth, o.MaxStack, o.Srcline
+	f.Depth, f.MaxStack, f.Srcline, f.WithSyms = o.Depth, o.MaxStack, o.Srcline, o.WithSyms
 	if o.Time != "" {
 		if f.Threshold, err = uftrace.ParseTime(o.Time); err != nil {
 			return f, &UsageError{"-t: " + err.Error()}

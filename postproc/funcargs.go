@@ -52,6 +52,9 @@ func (o FuncOptions) String() string {
 	if o.Srcline {
 		args = append(args, "--srcline")
 	}
+	if o.WithSyms != "" {
+		args = append(args, "--with-syms", o.WithSyms)
+	}
 	if o.Disabled {
 		args = append(args, "--disable")
 	}
@@ -125,6 +128,8 @@ func (o *FuncOptions) set(long, val string) error {
 		}
 	case "srcline":
 		o.Srcline = true
+	case "with-syms":
+		o.WithSyms = val
 	case "disable":
 		o.Disabled = true
 	default:

@@ -15,6 +15,7 @@ func TestFuncOptionsString(t *testing.T) {
 		{Filters: f, NoTrace: n, Depth: 3, Threshold: 1500, MaxStack: 40, Tids: map[int]bool{42: true, 7: true}},
 		{Threshold: 1},
 		{Depth: 2, Srcline: true},
+		{WithSyms: "/tmp/syms dir"},
 		{Hide: n, Callers: f, Triggers: []uftrace.Trigger{trig("b@depth=1,trace_off"), trig("it's@time=2us")}},
 	} {
 		s := o.String()
@@ -23,7 +24,7 @@ func TestFuncOptionsString(t *testing.T) {
 			t.Fatalf("%q: %v", s, err)
 		}
 		if got.String() != s || got.Depth != o.Depth || got.Threshold != o.Threshold || got.MaxStack != o.MaxStack ||
-			!reflect.DeepEqual(got.Tids, o.Tids) || got.Srcline != o.Srcline || len(got.Filters) != len(o.Filters) || len(got.NoTrace) != len(o.NoTrace) ||
+			!reflect.DeepEqual(got.Tids, o.Tids) || got.Srcline != o.Srcline || got.WithSyms != o.WithSyms || len(got.Filters) != len(o.Filters) || len(got.NoTrace) != len(o.NoTrace) ||
 			len(got.Hide) != len(o.Hide) || len(got.Callers) != len(o.Callers) || len(got.Triggers) != len(o.Triggers) {
 			t.Errorf("%q read back as %+v", s, got)
 		}

@@ -19,6 +19,10 @@ type FuncOptions struct {
 	// .dbg file for `uftrace replay --srcline`, as uftrace record --srcline
 	// does. Not a filter; without it the DWARF is not read.
 	Srcline bool
+	// WithSyms (--with-syms DIR): each module's .sym is made from the one
+	// DIR holds for it, when it does (withsyms.Apply), as the tracer read
+	// its functions. Not a filter.
+	WithSyms string
 	// Hide (-H): calls of these functions are left out, their callees
 	// kept, a level up.
 	Hide []uftrace.Pattern

@@ -142,7 +142,8 @@ var options = []Option{
 	{Long: "caller-filter", Arg: "FUNC", Repeat: true, Usage: "keep only the calls of `FUNC` and the calls they are made in (uftrace's -C; repeatable)", Category: CategoryFunc, scope: inCLI | inFunc},
 	{Long: "max-stack", Arg: "N", Usage: "drop calls `N` or more recorded levels deep", Category: CategoryFunc, scope: inCLI | inFunc},
 	{Long: "tid", Arg: "TID[,TID...]", Repeat: true, Usage: "keep only the threads `TID[,TID...]` (repeatable)", Category: CategoryFunc, scope: inCLI | inFunc},
-	{Long: "srcline", Category: CategoryFunc, scope: inFunc}, // record --srcline: write .dbg files
+	{Long: "srcline", Category: CategoryFunc, scope: inFunc},               // record --srcline: write .dbg files
+	{Long: "with-syms", Arg: "DIR", Category: CategoryFunc, scope: inFunc}, // record --with-syms: .sym files from DIR
 }
 
 // Flags is the table of rtrace postproc's options, in help order.

@@ -11,6 +11,7 @@ import (
 	"rtrace/internal/elfx"
 	"rtrace/internal/trace"
 	"rtrace/internal/uftrace"
+	"rtrace/internal/withsyms"
 )
 
 // ModuleStage is the resolver's stage of a function trace: as sessions
@@ -26,6 +27,9 @@ import (
 // DWARF takes milliseconds to tens of milliseconds, and the tracer hands a
 // session on while the program waits to start. Close waits for them.
 type ModuleStage struct {
+	// WithSyms: a module's .sym is made from the one this directory holds
+	// for it, when it does (uftrace's --with-syms; withsyms.Apply).
+	WithSyms string
 	dir      string
 	next     trace.Writer
 	warn     io.Writer
@@ -137,6 +141,9 @@ func (s *ModuleStage) files(path, name string, exe, auto bool) error {
 			return fmt.Errorf("symbols of %s: %w", path, err)
 		}
 		return nil
+	}
+	if wf, err := withsyms.Apply(s.WithSyms, f); err == nil {
+		f = wf // the tracer warned of an error
 	}
 	if exe && f.Stripped {
 		// The functions the tracer traced: its FDEs', named func_<address>.

@@ -134,11 +134,12 @@ func (t *Tracer) library(path string) (*elfx.File, error) {
 		return f, nil
 	}
 	f, err := elfx.Open(path)
-	t.libs[path] = f
 	if err != nil {
 		t.libs[path] = nil
 		return nil, err
 	}
+	f = t.withSyms(f)
+	t.libs[path] = f
 	return f, nil
 }
 

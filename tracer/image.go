@@ -13,6 +13,7 @@ import (
 	"rtrace/internal/elfx"
 	"rtrace/internal/timeline"
 	"rtrace/internal/uftrace"
+	"rtrace/internal/withsyms"
 	"rtrace/tracer/bp"
 	"rtrace/tracer/ptrace"
 	"rtrace/tracer/unwind"
@@ -212,6 +213,7 @@ func (t *Tracer) setupImage(tid int) (*image, []byte, error) {
 		return nil, nil, err
 	}
 	elfx.Prefetch(f)
+	f = t.withSyms(f)
 	maps, err := readMaps(tid)
 	if err != nil {
 		return nil, nil, err
@@ -332,6 +334,16 @@ func (t *Tracer) untraced(path string) bool {
 		}
 	}
 	return false
+}
+
+// withSyms is f with its functions from Config.WithSyms's .sym file for
+// it, when there is one; a bad one is warned of and f kept.
+func (t *Tracer) withSyms(f *elfx.File) *elfx.File {
+	wf, err := withsyms.Apply(t.cfg.WithSyms, f)
+	if err != nil {
+		fmt.Fprintf(t.cfg.Warn, "rtrace: warning: --with-syms: %v\n", err)
+	}
+	return wf
 }
 
 // withFrameFuncs returns the stripped executable f with the functions its

@@ -45,6 +45,10 @@ type Config struct {
 	// whose symbol is name, at link-time address value (0 for a library
 	// call), in the module exe, in payload order (nil: none).
 	Specs func(exe *elfx.File, name string, value uint64) (args, rets []uftrace.ArgSpec)
+	// WithSyms: a module's functions are read from the .sym file this
+	// directory holds for it, when it does (uftrace's --with-syms;
+	// withsyms.Apply), not from its ELF symbol table.
+	WithSyms string
 	// Started is called with the target's pid once it runs.
 	Started func(pid int)
 	// Ready is called once the first image is set up: the executable and

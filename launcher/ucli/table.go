@@ -132,7 +132,8 @@ var table = []option{
 		}},
 	{long: "disable", group: commonGroup, help: "start with tracing off: 'rtrace toggle PID' turns it on and off",
 		set: func(c *Cmd, _ string) error { c.Options.Disable = true; return nil }},
-	{long: "with-syms", arg: "DIR", group: commonGroup, replay: true, help: "read symbols from the .sym files in DIR", kind: notYet, why: "symbols from .sym files"},
+	{long: "with-syms", arg: "DIR", group: commonGroup, replay: true, help: "read the functions of the program and its libraries from the .sym files in DIR (DIR/NAME.sym, as a trace holds them), not from the binaries: a stripped program traced by name",
+		set: func(c *Cmd, v string) error { c.Options.WithSyms = v; return nil }},
 
 	// RECORD CONFIG OPTIONS.
 	{long: "libmcount-path", arg: "PATH", group: configGroup, help: "where libmcount is", kind: inert, why: noLibmcount},
