@@ -175,6 +175,7 @@ func TestUftraceModules(t *testing.T) {
 				t.Fatalf("rtrace: %+v", r)
 			}
 			want, got := libcTree(t, filepath.Join(tmp, "U")), libcTree(t, filepath.Join(tmp, "R"))
+			sameViews(t, filepath.Join(tmp, "U"), filepath.Join(tmp, "R"))
 			if got != want || !strings.Contains(got, "(") {
 				t.Errorf("uftrace %v:\n%s\nrtrace %v:\n%s", uopts, want, opts, got)
 			}

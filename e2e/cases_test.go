@@ -334,6 +334,7 @@ func sideBySide(t *testing.T, tmp, pg, plain string, opts ...string) (r run, wan
 	}
 	want = testutil.Run(t, tmp, uft, "replay", "--no-pager", "-f", "none", "-d", "U")
 	got = testutil.Run(t, tmp, uft, "replay", "--no-pager", "-f", "none", "-d", "R")
+	sameViews(t, filepath.Join(tmp, "U"), filepath.Join(tmp, "R"))
 	return r, want, got
 }
 

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -65,8 +66,18 @@ func sameTrees(t *testing.T, uft, ref, prog string, opts []string) {
 	sameTreesAs(t, uft, ref, prog, opts, opts)
 }
 
-// sameTreesAs is sameTrees with uftrace given uopts and rtrace opts.
+// sameTreesAs is sameTrees with uftrace given uopts and rtrace opts. The
+// traces are compared through uftrace replay (the call trees), report
+// (the functions and their call counts) and graph (the call graph).
 func sameTreesAs(t *testing.T, uft, ref, prog string, uopts, opts []string) {
+	t.Helper()
+	tmp := sameCallTrees(t, uft, ref, prog, uopts, opts)
+	sameViews(t, filepath.Join(tmp, "U"), filepath.Join(tmp, "R"))
+}
+
+// sameCallTrees is sameTreesAs through uftrace replay only. It returns
+// the directory of the traces, U (uftrace's) and R (rtrace's).
+func sameCallTrees(t *testing.T, uft, ref, prog string, uopts, opts []string) string {
 	t.Helper()
 	tmp := t.TempDir()
 	runCmd(t, tmp, uft, append(append([]string{"record", "--no-libcall", "--no-event", "-d", "U"}, uopts...), ref)...)
@@ -79,6 +90,125 @@ func sameTreesAs(t *testing.T, uft, ref, prog string, uopts, opts []string) {
 	if strings.Join(got, "|") != strings.Join(want, "|") || len(want) == 0 {
 		t.Errorf("uftrace %v:\n%s\nrtrace:\n%s", opts, strings.Join(want, "|"), strings.Join(got, "|"))
 	}
+	return tmp
+}
+
+// sameViews compares what uftrace report and graph show of two traces,
+// their times aside: want uftrace's, got rtrace's.
+func sameViews(t *testing.T, want, got string) {
+	t.Helper()
+	for _, view := range []func(*testing.T, string) string{reportShape, graphShape} {
+		if w, g := view(t, want), view(t, got); w != g {
+			t.Errorf("%s:\n%s\nrtrace's:\n%s", filepath.Base(want), w, g)
+		}
+	}
+}
+
+// pgStartup are the calls -pg adds before main (uftrace.WithoutPgStartup)
+// and _exit, which libmcount never writes (see TestRecordMatchesUftrace):
+// what reportShape and graphShape leave out of the top level.
+var pgStartup = map[string]bool{"__monstartup": true, "__cxa_atexit": true, "_exit": true}
+
+// reportShape is `uftrace report` of dir: each function with its number
+// of calls, sorted, the times left out; top-level pgStartup calls do not
+// count.
+func reportShape(t *testing.T, dir string) string {
+	t.Helper()
+	calls := map[string]int{}
+	for _, line := range strings.Split(uftraceView(t, "report", dir), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 6 || strings.HasPrefix(f[0], "=") || f[0] == "Total" {
+			continue
+		}
+		n, err := strconv.Atoi(f[4])
+		if err != nil {
+			t.Fatalf("uftrace report: %q: no number of calls", line)
+		}
+		calls[strings.Join(f[5:], " ")] += n
+	}
+	for _, n := range graphNodes(uftraceView(t, "graph", dir)) {
+		if n.depth == 1 && pgStartup[n.name] {
+			calls[n.name] -= n.calls
+		}
+	}
+	var lines []string
+	for name, n := range calls {
+		if n != 0 {
+			lines = append(lines, fmt.Sprintf("report: %s %d", name, n))
+		}
+	}
+	slices.Sort(lines)
+	return strings.Join(lines, "\n")
+}
+
+// graphShape is `uftrace graph` of dir, each session's graph as a tree
+// of calls with their counts, indented by depth, without times, the
+// program's node named PROG and the top-level pgStartup calls left out.
+func graphShape(t *testing.T, dir string) string {
+	t.Helper()
+	var lines []string
+	skip := false // inside a call left out
+	for _, n := range graphNodes(uftraceView(t, "graph", dir)) {
+		switch {
+		case n.depth == 0:
+			n.name = "PROG"
+		case n.depth == 1:
+			skip = pgStartup[n.name]
+		}
+		if !skip {
+			lines = append(lines, fmt.Sprintf("graph: %s(%d) %s", strings.Repeat("  ", n.depth), n.calls, n.name))
+		}
+	}
+	return strings.Join(lines, "\n")
+}
+
+// graphNode is a call in uftrace graph's output.
+type graphNode struct {
+	depth, calls int
+	name         string
+}
+
+// graphNodeLine reads a node of uftrace graph's drawing: the lines, then
+// "+-" for one of several callees, the count and the name.
+var graphNodeLine = regexp.MustCompile(`^([ |]*)(\+-)?\((\d+)\) (.*)$`)
+
+// graphNodes reads the calls of uftrace graph's output, in order, with
+// their depths: a node drawn "+-" at column c is a callee of the last
+// node whose count starts at c-1; one drawn without, the only callee of
+// the last node drawn at its column.
+func graphNodes(out string) []graphNode {
+	var nodes []graphNode
+	type open struct{ col, depth int }
+	var stack []open
+	for _, line := range strings.Split(out, "\n") {
+		_, drawing, ok := strings.Cut(line, " : ")
+		m := graphNodeLine.FindStringSubmatch(drawing)
+		if !ok || m == nil {
+			continue
+		}
+		calls, _ := strconv.Atoi(m[3])
+		col := len(m[1]) + len(m[2])
+		parentCol := col
+		if m[2] != "" {
+			parentCol = len(m[1]) - 1
+		}
+		depth := 0
+		for len(stack) > 0 && stack[len(stack)-1].col > parentCol {
+			stack = stack[:len(stack)-1]
+		}
+		if n := len(stack); n > 0 && stack[n-1].col == parentCol {
+			depth = stack[n-1].depth + 1
+		}
+		stack = append(stack, open{col, depth})
+		nodes = append(nodes, graphNode{depth, calls, m[4]})
+	}
+	return nodes
+}
+
+// uftraceView runs uftrace's view (report, graph) on dir.
+func uftraceView(t *testing.T, view, dir string) string {
+	t.Helper()
+	return testutil.Run(t, "", testutil.RequireTool(t, "uftrace"), view, "--no-pager", "-d", dir)
 }
 
 // A program named without a slash is found in the current directory
@@ -392,6 +522,14 @@ func TestUftraceSignal(t *testing.T) {
 				t.Errorf("a second trace directory: %s", filepath.Join(tmp, "R.1"))
 			}
 			// The program's own functions as uftrace record shows them.
+			if c.opts[0] == "--disable" {
+				// uftrace also records the exit of main, entered while
+				// tracing was off: its report counts a call of main that
+				// its replay does not show. rtrace keeps a call whole or
+				// not at all.
+				sameCallTrees(t, uft, pg, prog, c.opts, c.opts)
+				return
+			}
 			sameTrees(t, uft, pg, prog, c.opts)
 		})
 	}
