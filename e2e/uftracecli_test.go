@@ -654,3 +654,38 @@ func TestUftraceNop(t *testing.T) {
 		t.Errorf("left %s", left)
 	}
 }
+
+// -T FUNC@read=proc/statm and read=page-fault record uftrace's builtin
+// events at each call of FUNC and its return: replay shows them where it
+// shows uftrace's of the -pg build (their values masked), and rtrace's own
+// reader takes them through rtrace postproc.
+func TestUftraceReadTrigger(t *testing.T) {
+	uft := testutil.RequireTool(t, "uftrace")
+	plain := build(t, "chain.c", variants[0], false, nil)
+	pg := build(t, "chain.c", variants[0], true, nil)
+	opts := []string{"-T", "b@read=proc/statm", "-T", "^c$@read=page-fault,read=proc/statm"}
+	number := regexp.MustCompile(`[+]?\d+`)
+	show := func(dir string) string {
+		return number.ReplaceAllString(testutil.Run(t, "", uft, "replay", "--no-pager", "-f", "none", "-d", dir), "N")
+	}
+	tmp := t.TempDir()
+	runCmd(t, tmp, uft, append(append([]string{"record", "--no-libcall", "--no-event", "-d", "U"}, opts...), pg)...)
+	want := show(filepath.Join(tmp, "U"))
+	if !strings.Contains(want, "/* diff:page-fault (major=N minor=N) */") {
+		t.Fatalf("uftrace's replay has no read events:\n%s", want)
+	}
+	for _, engine := range engines {
+		dir := filepath.Join(tmp, "R-"+engine)
+		if r := runCmd(t, tmp, rtraceBin, append(append([]string{"record", "--no-libcall", "-q", "--engine", engine, "-d", dir}, opts...), plain)...); r.code != 18%7 {
+			t.Fatalf("%s: rtrace record: %+v", engine, r)
+		}
+		if got := show(dir); got != want {
+			t.Errorf("%s: replay\n%s\nuftrace's:\n%s", engine, got, want)
+		}
+		out := filepath.Join(tmp, "P-"+engine)
+		testutil.Run(t, tmp, rtraceBin, "postproc", "-i", dir, "-d", out, "-N", "^d$")
+		if got := show(out); !strings.Contains(got, "/* read:page-fault") || strings.Contains(got, "d()") {
+			t.Errorf("%s: rtrace postproc -N ^d$:\n%s", engine, got)
+		}
+	}
+}

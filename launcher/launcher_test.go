@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"rtrace/internal/uftrace"
 	"rtrace/tracer"
 	"rtrace/tracer/fast"
 )
@@ -163,15 +164,20 @@ func TestSignalTriggers(t *testing.T) {
 // callers' return addresses are the real ones), what rtrace cannot do yet
 // is refused.
 func TestTriggerActions(t *testing.T) {
-	tr, args, _, err := trigger("a@depth=2,recover,arg1/s", "")
-	if err != nil || tr == nil || !tr.HasDepth || tr.Recover || len(args) != 1 {
-		t.Errorf("a@depth=2,recover,arg1/s: %+v %q %v", tr, args, err)
+	var rec trigRecord
+	tr, err := trigger("a@depth=2,recover,arg1/s,read=page-fault", "", &rec)
+	if err != nil || tr == nil || !tr.HasDepth || tr.Recover || len(rec.args) != 1 {
+		t.Errorf("a@depth=2,recover,arg1/s: %+v %+v %v", tr, rec, err)
 	}
-	if tr, _, _, err := trigger("a@recover", ""); err != nil || tr != nil {
-		t.Errorf("a@recover: %+v %v", tr, err)
+	if tr, err := trigger("b@recover,read=proc/statm", "", &rec); err != nil || tr != nil {
+		t.Errorf("b@recover: %+v %v", tr, err)
 	}
-	for _, bad := range []string{"a@read=proc/statm", "a@size=10", "a@kernel"} {
-		if _, _, _, err := trigger(bad, ""); err == nil || exitCode(err) != 2 {
+	c := &config{readTrigs: rec.reads}
+	if r := c.reads(); r == nil || r("a") != uftrace.ReadPageFault || r("b") != uftrace.ReadProcStatm || r("c") != 0 {
+		t.Errorf("read= triggers: %+v", rec.reads)
+	}
+	for _, bad := range []string{"a@read=pmu-cycle", "a@read=nothing", "a@size=10", "a@kernel", "a@libc.so.6,read=page-fault"} {
+		if _, err := trigger(bad, "", &trigRecord{}); err == nil || exitCode(err) != 2 {
 			t.Errorf("-T %s: %v, want a usage error", bad, err)
 		}
 	}

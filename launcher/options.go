@@ -147,18 +147,19 @@ type config struct {
 	exe  *elfx.File // the program, or a script's interpreter
 	// untraced: a script's interpreter (and what #!/usr/bin/env runs),
 	// whose own functions are not traced (tracer.Config.Untraced).
-	untraced []string
-	signals  map[unix.Signal]tracer.SignalAction // --signal
-	send     *sender                             // --host
-	nopDir   string                              // --nop: the temporary directory, removed at the end
-	mods     []*tracer.ResModule
-	funcs    postproc.FuncOptions // what the function trace keeps
-	sel      tracer.Selection
-	specs    func(exe *elfx.File, name string, value uint64) (args, rets []uftrace.ArgSpec)
-	specLine []uftrace.ArgSpecLine
-	post     func(io.Reader, io.Writer) error // -P OPTS for resource windows
-	funcDir  string                           // the uftrace.data directory, absolute ("": none)
-	rawDir   string                           // where the raw function stream goes ("": none)
+	untraced  []string
+	signals   map[unix.Signal]tracer.SignalAction // --signal
+	send      *sender                             // --host
+	nopDir    string                              // --nop: the temporary directory, removed at the end
+	mods      []*tracer.ResModule
+	funcs     postproc.FuncOptions // what the function trace keeps
+	sel       tracer.Selection
+	specs     func(exe *elfx.File, name string, value uint64) (args, rets []uftrace.ArgSpec)
+	specLine  []uftrace.ArgSpecLine
+	readTrigs []readTrigger                    // -T FUNC@read=
+	post      func(io.Reader, io.Writer) error // -P OPTS for resource windows
+	funcDir   string                           // the uftrace.data directory, absolute ("": none)
+	rawDir    string                           // where the raw function stream goes ("": none)
 }
 
 // check validates o before anything starts and compiles it: every
@@ -199,10 +200,11 @@ func check(ctx context.Context, o Options) (*config, error) {
 	if o.Backtrace < 0 || o.Backtrace > 256 {
 		return nil, &UsageError{fmt.Sprintf("-b (--backtrace-depth) %d: want a depth from 0 to 256", o.Backtrace)}
 	}
-	var trigArgs, trigRets []string
-	if c.funcs, trigArgs, trigRets, err = funcOptions(o); err != nil {
+	var trig trigRecord
+	if c.funcs, trig, err = funcOptions(o); err != nil {
 		return nil, err
 	}
+	c.readTrigs = trig.reads
 	if c.sel, err = selection(o); err != nil {
 		return nil, err
 	}
@@ -260,8 +262,8 @@ func check(ctx context.Context, o Options) (*config, error) {
 		}
 	}
 	specOpts := c.Options
-	specOpts.ArgSpecs = append(slices.Clip(o.ArgSpecs), trigArgs...)
-	specOpts.RetSpecs = append(slices.Clip(o.RetSpecs), trigRets...)
+	specOpts.ArgSpecs = append(slices.Clip(o.ArgSpecs), trig.args...)
+	specOpts.RetSpecs = append(slices.Clip(o.RetSpecs), trig.rets...)
 	if len(c.mods) > 0 && c.funcDir != "" {
 		a, r := resSpecs(c.mods, o.Match)
 		specOpts.ArgSpecs = append(slices.Clip(specOpts.ArgSpecs), a...)
@@ -345,10 +347,40 @@ func (c *config) close() {
 	}
 }
 
+// trigRecord is what -T triggers ask of the recording: argument and
+// return value specs (FUNC@arg1/s as -A takes it), and the counters read
+// at functions' calls and returns (read=).
+type trigRecord struct {
+	args, rets []string
+	reads      []readTrigger
+}
+
+// readTrigger is a read= action: what it reads at the calls of fn.
+type readTrigger struct {
+	fn   uftrace.Pattern
+	kind uftrace.ReadKind
+}
+
+// reads says what the read= triggers read at the calls of a function
+// (nil without any).
+func (c *config) reads() func(name string) uftrace.ReadKind {
+	if len(c.readTrigs) == 0 {
+		return nil
+	}
+	return func(name string) uftrace.ReadKind {
+		var k uftrace.ReadKind
+		for _, r := range c.readTrigs {
+			if r.fn.MatchSymbol(name) {
+				k |= r.kind
+			}
+		}
+		return k
+	}
+}
+
 // funcOptions compiles the uftrace filters into what the post-processor's
-// function stage keeps, and the argument and return value specs that -T
-// triggers give (FUNC@arg1/s as -A takes it).
-func funcOptions(o Options) (f postproc.FuncOptions, args, rets []string, err error) {
+// function stage keeps, and what -T triggers ask of the recording.
+func funcOptions(o Options) (f postproc.FuncOptions, rec trigRecord, err error) {
 	triggers := o.Trigger
 	for _, g := range []struct {
 		flag, action string
@@ -357,25 +389,24 @@ func funcOptions(o Options) (f postproc.FuncOptions, args, rets []string, err er
 	}{{"-F", "filter", o.Filter, &f.Filters}, {"-N", "notrace", o.NoTrace, &f.NoTrace}, {"-H", "hide", o.Hide, &f.Hide}, {"-C", "caller", o.Caller, &f.Callers}} {
 		pats, trigs, err := filterTriggers(g.flag, g.action, g.vals, o.Match)
 		if err != nil {
-			return f, nil, nil, err
+			return f, rec, err
 		}
 		if *g.to, err = compile(g.flag, o.Match, pats); err != nil {
-			return f, nil, nil, err
+			return f, rec, err
 		}
 		triggers = append(slices.Clip(triggers), trigs...)
 	}
 	for _, s := range triggers {
-		tr, a, r, err := trigger(s, o.Match)
+		tr, err := trigger(s, o.Match, &rec)
 		if err != nil {
-			return f, nil, nil, err
+			return f, rec, err
 		}
 		if tr != nil {
 			f.Triggers = append(f.Triggers, *tr)
 		}
-		args, rets = append(args, a...), append(rets, r...)
 	}
 	f, err = funcLimits(o, f)
-	return f, args, rets, err
+	return f, rec, err
 }
 
 // filterTriggers splits the values of a filter flag (-F, -N, -H, -C) that
@@ -421,14 +452,16 @@ func filterTriggers(flag, action string, vals []string, kind string) (pats, trig
 
 // trigger reads the -T argument s, patterns of kind. Its actions go where
 // rtrace applies them: those on what is kept to the function stage (tr,
-// nil when there is none), arguments and return values to the specs
-// (args, rets: FUNC@arg1/s). backtrace and color= show in uftrace
-// replay only: recorded, they change nothing, as in uftrace record. The
-// others are refused with the reason.
-func trigger(s, kind string) (tr *uftrace.Trigger, args, rets []string, err error) {
+// nil when there is none), those on how calls are recorded to rec
+// (arguments and return values: FUNC@arg1/s; read=). backtrace and
+// color= show in uftrace replay only: recorded, they change nothing, as
+// in uftrace record. The others are refused with the reason.
+func trigger(s, kind string, rec *trigRecord) (tr *uftrace.Trigger, err error) {
 	if _, err := uftrace.ParseTrigger(s, kind); err != nil {
-		return nil, nil, nil, &UsageError{"-T: " + err.Error()}
+		return nil, &UsageError{"-T: " + err.Error()}
 	}
+	var args, rets []string
+	var reads uftrace.ReadKind
 	fn, acts, _ := strings.Cut(s, "@")
 	var kept []string
 	module := ""
@@ -436,11 +469,17 @@ func trigger(s, kind string) (tr *uftrace.Trigger, args, rets []string, err erro
 		one, _ := uftrace.ParseTrigger(fn+"@"+act, kind) // all parsed: each does
 		switch {
 		case strings.EqualFold(one.Module, "kernel"):
-			return nil, nil, nil, &UsageError{fmt.Sprintf("-T %s: rtrace traces no kernel functions", s)}
+			return nil, &UsageError{fmt.Sprintf("-T %s: rtrace traces no kernel functions", s)}
 		case one.Module != "":
 			module = act // FUNC@MODULE: the module's functions only
-		case one.Read != "", one.HasSize:
-			return nil, nil, nil, &UsageError{fmt.Sprintf("-T %s: the %s action is not supported yet", s, act)}
+		case one.HasSize:
+			return nil, &UsageError{fmt.Sprintf("-T %s: the %s action is not supported yet", s, act)}
+		case one.Read != "":
+			k, err := uftrace.ParseReadKind(one.Read)
+			if err != nil {
+				return nil, &UsageError{fmt.Sprintf("-T %s: %v", s, err)}
+			}
+			reads |= k
 		case one.Recover:
 			// Nothing to do, as in uftrace on x86-64: only the innermost
 			// call's return address is rtrace's while it runs (auto-recover).
@@ -457,20 +496,28 @@ func trigger(s, kind string) (tr *uftrace.Trigger, args, rets []string, err erro
 			kept = append(kept, act)
 		}
 	}
-	if module != "" && len(args)+len(rets) > 0 {
-		return nil, nil, nil, &UsageError{fmt.Sprintf("-T %s: the arguments of one module's functions are not supported yet (FUNC@arg1 records them in every module)", s)}
+	if module != "" && (len(args)+len(rets) > 0 || reads != 0) {
+		return nil, &UsageError{fmt.Sprintf("-T %s: the arguments and read= of one module's functions are not supported yet (without @MODULE they apply in every module)", s)}
+	}
+	rec.args, rec.rets = append(rec.args, args...), append(rec.rets, rets...)
+	if reads != 0 {
+		p, err := uftrace.ParsePattern(fn, kind)
+		if err != nil {
+			return nil, &UsageError{fmt.Sprintf("-T %s: %v", s, err)}
+		}
+		rec.reads = append(rec.reads, readTrigger{p, reads})
 	}
 	if len(kept) == 0 {
-		return nil, args, rets, nil
+		return nil, nil
 	}
 	if module != "" {
 		kept = append(kept, module)
 	}
 	t, err := uftrace.ParseTrigger(fn+"@"+strings.Join(kept, ","), kind)
 	if err != nil {
-		return nil, nil, nil, &UsageError{"-T: " + err.Error()}
+		return nil, &UsageError{"-T: " + err.Error()}
 	}
-	return &t, args, rets, nil
+	return &t, nil
 }
 
 // funcLimits checks and sets the depth and time limits of o in f.

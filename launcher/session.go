@@ -156,6 +156,7 @@ func newSession(c *config, ready func()) *session {
 		Events:       c.Events,
 		Warn:         s.con,
 		Specs:        c.specs,
+		Reads:        c.reads(),
 		WithSyms:     c.WithSyms,
 		Modules:      c.mods,
 		Start:        c.onAtStart(),

@@ -646,7 +646,7 @@ func (t *Tracer) fastDeliver(th *thread) {
 // the entry itself first.
 func (t *Tracer) fastEntry(th *thread, f *fn, regs *unix.PtraceRegs, ts uint64, probe bool) uint64 {
 	im := th.proc.image
-	if len(f.args) > 0 || len(f.rets) > 0 || probe && !f.jump && !f.personality {
+	if len(f.args) > 0 || len(f.rets) > 0 || f.reads != 0 || probe && !f.jump && !f.personality {
 		t.fastValues(th, f, regs, ts)
 		return 0
 	}
@@ -689,7 +689,7 @@ func (t *Tracer) fastValues(th *thread, f *fn, regs *unix.PtraceRegs, ts uint64)
 		t.fastPopBelow(th, unwoundBelow(regs.Rsp, fi.isExit(ret)), ts)
 	}
 	var flags uint64
-	if len(f.rets) > 0 {
+	if len(f.rets) > 0 || f.reads != 0 {
 		flags = fast.FlagStop
 	}
 	d := st.Depth()
@@ -706,6 +706,16 @@ func (t *Tracer) fastValues(th *thread, f *fn, regs *unix.PtraceRegs, ts uint64)
 		payload = t.values(th, f.args, regs)
 	}
 	t.fastRecord(th, uftrace.Record{Time: ts, Type: uftrace.Entry, Depth: d, Addr: f.addr}, payload)
+	if f.reads != 0 {
+		ev, recs := readEvents(th, ts, d+1, f.reads, nil)
+		for _, r := range recs {
+			t.fastRecord(th, r.Record, r.Payload)
+		}
+		if th.fastReads == nil {
+			th.fastReads = map[uint64][]uftrace.ReadEvent{}
+		}
+		th.fastReads[regs.Rsp] = ev
+	}
 }
 
 // fastExitValue records, at ExitStop, the return of the frame the exit
@@ -716,8 +726,16 @@ func (t *Tracer) fastExitValue(th *thread, regs *unix.PtraceRegs, ts uint64) {
 		return
 	}
 	fr := st.Frame(st.Depth()) // popped: still in memory above the top
+	f := th.proc.image.fnAt(fr.Addr)
+	if old, ok := th.fastReads[fr.Slot]; ok && f != nil {
+		delete(th.fastReads, fr.Slot)
+		_, recs := readEvents(th, ts, fr.Depth+1, f.reads, old)
+		for _, r := range recs {
+			t.fastRecord(th, r.Record, r.Payload)
+		}
+	}
 	var payload []byte
-	if f := th.proc.image.fnAt(fr.Addr); f != nil && len(f.rets) > 0 {
+	if f != nil && len(f.rets) > 0 {
 		payload = t.values(th, f.rets, regs)
 	}
 	t.fastRecord(th, uftrace.Record{Time: ts, Type: uftrace.Exit, Depth: fr.Depth, Addr: fr.Addr}, payload)

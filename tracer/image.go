@@ -32,6 +32,8 @@ type fn struct {
 	jump bool
 	// personality: a personality routine, called by the unwinder.
 	personality bool
+	// reads: the counters read at its entry and return (Config.Reads).
+	reads uftrace.ReadKind
 	// res: a resource function of a module (-e); its calls are reported.
 	res *resFn
 	// stub: the fast engine's stub of the function (0: none); redirects
@@ -391,6 +393,9 @@ func (t *Tracer) newFn(f *elfx.File, name string, addr, value uint64) fn {
 	fi := fn{name: name, addr: addr}
 	if t.cfg.Specs != nil {
 		fi.args, fi.rets = t.cfg.Specs(f, name, value)
+	}
+	if t.cfg.Reads != nil {
+		fi.reads = t.cfg.Reads(name)
 	}
 	return fi
 }

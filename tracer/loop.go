@@ -312,6 +312,13 @@ func (t *Tracer) entry(th *thread, b *bp.Breakpoint, regs *unix.PtraceRegs, ts u
 			payload = t.values(th, f.args, regs)
 		}
 		t.record(th, uftrace.Record{Time: ts, Type: uftrace.Entry, Depth: fr.depth, Addr: f.addr}, payload)
+		if f.reads != 0 {
+			ev, recs := readEvents(th, ts, fr.depth+1, f.reads, nil)
+			for _, r := range recs {
+				t.record(th, r.Record, r.Payload)
+			}
+			th.stack[len(th.stack)-1].reads = ev
+		}
 	}
 	if f.jump {
 		t.exit(th, ts, nil)

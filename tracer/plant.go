@@ -280,6 +280,9 @@ func (t *Tracer) plantFuncs(tid int, mem *os.File, im *image, cm *codeMap, cands
 	var fc *fastCode
 	if im.fast != nil {
 		fc = &fastCode{table: im.fast.tableAddr, rdfsbase: im.fast.rdfsbase, clones: t.on && !t.attached, stops: func(c cand) bool {
+			if t.cfg.Reads != nil && t.cfg.Reads(c.name) != 0 {
+				return true
+			}
 			if t.cfg.Specs == nil {
 				return false
 			}

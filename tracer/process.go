@@ -21,11 +21,12 @@ type process struct {
 
 // frame is one entry on a thread's shadow stack.
 type frame struct {
-	ret   uint64   // the real return address
-	slot  uint64   // where it lives on the stack (rsp at entry)
-	f     *fn      // the function called
-	depth int      // record depth, -1 when the call is not recorded
-	call  *resCall // a resource call being made (-e)
+	ret   uint64              // the real return address
+	slot  uint64              // where it lives on the stack (rsp at entry)
+	f     *fn                 // the function called
+	depth int                 // record depth, -1 when the call is not recorded
+	call  *resCall            // a resource call being made (-e)
+	reads []uftrace.ReadEvent // read= counters at the entry
 }
 
 // thread is one traced thread with its shadow stack.
@@ -44,6 +45,9 @@ type thread struct {
 	jmpbufs  map[uint64]jmpbuf // what a longjmp to a jmp_buf returns to, by its address
 	// setjmp: the setjmp call just recorded, until its hook sees the jmp_buf.
 	setjmp setjmpCall
+	// fastReads: the read= counters at the entry of the fast engine's
+	// frames that have them, by return address slot.
+	fastReads map[uint64][]uftrace.ReadEvent
 	// backtrace: inside backtrace(), with the real return addresses on
 	// the stack (hookBacktrace).
 	backtrace bool
@@ -136,6 +140,12 @@ func (t *Tracer) exit(th *thread, ts uint64, regs *unix.PtraceRegs) frame {
 		t.resExit(th, &fr, regs)
 	}
 	if fr.depth >= 0 && !th.openEnds {
+		if regs != nil && len(fr.reads) > 0 {
+			_, recs := readEvents(th, ts, fr.depth+1, fr.f.reads, fr.reads)
+			for _, r := range recs {
+				t.record(th, r.Record, r.Payload)
+			}
+		}
 		var payload []byte
 		if regs != nil && len(fr.f.rets) > 0 {
 			payload = t.values(th, fr.f.rets, regs)
@@ -172,6 +182,7 @@ func (th *thread) clone(tid int, p *process) *thread {
 	c.stack = append([]frame(nil), th.stack...)
 	c.batch = nil
 	c.jmpbufs = maps.Clone(th.jmpbufs) // a longjmp in the child may use them
+	c.fastReads = maps.Clone(th.fastReads)
 	c.unwinds = slices.Clone(th.unwinds)
 	c.inRes, c.started = 0, false
 	c.fsKeys, c.vforkFrames, c.vforkShared = nil, nil, 0

@@ -45,6 +45,9 @@ type Config struct {
 	// whose symbol is name, at link-time address value (0 for a library
 	// call), in the module exe, in payload order (nil: none).
 	Specs func(exe *elfx.File, name string, value uint64) (args, rets []uftrace.ArgSpec)
+	// Reads says what uftrace's read= trigger reads at each call of the
+	// function name, and again at its return (nil: nothing).
+	Reads func(name string) uftrace.ReadKind
 	// WithSyms: a module's functions are read from the .sym file this
 	// directory holds for it, when it does (uftrace's --with-syms;
 	// withsyms.Apply), not from its ELF symbol table.

@@ -412,6 +412,20 @@ func (r *Reader) advance(st *stream) error {
 }
 
 func (r *Reader) readPayload(st *stream, it *Item) error {
+	if it.Type == Event {
+		// Data of a builtin event (read=): its size, then the data.
+		peek, _ := st.br.Peek(2)
+		n, err := eventPayloadSize(peek)
+		if err != nil {
+			return err
+		}
+		it.Payload = make([]byte, n)
+		if _, err := io.ReadFull(st.br, it.Payload); err != nil {
+			return fmt.Errorf("event payload of %d bytes: %w", n, err)
+		}
+		st.off += int64(n)
+		return nil
+	}
 	if it.Type != Entry && it.Type != Exit {
 		return fmt.Errorf("%s record with a payload is not supported", it.Type)
 	}

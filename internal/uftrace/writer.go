@@ -294,8 +294,8 @@ func (w *Writer) append(tid int, t *taskFile, r *Record, payload []byte) error {
 	if len(payload)%8 != 0 {
 		return fmt.Errorf("task %d: payload of %d bytes is not padded to 8", tid, len(payload))
 	}
-	if r.Type == Event && r.More {
-		return errors.New("uftrace v0.13 rejects events with data")
+	if r.Type == Event && r.More && !eventHasData(r.Addr) {
+		return fmt.Errorf("event %d with data: uftrace v0.13 reads data of its builtin read= events only", r.Addr)
 	}
 	t.lastTime = r.Time
 	if r.Depth > w.maxDepth && (r.Type == Entry || r.Type == Exit) {
