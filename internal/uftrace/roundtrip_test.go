@@ -51,3 +51,27 @@ func TestRoundTripRealUftrace(t *testing.T) {
 		}
 	}
 }
+
+// TestRoundTripReadEvents: the builtin events of uftrace's read= trigger
+// carry data; a copy through Reader and Writer replays the same.
+func TestRoundTripReadEvents(t *testing.T) {
+	bin := testutil.RequireTool(t, "uftrace")
+	prog := testutil.BuildC(t, "roundtrip.c", "-pg", "-g", "-O0", "-pthread")
+	tmp := t.TempDir()
+	orig := filepath.Join(tmp, "orig")
+	testutil.Run(t, tmp, bin, "record", "--no-libcall", "-T", "^add$@read=proc/statm,read=page-fault", "-d", orig, prog)
+	r, err := uftrace.Open(orig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	cp := filepath.Join(tmp, "copy")
+	if _, err := uftrace.Copy(r, cp, nil); err != nil {
+		t.Fatal(err)
+	}
+	want := testutil.Run(t, tmp, bin, "replay", "-f", "none", "--no-pager", "-d", orig)
+	got := testutil.Run(t, tmp, bin, "replay", "-f", "none", "--no-pager", "-d", cp)
+	if got != want || !strings.Contains(want, "/* diff:page-fault (major=+0") || !strings.Contains(want, "/* read:proc/statm (vmsize=") {
+		t.Errorf("replay of the copy:\n%s\noriginal:\n%s", got, want)
+	}
+}
