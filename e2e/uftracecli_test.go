@@ -1,6 +1,7 @@
 package e2e_test
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -687,5 +688,34 @@ func TestUftraceReadTrigger(t *testing.T) {
 		if got := show(out); !strings.Contains(got, "/* read:page-fault") || strings.Contains(got, "d()") {
 			t.Errorf("%s: rtrace postproc -N ^d$:\n%s", engine, got)
 		}
+	}
+}
+
+// --keep-pid: the program runs as the rtrace command's process, with its
+// pid, and its parent gets its status; the trace is the same. (Wait
+// returns once the tracer, which shares the command's stderr, has ended.)
+func TestUftraceKeepPid(t *testing.T) {
+	prog := testutil.BuildC(t, "pid.c", "-O0", "-g")
+	for _, engine := range engines {
+		tmp := t.TempDir()
+		want := runCmd(t, tmp, rtraceBin, "record", "-q", "--engine", engine, "-d", "R", "--", prog)
+		cmd := exec.Command(rtraceBin, "record", "--keep-pid", "--engine", engine, "-d", "K", "--", prog)
+		cmd.Dir = tmp
+		var out, errs strings.Builder
+		cmd.Stdout, cmd.Stderr = &out, &errs
+		err := cmd.Run()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 3 || out.String() != fmt.Sprintf("pid %d\n", cmd.Process.Pid) {
+			t.Errorf("%s: rtrace record --keep-pid (pid %d): %v, stdout %q, stderr %q", engine, cmd.Process.Pid, err, out.String(), errs.String())
+		}
+		if !strings.Contains(errs.String(), "trace saved in K") {
+			t.Errorf("%s: the tracer did not finish before Wait returned: %q", engine, errs.String())
+		}
+		if got, w := tree(replay(t, filepath.Join(tmp, "K"))), tree(replay(t, filepath.Join(tmp, "R"))); strings.Join(got, "") != strings.Join(w, "") || want.code != 3 {
+			t.Errorf("%s: --keep-pid's trace\n%s\nwithout:\n%s", engine, strings.Join(got, ""), strings.Join(w, ""))
+		}
+	}
+	if r := runCmd(t, t.TempDir(), rtraceBin, "record", "--keep-pid", "-d", "/proc/nowhere/K", "--", prog); r.code != 2 || strings.Count(r.stderr, "\n") != 1 {
+		t.Errorf("--keep-pid with a bad -d: %+v, want one line and exit 2", r)
 	}
 }

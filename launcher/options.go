@@ -46,18 +46,24 @@ type Options struct {
 	Port int
 	// Nop (--nop): the trace is recorded into a temporary directory and
 	// removed: a run that measures tracing and keeps nothing.
-	Nop         bool
-	Caller      []string // -C
-	Trigger     []string // -T FUNC@ACTION[,ACTION...]
-	Depth       int      // -D
-	MaxStack    int      // --max-stack
-	Time        string   // -t: a time threshold ("100us"; a bare number is ns)
-	ArgSpecs    []string // -A: argument specs (func@arg1/i32,arg2/s)
-	RetSpecs    []string // -R: return-value specs (func@retval/s)
-	AutoArgs    bool     // -a: specs of every function from DWARF
-	WithSyms    string   // --with-syms: .sym files to read functions from
-	NoLibcall   bool     // --no-libcall
-	NestLibcall bool     // --nest-libcall
+	Nop      bool
+	Caller   []string // -C
+	Trigger  []string // -T FUNC@ACTION[,ACTION...]
+	Depth    int      // -D
+	MaxStack int      // --max-stack
+	Time     string   // -t: a time threshold ("100us"; a bare number is ns)
+	ArgSpecs []string // -A: argument specs (func@arg1/i32,arg2/s)
+	RetSpecs []string // -R: return-value specs (func@retval/s)
+	AutoArgs bool     // -a: specs of every function from DWARF
+	WithSyms string   // --with-syms: .sym files to read functions from
+	// KeepPid (--keep-pid): the program keeps the command's pid; a second
+	// rtrace process traces it (keeppid.go).
+	KeepPid bool
+	// checkOnly: check makes no output (the --keep-pid command, whose
+	// tracer makes them).
+	checkOnly   bool
+	NoLibcall   bool // --no-libcall
+	NestLibcall bool // --nest-libcall
 	// Patch (-P, and -U with Out) selects the functions traced, as
 	// uftrace's dynamic patching does, in command-line order (the last
 	// pattern that matches a function decides): FUNC the executable's
@@ -176,6 +182,9 @@ func check(ctx context.Context, o Options) (*config, error) {
 	attach := o.Pid != 0
 	if !attach && len(o.Args) == 0 {
 		return nil, &UsageError{"record: no program given (usage: rtrace record [OPTIONS] [--] PROG [ARGS...])"}
+	}
+	if attach && o.KeepPid {
+		return nil, &UsageError{"--keep-pid: an attached process keeps its pid anyway"}
 	}
 	var err error
 	if c.mods, err = tracer.ResolveModules(o.Modules); err != nil {
@@ -314,6 +323,9 @@ func check(ctx context.Context, o Options) (*config, error) {
 		return nil, &UsageError{"--with-syms: " + err.Error()}
 	}
 	elfx.Prefetch(c.exe)
+	if o.checkOnly {
+		return c, nil
+	}
 	return c, c.openOutputs(ctx, o)
 }
 

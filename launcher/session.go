@@ -32,6 +32,9 @@ func Attach(o Options) (int, error) { return run(o) }
 
 // run checks o, then runs one session.
 func run(o Options) (int, error) {
+	if o.KeepPid && os.Getenv(keepPidEnv) == "" {
+		return keepPid(o) // returns on an error only: the program replaced it
+	}
 	sigs := catchSignals()
 	ready := startupGC() // before check, which parses the executable
 	defer ready()
@@ -257,9 +260,12 @@ func (s *session) run(sigs chan os.Signal) (int, error) {
 	done := make(chan outcome, 1)
 	go func() {
 		var o outcome
-		if s.c.Pid != 0 {
+		switch {
+		case s.c.Pid != 0:
 			o.res, o.err = s.tr.Attach(s.c.Pid)
-		} else {
+		case s.c.KeepPid:
+			o.res, o.err = s.adopt()
+		default:
 			o.res, o.err = s.tr.Run()
 		}
 		done <- o

@@ -278,6 +278,80 @@ func (t *Tracer) run(path string) error {
 		t.reap(pid)
 		return err
 	}
+	return t.traceRoot(pid)
+}
+
+// Adopt traces pid, a process of its own about to exec the program (rtrace
+// record --keep-pid: the program keeps the pid the command had). It seizes
+// pid, calls seized, passes pid's signals on until it execs, then traces
+// the program as Run does the one it launches; pid is killed if rtrace
+// dies (PTRACE_O_EXITKILL). It returns the program's status.
+func (t *Tracer) Adopt(pid int, seized func()) (*Result, error) {
+	if t.cfg.Fast {
+		if err := t.startFast(); err != nil {
+			return nil, err
+		}
+	}
+	return t.onThread(func() error { return t.adopt(pid, seized) })
+}
+
+// errNoExec: the adopted process ended before its exec.
+var errNoExec = errors.New("the program did not start")
+
+// adopt is Adopt on the tracer thread. Until the exec, only the thread
+// that will exec is traced (without PTRACE_O_TRACECLONE: the threads of
+// rtrace's runtime stay untraced) and only for its exec event.
+func (t *Tracer) adopt(pid int, seized func()) error {
+	if err := ptrace.Seize(pid, unix.PTRACE_O_EXITKILL|unix.PTRACE_O_TRACEEXEC); err != nil {
+		return fmt.Errorf("seizing pid %d: %w", pid, err)
+	}
+	seized()
+	for {
+		var ws unix.WaitStatus
+		if _, err := unix.Wait4(pid, &ws, unix.WALL, nil); err != nil {
+			return fmt.Errorf("waiting for pid %d to exec: %w", pid, err)
+		}
+		switch {
+		case ws.Exited() || ws.Signaled():
+			return errNoExec
+		case !ws.Stopped():
+			continue
+		case ptraceEvent(ws) == unix.PTRACE_EVENT_EXEC:
+		case ptraceEvent(ws) == 0:
+			ptrace.Cont(pid, int(ws.StopSignal())) // a signal for rtrace's runtime
+			continue
+		default:
+			ptrace.Cont(pid, 0) // a group-stop or an interrupt
+			continue
+		}
+		break
+	}
+	timeline.Mark("exec stop")
+	t.root = pid
+	if err := ptrace.SetOptions(pid, t.ptraceOptions()); err != nil {
+		unix.Kill(pid, unix.SIGKILL)
+		return fmt.Errorf("tracing pid %d: %w", pid, err)
+	}
+	if err := leaveExec(pid); err != nil { // as execed: out of execve's return path
+		unix.Kill(pid, unix.SIGKILL)
+		return err
+	}
+	ts := now()
+	p, maps, err := t.setupProcess(pid)
+	if err != nil {
+		unix.Kill(pid, unix.SIGKILL)
+		return err
+	}
+	if err := ptrace.Cont(pid, 0); err != nil {
+		return err
+	}
+	t.startSession(p, ts, maps)
+	return t.traceRoot(pid)
+}
+
+// traceRoot traces the program started as pid until every traced process
+// has exited.
+func (t *Tracer) traceRoot(pid int) error {
 	if t.cfg.Started != nil {
 		t.cfg.Started(pid)
 	}
@@ -465,6 +539,11 @@ const addrNoRandomize = 0x0040000
 // noRandomize turns address space randomization off for the children the
 // calling thread forks (a thread's personality is its own, and a child
 // inherits it across fork and exec), and returns what turns it back.
+// NoRandomize turns address space layout randomization off for the
+// programs this process execs from now on (personality(2),
+// ADDR_NO_RANDOMIZE); restore turns it back as it was.
+func NoRandomize() (restore func(), err error) { return noRandomize() }
+
 func noRandomize() (restore func(), err error) {
 	old, _, errno := unix.RawSyscall(unix.SYS_PERSONALITY, 0xffffffff, 0, 0)
 	if errno != 0 {

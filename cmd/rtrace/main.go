@@ -5,12 +5,26 @@ package main
 import (
 	"fmt"
 	"os"
+	"runtime"
 	"runtime/pprof"
+	"strings"
 
 	"rtrace/internal/timeline"
 )
 
 func main() { os.Exit(profiled(func() int { return run(os.Args) })) }
+
+// init keeps the main goroutine on the main thread for --keep-pid: the
+// command execs the program from it, and the thread group's leader is
+// the thread its tracer seizes (launcher/keeppid.go). A Go program's main
+// goroutine runs on the main thread when init locks it (runtime.LockOSThread).
+func init() {
+	for _, a := range os.Args {
+		if len(a) >= len("--kee") && strings.HasPrefix("--keep-pid", a) { // getopt's prefixes too
+			runtime.LockOSThread()
+		}
+	}
+}
 
 // profiled runs f under Go's CPU profiler when RTRACE_CPUPROFILE names a
 // file to write the profile to (`go tool pprof -top rtrace FILE`): where

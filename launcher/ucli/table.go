@@ -153,7 +153,8 @@ var table = []option{
 			}
 			return nil
 		}},
-	{long: "keep-pid", group: configGroup, help: "the program keeps uftrace's pid", kind: notYet, why: "keeping rtrace's pid needs the tracer in a child process"},
+	{long: "keep-pid", group: configGroup, help: "the program keeps the command's pid (a second rtrace process traces it and may still be writing the trace when the program's parent sees it end)",
+		set: func(c *Cmd, _ string) error { c.Options.KeepPid = true; return nil }},
 	{long: "no-randomize-addr", group: configGroup, help: "run the program without address space randomization",
 		set: func(c *Cmd, _ string) error { c.Options.NoRandomize = true; return nil }},
 	{long: "srcline", group: configGroup, replay: true, help: "keep each module's source lines (.dbg) for uftrace replay --srcline",

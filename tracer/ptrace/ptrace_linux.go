@@ -43,6 +43,11 @@ func ptracePtr(req, pid int, addr uintptr, data unsafe.Pointer) error {
 // on the tracer thread.
 func Seize(pid int, opts int) error { return ptrace(unix.PTRACE_SEIZE, pid, 0, uintptr(opts)) }
 
+// SetOptions sets the ptrace options of a stopped tracee (PTRACE_SETOPTIONS).
+func SetOptions(pid int, opts int) error {
+	return ptrace(unix.PTRACE_SETOPTIONS, pid, 0, uintptr(opts))
+}
+
 // Interrupt stops a seized tracee (PTRACE_INTERRUPT).
 func Interrupt(pid int) error { return ptrace(unix.PTRACE_INTERRUPT, pid, 0, 0) }
 
