@@ -407,8 +407,9 @@ func TestUftraceTriggers(t *testing.T) {
 	}
 	// What rtrace cannot do yet is refused, with the action named.
 	for _, c := range []struct{ opt, want string }{
-		{"b@read=proc/statm", "the read=proc/statm action is not supported yet"},
-		{"b@libfoo.so,arg1", "the arguments of one module's functions are not supported yet"},
+		{"b@read=pmu-cycle", "read=pmu-cycle: hardware counters are not read yet"},
+		{"b@size=100", "the size=100 action is not supported yet"},
+		{"b@libfoo.so,arg1", "the arguments and read= of one module's functions are not supported yet"},
 		{"b@kernel,depth=1", "rtrace traces no kernel functions"},
 		{"b@depth=x", "want a depth"},
 		{"b", "want FUNC@ACTION"},
