@@ -186,7 +186,7 @@ func TestRecordMatchesUftrace(t *testing.T) {
 					if strings.Join(gotTree, "\n") != strings.Join(wantTree, "\n") {
 						t.Errorf("%s: call trees differ\nuftrace -pg:\n%s\nrtrace:\n%s", engine, strings.Join(wantTree, "\n"), strings.Join(gotTree, "\n"))
 					}
-					if want, got := replayLines(wantReplay), replayLines(gotReplay); f.closings && got != want {
+					if want, got := replayLines(wantReplay, false), replayLines(gotReplay, false); f.closings && got != want {
 						t.Errorf("%s: replays differ\nuftrace -pg:\n%s\nrtrace:\n%s", engine, want, got)
 					}
 					if f.views {
@@ -228,13 +228,14 @@ func uftraceReplay(t *testing.T, tmp, uft, prog string, args []string) (string, 
 // closing lines included, at their indentation: tids, durations, events
 // and what -pg adds before main dropped, tasks in order of their text.
 // A call whose lines another task's came between ("fork() {", then
-// "} /* fork */") reads as the leaf it is ("fork();").
-func replayLines(replay string) string {
+// "} /* fork */") reads as the leaf it is ("fork();"). With events, the
+// events' lines stay.
+func replayLines(replay string, events bool) string {
 	tasks := map[string]*strings.Builder{}
 	leaf := regexp.MustCompile(`(?m)^( *)(\S+)\(\) \{\n *\} /\* (\S+) \*/$`)
 	for _, line := range strings.Split(replay, "\n") {
 		head, body, ok := strings.Cut(line, "] | ")
-		if !ok || strings.HasPrefix(line, "#") || strings.HasPrefix(strings.TrimSpace(body), "/*") {
+		if !ok || strings.HasPrefix(line, "#") || !events && strings.HasPrefix(strings.TrimSpace(body), "/*") {
 			continue
 		}
 		if fn := strings.TrimSpace(body); fn == "__monstartup();" || fn == "__cxa_atexit();" && strings.TrimLeft(body, " ") == body {

@@ -720,3 +720,34 @@ func TestUftraceKeepPid(t *testing.T) {
 		t.Errorf("--keep-pid with a bad -d: %+v, want one line and exit 2", r)
 	}
 }
+
+// -W cpu records the CPU a thread runs on when it changes at a call or
+// return, as uftrace's watch point: pinned to CPU 0, each thread's first
+// call shows it, where uftrace shows it of the -pg build.
+func TestUftraceWatch(t *testing.T) {
+	uft := testutil.RequireTool(t, "uftrace")
+	taskset := testutil.RequireTool(t, "taskset")
+	for _, f := range []struct{ src, flags string }{{"chain.c", ""}, {"threads.c", "-pthread"}} {
+		var libs []string
+		if f.flags != "" {
+			libs = []string{f.flags}
+		}
+		plain, pg := build(t, f.src, variants[0], false, libs), build(t, f.src, variants[0], true, libs)
+		tmp := t.TempDir()
+		runCmd(t, tmp, taskset, "-c", "0", uft, "record", "--no-libcall", "--no-event", "-W", "cpu", "-d", "U", pg)
+		want := replayLines(testutil.Run(t, tmp, uft, "replay", "--no-pager", "-f", "tid", "-d", "U"), true)
+		if !strings.Contains(want, "/* watch:cpu (cpu=0) */") {
+			t.Fatalf("%s: no watch event in uftrace's replay:\n%s", f.src, want)
+		}
+		for _, engine := range engines {
+			dir := "R-" + engine
+			runCmd(t, tmp, taskset, "-c", "0", rtraceBin, "record", "-q", "--no-libcall", "--engine", engine, "-W", "cpu", "-d", dir, plain)
+			if got := replayLines(replay(t, filepath.Join(tmp, dir)), true); got != want {
+				t.Errorf("%s %s: replay\n%s\nuftrace's:\n%s", f.src, engine, got, want)
+			}
+		}
+	}
+	if r := runCmd(t, t.TempDir(), rtraceBin, "record", "-W", "var", "true"); r.code != 2 || !strings.Contains(r.stderr, "-W var: the watch point is cpu") {
+		t.Errorf("-W var: %+v", r)
+	}
+}

@@ -56,6 +56,7 @@ type Options struct {
 	RetSpecs []string // -R: return-value specs (func@retval/s)
 	AutoArgs bool     // -a: specs of every function from DWARF
 	WithSyms string   // --with-syms: .sym files to read functions from
+	Watch    []string // -W: uftrace's watch points (cpu)
 	// KeepPid (--keep-pid): the program keeps the command's pid; a second
 	// rtrace process traces it (keeppid.go).
 	KeepPid bool
@@ -163,6 +164,7 @@ type config struct {
 	specs     func(exe *elfx.File, name string, value uint64) (args, rets []uftrace.ArgSpec)
 	specLine  []uftrace.ArgSpecLine
 	readTrigs []readTrigger                    // -T FUNC@read=
+	watchCPU  bool                             // -W cpu
 	post      func(io.Reader, io.Writer) error // -P OPTS for resource windows
 	funcDir   string                           // the uftrace.data directory, absolute ("": none)
 	rawDir    string                           // where the raw function stream goes ("": none)
@@ -281,11 +283,17 @@ func check(ctx context.Context, o Options) (*config, error) {
 	if c.specLine, c.specs, err = argSpecs(specOpts); err != nil {
 		return nil, err
 	}
+	for _, w := range o.Watch {
+		if w != "cpu" {
+			return nil, &UsageError{fmt.Sprintf("-W %s: the watch point is cpu (as in uftrace 0.13)", w)}
+		}
+		c.watchCPU = true
+	}
 	var notFast []string
 	for _, u := range []struct {
 		set  bool
 		name string
-	}{{len(c.mods) > 0, "-e"}} {
+	}{{len(c.mods) > 0, "-e"}, {c.watchCPU && !hasRDTSCP(), "-W cpu on a CPU without rdtscp"}} {
 		if u.set {
 			notFast = append(notFast, u.name)
 		}
@@ -701,6 +709,21 @@ func moveAside(dir string) (done <-chan struct{}, err error) {
 		close(ch)
 	}
 	return ch, os.Rename(dir, old)
+}
+
+// hasRDTSCP reports whether the CPU has rdtscp, which the fast engine's
+// stubs read the CPU with (-W cpu): /proc/cpuinfo's flags.
+func hasRDTSCP() bool {
+	b, err := os.ReadFile("/proc/cpuinfo")
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "flags" {
+			return slices.Contains(strings.Fields(v), "rdtscp")
+		}
+	}
+	return false
 }
 
 // chooseEngine returns the engine of o: the one --engine names, refused

@@ -160,6 +160,7 @@ func newSession(c *config, ready func()) *session {
 		Warn:         s.con,
 		Specs:        c.specs,
 		Reads:        c.reads(),
+		WatchCPU:     c.watchCPU,
 		WithSyms:     c.WithSyms,
 		Modules:      c.mods,
 		Start:        c.onAtStart(),

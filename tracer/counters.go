@@ -98,3 +98,40 @@ func readEvents(th *thread, ts uint64, depth int, kinds uftrace.ReadKind, old []
 	}
 	return now, recs
 }
+
+// cpuOf reads the CPU thread tid of process pid last ran on
+// (/proc/PID/task/TID/stat, field 39: proc(5)).
+func cpuOf(pid, tid int) (uint32, bool) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/stat", pid, tid))
+	if err != nil {
+		return 0, false
+	}
+	return parseStatCPU(b)
+}
+
+// parseStatCPU reads the processor field (39) of a /proc stat file.
+func parseStatCPU(b []byte) (uint32, bool) {
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, false
+	}
+	f := bytes.Fields(b[i+1:]) // from field 3 on
+	if len(f) < 39-2 {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(string(f[39-3]), 10, 32)
+	return uint32(n), err == nil
+}
+
+// watchCPU returns the -W cpu event of th at ts, at depth, when the CPU it
+// runs on is not the one *last says (the CPU + 1; 0: none yet), which it
+// updates; ok false when there is none to record.
+func watchCPU(th *thread, last *uint64, ts uint64, depth int) (rec uftrace.Rec, first, ok bool) {
+	cpu, ok := cpuOf(th.proc.pid, th.tid)
+	if !ok || uint64(cpu)+1 == *last {
+		return uftrace.Rec{}, false, false
+	}
+	first = *last == 0
+	*last = uint64(cpu) + 1
+	return uftrace.Rec{Record: uftrace.Record{Time: ts, Type: uftrace.Event, More: true, Depth: depth, Addr: uftrace.EventWatchCPU}, Payload: uftrace.WatchPayload(cpu)}, first, true
+}

@@ -355,6 +355,7 @@ func (t *Tracer) fastRegister(th *thread, key uint64) bool {
 		fi.free = append(fi.free, st)
 		return false
 	}
+	st.SetWatch(t.cfg.WatchCPU)
 	th.fs, th.fsKey = st, key
 	t.drain.add(st, th.tid)
 	return true
@@ -705,7 +706,22 @@ func (t *Tracer) fastValues(th *thread, f *fn, regs *unix.PtraceRegs, ts uint64)
 	if len(f.args) > 0 {
 		payload = t.values(th, f.args, regs)
 	}
+	var watch uftrace.Rec
+	first, watched := false, false
+	if t.cfg.WatchCPU { // as entry's
+		last := st.LastCPU()
+		if watch, first, watched = watchCPU(th, &last, ts, d); watched {
+			st.SetLastCPU(last)
+			if !first {
+				t.fastRecord(th, watch.Record, watch.Payload)
+			}
+		}
+	}
 	t.fastRecord(th, uftrace.Record{Time: ts, Type: uftrace.Entry, Depth: d, Addr: f.addr}, payload)
+	if watched && first {
+		watch.Depth++
+		t.fastRecord(th, watch.Record, watch.Payload)
+	}
 	if f.reads != 0 {
 		ev, recs := readEvents(th, ts, d+1, f.reads, nil)
 		for _, r := range recs {
@@ -725,7 +741,9 @@ func (t *Tracer) fastExitValue(th *thread, regs *unix.PtraceRegs, ts uint64) {
 	if st == nil {
 		return
 	}
-	fr := st.Frame(st.Depth()) // popped: still in memory above the top
+	// fr is popped, still in memory above the top. (-W cpu: the exit stub
+	// watched already.)
+	fr := st.Frame(st.Depth())
 	f := th.proc.image.fnAt(fr.Addr)
 	if old, ok := th.fastReads[fr.Slot]; ok && f != nil {
 		delete(th.fastReads, fr.Slot)
@@ -1525,6 +1543,10 @@ func (d *drainer) drainBatchLocked(st *fast.State, tid int) bool {
 			t = max(sc.Nanos(r.TSC), t)
 			typ, depth, addr := fast.Unword(r.Word)
 			out[i] = Rec{Record: uftrace.Record{Time: t, Type: uftrace.RecordType(typ), Depth: depth, Addr: addr}}
+			if typ == int(uftrace.Event) {
+				// The stubs' only event, -W cpu's: the CPU above the id.
+				out[i].Addr, out[i].More, out[i].Payload = addr&(1<<20-1), true, uftrace.WatchPayload(uint32(addr>>20))
+			}
 		}
 		last = t
 	})

@@ -48,6 +48,10 @@ type thread struct {
 	// fastReads: the read= counters at the entry of the fast engine's
 	// frames that have them, by return address slot.
 	fastReads map[uint64][]uftrace.ReadEvent
+	// lastCPU: the CPU of the thread's last recorded call or return, plus
+	// 1 (0: none yet), for -W cpu (the int3 engine's; the fast engine's is
+	// in the thread's state).
+	lastCPU uint64
 	// backtrace: inside backtrace(), with the real return addresses on
 	// the stack (hookBacktrace).
 	backtrace bool
@@ -140,6 +144,11 @@ func (t *Tracer) exit(th *thread, ts uint64, regs *unix.PtraceRegs) frame {
 		t.resExit(th, &fr, regs)
 	}
 	if fr.depth >= 0 && !th.openEnds {
+		if regs != nil && t.cfg.WatchCPU {
+			if w, _, ok := watchCPU(th, &th.lastCPU, ts, fr.depth+1); ok {
+				t.record(th, w.Record, w.Payload)
+			}
+		}
 		if regs != nil && len(fr.reads) > 0 {
 			_, recs := readEvents(th, ts, fr.depth+1, fr.f.reads, fr.reads)
 			for _, r := range recs {

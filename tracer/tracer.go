@@ -48,6 +48,9 @@ type Config struct {
 	// Reads says what uftrace's read= trigger reads at each call of the
 	// function name, and again at its return (nil: nothing).
 	Reads func(name string) uftrace.ReadKind
+	// WatchCPU (-W cpu): record the CPU a thread runs on when it is not
+	// the one of its last call or return, as uftrace's watch point.
+	WatchCPU bool
 	// WithSyms: a module's functions are read from the .sym file this
 	// directory holds for it, when it does (uftrace's --with-syms;
 	// withsyms.Apply), not from its ELF symbol table.

@@ -15,6 +15,15 @@ const (
 	EventDiffPageFault
 )
 
+// EventWatchCPU is the id of uftrace's -W cpu event: the CPU a task runs
+// on, recorded when it changed (its data: a 32-bit CPU number).
+const EventWatchCPU = 100011
+
+// WatchPayload is the EVENT payload of a -W cpu event.
+func WatchPayload(cpu uint32) []byte {
+	return EventPayload(binary.LittleEndian.AppendUint32(nil, cpu))
+}
+
 // A ReadKind is what a read= trigger reads.
 type ReadKind uint8
 
@@ -117,7 +126,7 @@ func (e ReadEvent) Payload() []byte {
 // eventHasData reports whether uftrace reads data with the event id: one
 // of the read= events rtrace writes (utils/fstack.c, read_task_event).
 func eventHasData(id uint64) bool {
-	return id >= EventReadProcStatm && id <= EventDiffPageFault
+	return id >= EventReadProcStatm && id <= EventDiffPageFault || id == EventWatchCPU
 }
 
 // eventPayloadSize is the size of the EVENT payload that starts with b:

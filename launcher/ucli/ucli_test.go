@@ -68,7 +68,7 @@ func TestParseErrors(t *testing.T) {
 		{[]string{"--force=yes", "x"}, "option --force takes no value"},
 		{[]string{"-D", "deep", "x"}, "-D deep: want a number"},
 		{[]string{"-k", "x"}, "-k (--kernel): kernel tracing needs uftrace's ftrace recorder"},
-		{[]string{"-W", "cpu", "x"}, "-W (--watch): not supported by rtrace yet"},
+		{[]string{"--with-syms"}, "option --with-syms needs a value"},
 		{[]string{"--clock=boot", "x"}, "CLOCK_MONOTONIC"},
 		{[]string{"--match=perl", "x"}, "want regex or glob"},
 		{[]string{"-b", "12Q", "x"}, "want a size"},

@@ -13,6 +13,8 @@ const (
 	offDepth   = 0x08
 	offUnhook  = 0x10
 	offShared  = 0x18
+	offWatch   = 0x20
+	offLastCPU = 0x28
 	offHead    = 0x40
 	offTail    = 0x80
 	offLost    = 0xc0

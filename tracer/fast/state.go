@@ -137,12 +137,26 @@ func (s *State) SetShared(on bool) {
 	s.store(offShared, v)
 }
 
+// SetWatch turns the recording of the thread's CPU (-W cpu) on or off.
+func (s *State) SetWatch(on bool) {
+	v := uint64(0)
+	if on {
+		v = 1
+	}
+	s.store(offWatch, v)
+}
+
+// LastCPU is the CPU the thread's last call or return saw, plus 1 (0:
+// none yet); SetLastCPU sets it (the tracer's own records).
+func (s *State) LastCPU() uint64     { return s.load(offLastCPU) }
+func (s *State) SetLastCPU(v uint64) { s.store(offLastCPU, v) }
+
 // Shared reports SetShared.
 func (s *State) Shared() bool { return s.load(offShared) != 0 }
 
 // Reset empties the state for a new thread: no frames, an empty ring.
 func (s *State) Reset() {
-	for _, off := range []int{offGuard, offDepth, offUnhook, offShared, offHead, offTail, offLost, offStall, offHeld, offWaiting} {
+	for _, off := range []int{offGuard, offDepth, offUnhook, offShared, offWatch, offLastCPU, offHead, offTail, offLost, offStall, offHeld, offWaiting} {
 		s.store(off, 0)
 	}
 	s.seenLost = 0

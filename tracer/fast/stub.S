@@ -8,6 +8,8 @@
 	.set DEPTH,   0x08    # frames on the shadow stack
 	.set UNHOOK,  0x10    # nonzero while an exception unwinds the stack
 	.set SHARED,  0x18    # nonzero while a vfork child writes it too: no auto-recover
+	.set WATCH,   0x20    # nonzero: record the CPU when it changes (-W cpu)
+	.set LASTCPU, 0x28    # the CPU of the thread's last call or return, plus 1 (0: none yet)
 	.set HEAD,    0x40    # ring records written (producer: the thread)
 	.set TAIL,    0x80    # ring records read (consumer: rtrace)
 	.set LOST,    0xc0    # records dropped on a full ring
@@ -21,6 +23,7 @@
 	.set RING,    0x21000 # ring: {tsc, word} per record
 	.set RINGCAP, 0x10000
 	.set TMASK,   0xffff0 # thread table: 65536 {key, state} entries
+	.set WATCHCPU, 100011 # uftrace's EVENT_ID_WATCH_CPU: its ring word's address holds the CPU << 20 too
 
 	.text
 consts:
@@ -176,6 +179,9 @@ entry_record:
 	shl $32, %rdx
 	or %rdx, %rax
 	mov %rax, %r8
+	cmpq $0, WATCH(%rdi)
+	jne entry_watch
+entry_emit:
 	CALLCLEAR emit
 entry_unguard:
 	UNGUARD
@@ -200,6 +206,52 @@ entry_miss:
 entry_unhooked:
 	int3                    # rtrace drops the frames an exception unwound
 	jmp entry_hooked
+
+# WATCHWORD makes %rsi the ring word of a watch event for CPU %rcx + 1 at
+# the depth in %rsi's bits 2-15 (uftrace's watch events carry the CPU as
+# data: rtrace's drain takes it out of the address). Clobbers rcx.
+.macro WATCHWORD
+	dec %rcx
+	shl $20, %rcx
+	or $WATCHCPU, %rcx
+	shl $16, %rcx
+	and $0xfffc, %rsi
+	or %rcx, %rsi
+	or $3, %rsi
+.endm
+
+# entry_watch (-W cpu): the CPU the thread runs on (rdtscp's TSC_AUX,
+# which Linux sets to cpu | node << 12), recorded when it is not the one
+# of the thread's last call or return: a watch event just before the
+# ENTRY, or for the thread's first, just after it (uftrace's
+# save_watchpoint, libmcount/record.c).
+entry_watch:
+	rdtscp
+	and $0xfff, %ecx
+	inc %rcx
+	mov LASTCPU(%rdi), %rax
+	cmp %rax, %rcx
+	je entry_emit
+	mov %rcx, LASTCPU(%rdi)
+	push %rsi               # the ENTRY
+	push %r8
+	WATCHWORD
+	test %rax, %rax
+	jz 1f
+	dec %r8
+	CALLCLEAR emit
+	pop %r8
+	pop %rsi
+	jmp entry_emit
+1:	push %rsi               # the watch
+	mov 16(%rsp), %rsi
+	CALLCLEAR emit          # the ENTRY
+	pop %rsi
+	inc %r8
+	CALLCLEAR emit
+	pop %r8
+	pop %rsi
+	jmp entry_unguard
 
 # room waits until the ring of state %rdi has room for a record: SPIN
 # pauses, then sleeping on the ring's tail (a futex rtrace wakes when it
@@ -312,6 +364,8 @@ exit:
 	shl $32, %rdx
 	or %rdx, %rax
 	mov %rax, %r8
+	cmpq $0, WATCH(%rdi)
+	jne exit_watch
 exit_pop:
 	mov DEPTH(%rdi), %rcx
 	test %rcx, %rcx
@@ -355,6 +409,21 @@ exit_stop:
 exit_stop_trap:
 	int3
 	ret
+# exit_watch (-W cpu): as entry_watch, a watch event just before the EXIT.
+exit_watch:
+	rdtscp
+	and $0xfff, %ecx
+	inc %rcx
+	cmp LASTCPU(%rdi), %rcx
+	je exit_pop
+	mov %rcx, LASTCPU(%rdi)
+	mov DEPTH(%rdi), %rsi
+	shl $2, %rsi
+	WATCHWORD
+	dec %r8
+	CALLCLEAR emit
+	inc %r8
+	jmp exit_pop
 exit_miss:
 	int3                    # rtrace adds the key (the thread changed its %fs base)
 	jmp exit_miss_retry
