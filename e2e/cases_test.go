@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -759,6 +760,61 @@ func TestRecordRecover(t *testing.T) {
 			if tr := tree(replay(t, filepath.Join(tmp, dir))); strings.Join(tr, "") != strings.Join(want, "") {
 				t.Errorf("%s %v: trees\n%s\nwant\n%s", engine, opts, strings.Join(tr, ""), strings.Join(want, ""))
 			}
+		}
+	}
+}
+
+// Jumps rtrace cannot follow (testdata/jumps.c) leave frames on its shadow
+// stack whose slots are dead: nothing is written there (auto-recover and
+// re-hooking only touch slots above the live one), and the program runs
+// on as without rtrace. (uftrace -pg loses the calls after the second jump:
+// no oracle here.)
+func TestRecordDeadFrames(t *testing.T) {
+	for _, v := range variants {
+		prog := build(t, "jumps.c", v, false, nil)
+		tmp := t.TempDir()
+		bare := runCmd(t, tmp, prog)
+		if bare.stdout != "jumps 7 7\n" {
+			t.Fatalf("%s: without rtrace: %+v", v.name, bare)
+		}
+		for _, engine := range engines {
+			for _, opts := range [][]string{nil, {"--no-libcall"}} {
+				dir := "R-" + engine + strings.Join(opts, "")
+				got := runCmd(t, tmp, rtraceBin, append(append([]string{"record", "-q", "--engine", engine, "-d", dir}, opts...), "--", prog)...)
+				if got != bare {
+					t.Errorf("%s %s %v: under rtrace the program printed/exited differently:\nwithout: %+v\nwith:    %+v", v.name, engine, opts, bare, got)
+				}
+				if out := replay(t, filepath.Join(tmp, dir)); strings.Count(out, "third(") != 2 {
+					t.Errorf("%s %s %v: want two calls of third():\n%s", v.name, engine, opts, out)
+				}
+			}
+		}
+	}
+}
+
+// A destructor run from a landing pad (testdata/dtorcalls.cc): its callee
+// e() returns, and its EXIT is recorded then, before f() is called; were
+// e's caller's slot left with its real return address while the exception
+// unwinds, e's return would go unseen until f's entry closed it, at f's
+// time.
+func TestRecordDestructorReturns(t *testing.T) {
+	prog := testutil.BuildC(t, "dtorcalls.cc", "-O0", "-g")
+	for _, engine := range engines {
+		tmp := t.TempDir()
+		if r := runCmd(t, tmp, rtraceBin, "record", "-q", "--engine", engine, "-d", "R", "--", prog); r.stdout != "dtorcalls 44 10\n" {
+			t.Fatalf("%s: %+v", engine, r)
+		}
+		dump := testutil.Run(t, tmp, testutil.RequireTool(t, "uftrace"), "dump", "--no-pager", "-d", "R")
+		m := regexp.MustCompile(`(?m)^(\d+\.\d+) +\d+: \[exit \] e\(.*\n(?:.*\n)*?(\d+\.\d+) +\d+: \[entry\] f\(`).FindStringSubmatch(dump)
+		if m == nil {
+			t.Fatalf("%s: no exit of e() then entry of f():\n%s", engine, dump)
+		}
+		ns := func(s string) int64 { // seconds.nanoseconds
+			n, _ := strconv.ParseInt(strings.Replace(s, ".", "", 1), 10, 64)
+			return n
+		}
+		if ns(m[1]) >= ns(m[2]) {
+			t.Errorf("%s: e() exits at %s, f() enters at %s: e's return was not seen", engine, m[1], m[2])
 		}
 	}
 }

@@ -131,6 +131,8 @@ func TestRecordMatchesUftrace(t *testing.T) {
 		// backtrace() sees the real return addresses: the program prints
 		// as many frames as without rtrace.
 		{src: "backtrace.c", views: true},
+		// A destructor's calls from a landing pad return in turn.
+		{src: "dtorcalls.cc", views: true},
 		{src: "libcalls.c", views: true},
 		{src: "libcalls.c", plain: []string{"-Wl,-z,now"}, views: true},
 		{src: "libcalls.c", plain: []string{"-fno-plt"}, views: true},

@@ -728,9 +728,9 @@ func (t *Tracer) fastValues(th *thread, f *fn, regs *unix.PtraceRegs, ts uint64)
 			t.fastRecord(th, r.Record, r.Payload)
 		}
 		if th.fastReads == nil {
-			th.fastReads = map[uint64][]uftrace.ReadEvent{}
+			th.fastReads = map[frameKey][]uftrace.ReadEvent{}
 		}
-		th.fastReads[regs.Rsp] = ev
+		th.fastReads[frameKey{regs.Rsp, d}] = ev
 	}
 }
 
@@ -745,8 +745,8 @@ func (t *Tracer) fastExitValue(th *thread, regs *unix.PtraceRegs, ts uint64) {
 	// watched already.)
 	fr := st.Frame(st.Depth())
 	f := th.proc.image.fnAt(fr.Addr)
-	if old, ok := th.fastReads[fr.Slot]; ok && f != nil {
-		delete(th.fastReads, fr.Slot)
+	if old, ok := th.fastReads[frameKey{fr.Slot, fr.Depth}]; ok && f != nil {
+		delete(th.fastReads, frameKey{fr.Slot, fr.Depth})
 		_, recs := readEvents(th, ts, fr.Depth+1, f.reads, old)
 		for _, r := range recs {
 			t.fastRecord(th, r.Record, r.Payload)
@@ -802,6 +802,9 @@ func (t *Tracer) openFrames(th *thread, st *fast.State) int {
 // th.openEnds).
 func (t *Tracer) fastPop(th *thread, st *fast.State, ts uint64) fast.Frame {
 	fr := st.Pop()
+	if th.fastReads != nil {
+		delete(th.fastReads, frameKey{fr.Slot, fr.Depth}) // gone without its diff
+	}
 	if !th.openEnds {
 		t.fastRecord(th, uftrace.Record{Time: ts, Type: uftrace.Exit, Depth: fr.Depth, Addr: fr.Addr}, nil)
 	}
@@ -942,6 +945,7 @@ func (t *Tracer) fastHook(th *thread, kind hookKind, regs *unix.PtraceRegs, ts u
 		t.fastPopBelow(th, regs.Rsp, ts)
 		fastRealRets(th, st)
 		th.backtrace = false // a throw from inside the walk: the catch hijacks
+		st.SetReal(false)
 		th.unwinds = append(th.unwinds, st.Depth())
 		th.unhooked = true
 		st.SetUnhooked(true)
@@ -987,16 +991,18 @@ func (t *Tracer) fastHook(th *thread, kind hookKind, regs *unix.PtraceRegs, ts u
 		if shown {
 			t.fastRecord(th, uftrace.Record{Time: ts, Type: uftrace.Exit, Depth: jb.call.depth, Addr: jb.call.addr}, nil)
 		}
-		fastRehook(th, st)
+		fastRehook(th, st, regs.Rsp+1)
 	case hookBacktrace:
 		if st != nil && !th.unhooked && !th.backtrace {
+			st.SetReal(true) // a signal handler's calls meanwhile leave them
 			fastRealRets(th, st)
 			th.backtrace = true
 		}
 	case hookBacktraceEnd:
 		if st != nil && th.backtrace {
 			th.backtrace = false
-			fastRehook(th, st)
+			st.SetReal(false)
+			fastRehook(th, st, regs.Rsp) // backtrace's own call, about to return
 		}
 	case hookLoader:
 		t.syncModules(th, ts)
@@ -1019,22 +1025,25 @@ func fastRealRets(th *thread, st *fast.State) {
 // same).
 func fastRecoverCaller(th *thread, st *fast.State) {
 	n := st.Depth()
-	if n < 2 || st.Shared() || st.Frame(n-2).Slot == st.Frame(n-1).Slot {
+	if n < 2 || st.Shared() || th.unhooked || th.backtrace {
 		return
 	}
+	slot := st.Frame(n - 1).Slot
 	fi := th.proc.image.fast
 	for i := n - 2; i >= 0; i-- {
 		if fr := st.Frame(i); !fi.isExit(fr.Ret) {
-			ptrace.PokeWord(th.tid, fr.Slot, fr.Ret)
+			if fr.Slot > slot {
+				ptrace.PokeWord(th.tid, fr.Slot, fr.Ret)
+			}
 			return
 		}
 	}
 }
 
 // fastRehook aims the return of st's top frame at the exit stub again
-// (rehook).
-func fastRehook(th *thread, st *fast.State) {
-	if n := st.Depth(); n > 0 && !th.unhooked && !th.backtrace {
+// when its slot is at least min (rehook).
+func fastRehook(th *thread, st *fast.State, min uint64) {
+	if n := st.Depth(); n > 0 && !th.unhooked && !th.backtrace && st.Frame(n-1).Slot >= min {
 		ptrace.PokeWord(th.tid, st.Frame(n-1).Slot, th.proc.image.fast.sites[0].Exit)
 	}
 }

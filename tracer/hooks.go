@@ -109,11 +109,15 @@ func (t *Tracer) hookModule(mem *os.File, im *image, f *elfx.File, bias uint64) 
 				fmt.Fprintf(t.cfg.Warn, "rtrace: warning: cannot hook %s in %s: its returns are not all known; under rtrace it sees one frame\n", fn.Name, f.Path)
 				continue
 			}
+			planted := true
 			for _, r := range rets {
 				if err := t.plantHook(mem, im, r, hookBacktraceEnd); err != nil {
 					fmt.Fprintf(t.cfg.Warn, "rtrace: warning: cannot hook %s in %s: %v\n", fn.Name, f.Path, err)
-					continue
+					planted = false
 				}
+			}
+			if !planted {
+				continue // an end not hooked would leave the real addresses for good
 			}
 		}
 		plant(fn, kind)
@@ -247,13 +251,13 @@ func (t *Tracer) hook(th *thread, b *bp.Breakpoint, regs *unix.PtraceRegs, ts ui
 			}
 			th.openEnds = false
 			t.record(th, uftrace.Record{Time: ts, Type: uftrace.Exit, Depth: jb.call.depth, Addr: jb.call.addr}, nil)
-			th.rehook()
+			th.rehook(regs.Rsp + 1)
 			break
 		}
 		for len(th.stack) > jb.n {
 			t.exit(th, ts, nil)
 		}
-		th.rehook()
+		th.rehook(regs.Rsp + 1)
 	case hookBacktrace:
 		if !th.unhooked && !th.backtrace {
 			th.realRets()
@@ -262,7 +266,7 @@ func (t *Tracer) hook(th *thread, b *bp.Breakpoint, regs *unix.PtraceRegs, ts ui
 	case hookBacktraceEnd:
 		if th.backtrace {
 			th.backtrace = false
-			th.rehook()
+			th.rehook(regs.Rsp) // backtrace's own call, about to return
 		}
 	case hookLoader:
 		t.syncModules(th, ts)
@@ -285,29 +289,36 @@ func (th *thread) realRets() {
 // frame back on the stack: only the innermost call's return is rtrace's,
 // so that code walking the stack finds the real ones, as uftrace's
 // auto-recover does (libmcount/misc.c, mcount_auto_restore). rehook
-// hijacks it again when the top frame goes. A vfork child's caller may be
-// its parent's frame, which the parent returns through later: left alone.
+// hijacks it again when the top frame goes. Not in a vfork child (its
+// caller may be its parent's frame, which the parent returns through
+// later), nor while the real ones stay anyway (an exception unwinds, a
+// backtrace walks: no return re-hooks then), nor into a slot not above the
+// top frame's (a tail call's, or a dead frame's).
 func (th *thread) recoverCaller() {
 	n := len(th.stack)
-	if n < 2 || th.vforked || th.stack[n-2].slot == th.stack[n-1].slot { // a tail call: one slot
+	if n < 2 || th.vforked || th.unhooked || th.backtrace {
 		return
 	}
+	slot := th.stack[n-1].slot
 	im := th.proc.image
 	for i := n - 2; i >= 0; i-- {
 		// A caller that was tail-called has no return address of its
 		// own: its caller's is in the slot they share.
 		if fr := th.stack[i]; !im.isRet(fr.ret) {
-			ptrace.PokeWord(th.tid, fr.slot, fr.ret)
+			if fr.slot > slot {
+				ptrace.PokeWord(th.tid, fr.slot, fr.ret)
+			}
 			return
 		}
 	}
 }
 
 // rehook aims the return of th's top frame at the return breakpoint
-// again (recoverCaller put its real return address back), unless the real
-// ones are to stay (an exception unwinds, a backtrace walks).
-func (th *thread) rehook() {
-	if n := len(th.stack); n > 0 && !th.unhooked && !th.backtrace {
+// again (recoverCaller put its real return address back) when its slot is
+// at least min, unless the real ones are to stay (an exception unwinds, a
+// backtrace walks).
+func (th *thread) rehook(min uint64) {
+	if n := len(th.stack); n > 0 && !th.unhooked && !th.backtrace && th.stack[n-1].slot >= min {
 		ptrace.PokeWord(th.tid, th.stack[n-1].slot, th.proc.image.retAddr)
 	}
 }

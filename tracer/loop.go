@@ -356,7 +356,7 @@ func (t *Tracer) ret(th *thread, regs *unix.PtraceRegs, ts uint64) error {
 		return fmt.Errorf("tid %d: %w (pc %#x)", th.tid, errNoStack, regs.Rip)
 	}
 	fr := t.exit(th, ts, regs)
-	th.rehook()
+	th.rehook(regs.Rsp) // above the slot the ret consumed
 	if err := ptrace.SetPC(th.tid, fr.ret); err != nil {
 		return nil
 	}

@@ -46,8 +46,8 @@ type thread struct {
 	// setjmp: the setjmp call just recorded, until its hook sees the jmp_buf.
 	setjmp setjmpCall
 	// fastReads: the read= counters at the entry of the fast engine's
-	// frames that have them, by return address slot.
-	fastReads map[uint64][]uftrace.ReadEvent
+	// frames that have them, by slot and depth (a tail call shares a slot).
+	fastReads map[frameKey][]uftrace.ReadEvent
 	// lastCPU: the CPU of the thread's last recorded call or return, plus
 	// 1 (0: none yet), for -W cpu (the int3 engine's; the fast engine's is
 	// in the thread's state).
@@ -81,6 +81,13 @@ type thread struct {
 	// held: signals that came while the thread was inside a stub's
 	// critical section, delivered when it leaves it (fastHold).
 	held []heldSignal
+}
+
+// frameKey names a frame of the fast engine's shadow stack: its return
+// address slot and depth.
+type frameKey struct {
+	slot  uint64
+	depth int
 }
 
 // setjmpCall is a recorded call of setjmp: its entry's stack pointer

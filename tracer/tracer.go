@@ -299,7 +299,7 @@ func (t *Tracer) Adopt(pid int, seized func()) (*Result, error) {
 }
 
 // errNoExec: the adopted process ended before its exec.
-var errNoExec = errors.New("the program did not start")
+var errNoExec = errors.New("--keep-pid: the command ended before it exec'd the program")
 
 // adopt is Adopt on the tracer thread. Until the exec, only the thread
 // that will exec is traced (without PTRACE_O_TRACECLONE: the threads of
@@ -323,8 +323,11 @@ func (t *Tracer) adopt(pid int, seized func()) error {
 		case ptraceEvent(ws) == 0:
 			ptrace.Cont(pid, int(ws.StopSignal())) // a signal for rtrace's runtime
 			continue
+		case ptraceEvent(ws) == unix.PTRACE_EVENT_STOP:
+			ptrace.Listen(pid) // a group-stop (Ctrl-Z): stopped until SIGCONT
+			continue
 		default:
-			ptrace.Cont(pid, 0) // a group-stop or an interrupt
+			ptrace.Cont(pid, 0)
 			continue
 		}
 		break

@@ -462,7 +462,8 @@ func TailJump(code []byte, addr uint64) (uint64, bool) {
 // Returns lists the ret instructions of the function at addr (body, its
 // whole symbol size): the places it returns from. It reports false when
 // it cannot tell that these are all: an instruction that does not
-// decode, a jump out of the function (a tail call) or an indirect one.
+// decode, a branch out of the function (a tail call, conditional or not)
+// or an indirect jump.
 // Calls stay calls, and those that do not return (__stack_chk_fail) do
 // no harm.
 func Returns(body []byte, addr uint64) ([]uint64, bool) {
@@ -477,13 +478,18 @@ func Returns(body []byte, addr uint64) ([]uint64, bool) {
 		switch inst.Op {
 		case x86asm.RET:
 			rets = append(rets, at)
+			continue
 		case x86asm.LRET, x86asm.LJMP:
 			return nil, false
+		case x86asm.CALL:
+			continue
 		case x86asm.JMP:
-			rel, ok := inst.Args[0].(x86asm.Rel)
-			if !ok {
-				return nil, false
+			if _, ok := inst.Args[0].(x86asm.Rel); !ok {
+				return nil, false // indirect
 			}
+		}
+		// A branch, conditional or not, out of the function: a tail call.
+		if rel, ok := inst.Args[0].(x86asm.Rel); ok {
 			if to := addr + uint64(off) + uint64(int64(rel)); to < addr || to >= addr+uint64(len(body)) {
 				return nil, false
 			}

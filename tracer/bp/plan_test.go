@@ -282,6 +282,7 @@ func TestReturns(t *testing.T) {
 		{"backtrace's end", tail, []uint64{0x1006}, true},
 		{"two returns", []byte{0x74, 0x01, 0xc3, 0x31, 0xc0, 0xc3}, []uint64{0x1002, 0x1005}, true},
 		{"a tail call", []byte{0x74, 0x01, 0xc3, 0xe9, 0, 0x10, 0, 0}, nil, false},
+		{"a conditional tail call", []byte{0x0f, 0x84, 0, 0x10, 0, 0, 0xc3}, nil, false},
 		{"an indirect jump", []byte{0xff, 0xe0, 0xc3}, nil, false},
 		{"no return", []byte{0xe8, 0, 0, 0, 0}, nil, false},
 		{"undecodable", []byte{0x0f, 0x0b, 0xff}, nil, false},

@@ -15,6 +15,7 @@ const (
 	offShared  = 0x18
 	offWatch   = 0x20
 	offLastCPU = 0x28
+	offReal    = 0x30
 	offHead    = 0x40
 	offTail    = 0x80
 	offLost    = 0xc0

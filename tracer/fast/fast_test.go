@@ -60,7 +60,7 @@ func TestBlobMatchesSource(t *testing.T) {
 	for _, c := range []struct {
 		name string
 		off  int
-	}{{"GUARD", offGuard}, {"DEPTH", offDepth}, {"UNHOOK", offUnhook}, {"SHARED", offShared}, {"WATCH", offWatch}, {"LASTCPU", offLastCPU}, {"HEAD", offHead}, {"TAIL", offTail},
+	}{{"GUARD", offGuard}, {"DEPTH", offDepth}, {"UNHOOK", offUnhook}, {"SHARED", offShared}, {"WATCH", offWatch}, {"LASTCPU", offLastCPU}, {"REAL", offReal}, {"HEAD", offHead}, {"TAIL", offTail},
 		{"LOST", offLost}, {"STALL", offStall}, {"HELD", offHeld}, {"WAITING", offWaiting}, {"FRAMES", offFrames}, {"MAXSTACK", MaxStack}, {"RING", offRing}, {"RINGCAP", RingCap},
 		{"TMASK", (TableEntries - 1) * 16}} {
 		found := false

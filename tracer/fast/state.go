@@ -151,12 +151,23 @@ func (s *State) SetWatch(on bool) {
 func (s *State) LastCPU() uint64     { return s.load(offLastCPU) }
 func (s *State) SetLastCPU(v uint64) { s.store(offLastCPU, v) }
 
+// SetReal marks the thread's real return addresses as the ones to stay on
+// its stack (a backtrace walks it): its calls and returns neither put
+// them back nor hijack them.
+func (s *State) SetReal(on bool) {
+	v := uint64(0)
+	if on {
+		v = 1
+	}
+	s.store(offReal, v)
+}
+
 // Shared reports SetShared.
 func (s *State) Shared() bool { return s.load(offShared) != 0 }
 
 // Reset empties the state for a new thread: no frames, an empty ring.
 func (s *State) Reset() {
-	for _, off := range []int{offGuard, offDepth, offUnhook, offShared, offWatch, offLastCPU, offHead, offTail, offLost, offStall, offHeld, offWaiting} {
+	for _, off := range []int{offGuard, offDepth, offUnhook, offShared, offWatch, offLastCPU, offReal, offHead, offTail, offLost, offStall, offHeld, offWaiting} {
 		s.store(off, 0)
 	}
 	s.seenLost = 0

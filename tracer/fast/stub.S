@@ -10,6 +10,7 @@
 	.set SHARED,  0x18    # nonzero while a vfork child writes it too: no auto-recover
 	.set WATCH,   0x20    # nonzero: record the CPU when it changes (-W cpu)
 	.set LASTCPU, 0x28    # the CPU of the thread's last call or return, plus 1 (0: none yet)
+	.set REAL,    0x30    # nonzero while the real return addresses must stay (a backtrace walks)
 	.set HEAD,    0x40    # ring records written (producer: the thread)
 	.set TAIL,    0x80    # ring records read (consumer: rtrace)
 	.set LOST,    0xc0    # records dropped on a full ring
@@ -69,11 +70,16 @@ nap:	.quad 0, 1000000            # a futex wait's timeout: 1 ms
 # REHOOK aims the return of the frame now on top of the shadow stack of
 # state %rdi, if any, at exit again: the entry of the callee that just
 # returned put its real return address back (entry's auto-recover). Not
-# while an exception unwinds: the unwinder walks the real ones (a
-# destructor called from a landing pad returns meanwhile). Clobbers rax,
-# rcx.
+# while an exception unwinds or a backtrace walks (UNHOOK, REAL): they
+# read the real ones (a destructor called from a landing pad, or a signal
+# handler's call, returns meanwhile). Only into a slot above the one the
+# ret consumed (0x38 in exit's frame): the same slot is a tail call's,
+# already exit's; one below it belongs to a frame a jump left, dead, whose
+# memory is the live code's now. Clobbers rax, rcx.
 .macro REHOOK
 	cmpq $0, UNHOOK(%rdi)
+	jne 1f
+	cmpq $0, REAL(%rdi)
 	jne 1f
 	mov DEPTH(%rdi), %rcx
 	test %rcx, %rcx
@@ -81,6 +87,9 @@ nap:	.quad 0, 1000000            # a futex wait's timeout: 1 ms
 	dec %rcx
 	shl $5, %rcx
 	mov FRAMES+8(%rdi,%rcx), %rcx
+	lea 0x38(%rsp), %rax
+	cmp %rax, %rcx
+	jbe 1f
 	lea exit(%rip), %rax
 	mov %rax, (%rcx)
 1:
@@ -158,10 +167,14 @@ entry_hooked:
 	jb entry_record         # no caller's frame
 	cmpq $0, SHARED(%rdi)
 	jne entry_record        # a vfork child's caller may be its parent's
+	cmpq $0, UNHOOK(%rdi)
+	jne entry_record        # the real ones are there, and no return re-hooks (REHOOK)
+	cmpq $0, REAL(%rdi)
+	jne entry_record
 	lea -32(%rdx), %rax     # the caller's frame
 	mov 8(%rdx), %r8
 	cmp 8(%rax), %r8
-	je entry_record         # a tail call: its slot is ours, hijacked
+	jae entry_record        # its slot is ours (a tail call: exit's) or below it (dead: REHOOK)
 	lea exit(%rip), %r8
 	lea FRAMES(%rdi), %rcx
 entry_recover:
@@ -173,6 +186,9 @@ entry_recover:
 	jae entry_recover
 	jmp entry_record
 1:	mov 8(%rax), %rax
+	lea 0x40(%rsp), %rcx    # our slot
+	cmp %rcx, %rax
+	jbe entry_record
 	mov %rdx, (%rax)
 entry_record:
 	rdtsc
