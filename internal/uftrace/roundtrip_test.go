@@ -16,19 +16,7 @@ import (
 func TestRoundTripRealUftrace(t *testing.T) {
 	bin := testutil.RequireTool(t, "uftrace")
 	prog := testutil.BuildC(t, "roundtrip.c", "-pg", "-g", "-O0", "-pthread")
-	tmp := t.TempDir()
-	orig := filepath.Join(tmp, "orig")
-	testutil.Run(t, tmp, bin, "record", "-a", "--no-libcall", "-d", orig, prog)
-
-	r, err := uftrace.Open(orig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	cp := filepath.Join(tmp, "copy")
-	if _, err := uftrace.Copy(r, cp, nil); err != nil {
-		t.Fatal(err)
-	}
+	tmp, orig, cp := recordAndCopy(t, bin, prog, "-a", "--no-libcall")
 	for _, args := range [][]string{
 		{"replay", "-f", "none"},
 		{"report", "-f", "call"},
@@ -57,21 +45,28 @@ func TestRoundTripRealUftrace(t *testing.T) {
 func TestRoundTripReadEvents(t *testing.T) {
 	bin := testutil.RequireTool(t, "uftrace")
 	prog := testutil.BuildC(t, "roundtrip.c", "-pg", "-g", "-O0", "-pthread")
-	tmp := t.TempDir()
-	orig := filepath.Join(tmp, "orig")
-	testutil.Run(t, tmp, bin, "record", "--no-libcall", "-T", "^add$@read=proc/statm,read=page-fault", "-d", orig, prog)
-	r, err := uftrace.Open(orig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	cp := filepath.Join(tmp, "copy")
-	if _, err := uftrace.Copy(r, cp, nil); err != nil {
-		t.Fatal(err)
-	}
+	tmp, orig, cp := recordAndCopy(t, bin, prog, "--no-libcall", "-T", "^add$@read=proc/statm,read=page-fault")
 	want := testutil.Run(t, tmp, bin, "replay", "-f", "none", "--no-pager", "-d", orig)
 	got := testutil.Run(t, tmp, bin, "replay", "-f", "none", "--no-pager", "-d", cp)
 	if got != want || !strings.Contains(want, "/* diff:page-fault (major=+0") || !strings.Contains(want, "/* read:proc/statm (vmsize=") {
 		t.Errorf("replay of the copy:\n%s\noriginal:\n%s", got, want)
 	}
+}
+
+// recordAndCopy records prog with the real uftrace and opts into orig, and
+// copies that through Reader and Writer into cp, both in tmp.
+func recordAndCopy(t *testing.T, bin, prog string, opts ...string) (tmp, orig, cp string) {
+	t.Helper()
+	tmp = t.TempDir()
+	orig, cp = filepath.Join(tmp, "orig"), filepath.Join(tmp, "copy")
+	testutil.Run(t, tmp, bin, append(append([]string{"record"}, opts...), "-d", orig, prog)...)
+	r, err := uftrace.Open(orig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if _, err := uftrace.Copy(r, cp, nil); err != nil {
+		t.Fatal(err)
+	}
+	return tmp, orig, cp
 }
