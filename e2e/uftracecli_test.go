@@ -751,3 +751,20 @@ func TestUftraceWatch(t *testing.T) {
 		t.Errorf("-W var: %+v", r)
 	}
 }
+
+// With -W cpu, a thread's first call is followed by its first watch
+// event: a thread blocked for good in that call when the process exits
+// (testdata/blocked.c) still has it closed at its end, as without -W.
+func TestUftraceWatchBlockedThread(t *testing.T) {
+	prog := testutil.BuildC(t, "blocked.c", "-O0", "-g", "-pthread")
+	for _, engine := range engines {
+		tmp := t.TempDir()
+		if r := runCmd(t, tmp, rtraceBin, "record", "-q", "--engine", engine, "-W", "cpu", "-d", "R", "--", prog); r.stdout != "blocked 3\n" || r.code != 0 {
+			t.Fatalf("%s: %+v", engine, r)
+		}
+		out := testutil.Run(t, tmp, testutil.RequireTool(t, "uftrace"), "replay", "--no-pager", "-d", "R")
+		if !strings.Contains(out, "} /* worker */") || !strings.Contains(out, "/* watch:cpu") {
+			t.Errorf("%s: worker() not closed, or no watch event:\n%s", engine, out)
+		}
+	}
+}

@@ -974,6 +974,12 @@ func (t *Tracer) fastHook(th *thread, kind hookKind, regs *unix.PtraceRegs, ts u
 		}
 		th.saveJmpbuf(regs, d)
 	case hookLongjmp:
+		if th.backtrace && st != nil {
+			// Out of a backtrace walk (a handler's siglongjmp): its end
+			// hook will not run.
+			th.backtrace = false
+			st.SetReal(false)
+		}
 		jb, ok := th.jmpbufs[regs.Rdi]
 		if !ok || st == nil {
 			break
@@ -1029,6 +1035,9 @@ func fastRecoverCaller(th *thread, st *fast.State) {
 		return
 	}
 	slot := st.Frame(n - 1).Slot
+	if st.Frame(n-2).Slot <= slot {
+		return // a tail call, or a dead frame below (as the stub)
+	}
 	fi := th.proc.image.fast
 	for i := n - 2; i >= 0; i-- {
 		if fr := st.Frame(i); !fi.isExit(fr.Ret) {

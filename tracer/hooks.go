@@ -234,6 +234,7 @@ func (t *Tracer) hook(th *thread, b *bp.Breakpoint, regs *unix.PtraceRegs, ts ui
 	case hookSetjmp:
 		th.saveJmpbuf(regs, len(th.stack))
 	case hookLongjmp:
+		th.backtrace = false // out of a backtrace walk, if in one: its end hook will not run
 		jb, ok := th.jmpbufs[regs.Rdi]
 		if !ok {
 			break
@@ -300,6 +301,9 @@ func (th *thread) recoverCaller() {
 		return
 	}
 	slot := th.stack[n-1].slot
+	if th.stack[n-2].slot <= slot {
+		return // a tail call (one slot), or a dead frame below
+	}
 	im := th.proc.image
 	for i := n - 2; i >= 0; i-- {
 		// A caller that was tail-called has no return address of its

@@ -259,7 +259,8 @@ entry_watch:
 	pop %r8
 	pop %rsi
 	jmp entry_emit
-1:	push %rsi               # the watch
+1:	add $4, %rsi            # the watch, inside the call (depth + 1)
+	push %rsi
 	mov 16(%rsp), %rsi
 	CALLCLEAR emit          # the ENTRY
 	pop %rsi
@@ -269,7 +270,8 @@ entry_watch:
 	pop %rsi
 	jmp entry_unguard
 
-# room waits until the ring of state %rdi has room for a record: SPIN
+# room waits until the ring of state %rdi has room for two records (a
+# watch event and the ENTRY or EXIT, -W cpu): SPIN
 # pauses, then sleeping on the ring's tail (a futex rtrace wakes when it
 # drains: a CPU spent spinning is one the drainer lacks when threads
 # outnumber CPUs), for WAIT ticks at most, after which it marks the state
@@ -281,7 +283,7 @@ room:
 	mov HEAD(%rdi), %rcx
 	mov %rcx, %rax
 	sub TAIL(%rdi), %rax
-	cmp $RINGCAP, %rax
+	cmp $RINGCAP-1, %rax
 	jb 1f
 	cmpq $0, STALL(%rdi)
 	jne 1f
@@ -297,7 +299,7 @@ room:
 	mov HEAD(%rdi), %rcx
 	mov %rcx, %rax
 	sub TAIL(%rdi), %rax
-	cmp $RINGCAP, %rax
+	cmp $RINGCAP-1, %rax
 	jb 1f
 	dec %edx
 	jnz 2b
@@ -310,7 +312,7 @@ room:
 	mov TAIL(%rdi), %rdx    # the value the futex sleeps on (its low 32 bits)
 	mov HEAD(%rdi), %rax
 	sub %rdx, %rax
-	cmp $RINGCAP, %rax
+	cmp $RINGCAP-1, %rax
 	jb 3f                   # drained meanwhile
 	lea TAIL(%rdi), %rdi
 	xor %esi, %esi          # FUTEX_WAIT, shared: rtrace maps the state too
