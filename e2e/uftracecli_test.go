@@ -719,6 +719,11 @@ func TestUftraceKeepPid(t *testing.T) {
 	if r := runCmd(t, t.TempDir(), rtraceBin, "record", "--keep-pid", "-d", "/proc/nowhere/K", "--", prog); r.code != 2 || strings.Count(r.stderr, "\n") != 1 {
 		t.Errorf("--keep-pid with a bad -d: %+v, want one line and exit 2", r)
 	}
+	// The tracer is not the program's child: a wait for every child (the
+	// shell's `wait`) does not wait for it (it would wait forever).
+	if r := runCmd(t, t.TempDir(), rtraceBin, "record", "-q", "--keep-pid", "-d", "W", "--", "sh", "-c", "wait; echo waited"); r.stdout != "waited\n" || r.code != 0 {
+		t.Errorf("--keep-pid sh -c 'wait': %+v", r)
+	}
 }
 
 // -W cpu records the CPU a thread runs on when it changes at a call or

@@ -32,7 +32,10 @@ func Attach(o Options) (int, error) { return run(o) }
 
 // run checks o, then runs one session.
 func run(o Options) (int, error) {
-	if o.KeepPid && os.Getenv(keepPidEnv) == "" {
+	switch {
+	case o.KeepPid && os.Getenv(keepPidSpawnEnv) != "":
+		return spawnTracer()
+	case o.KeepPid && os.Getenv(keepPidEnv) == "":
 		return keepPid(o) // returns on an error only: the program replaced it
 	}
 	sigs := catchSignals()
