@@ -407,7 +407,7 @@ func TestUftraceTriggers(t *testing.T) {
 	}
 	// What rtrace cannot do yet is refused, with the action named.
 	for _, c := range []struct{ opt, want string }{
-		{"b@read=pmu-cycle", "read=pmu-cycle: hardware counters are not read yet"},
+		{"b@read=pmu-cycle", "-T b@read=pmu-cycle: hardware counters (pmu-cycle) are not read yet"},
 		{"b@size=100", "the size=100 action is not supported yet"},
 		{"b@libfoo.so,arg1", "the arguments and read= of one module's functions are not supported yet"},
 		{"b@kernel,depth=1", "rtrace traces no kernel functions"},

@@ -55,9 +55,9 @@ func ParseReadKind(s string) (ReadKind, error) {
 	}
 	switch s {
 	case "pmu-cycle", "pmu-cache", "pmu-branch":
-		return 0, fmt.Errorf("read=%s: hardware counters are not read yet (proc/statm and page-fault are)", s)
+		return 0, fmt.Errorf("hardware counters (%s) are not read yet (proc/statm and page-fault are)", s)
 	}
-	return 0, fmt.Errorf("read=%s: want proc/statm or page-fault", s)
+	return 0, fmt.Errorf("read= wants proc/statm or page-fault, not %q", s)
 }
 
 // ReadEvent is one reading of a read= trigger: the values of its kind,
