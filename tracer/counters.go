@@ -3,6 +3,7 @@ package tracer
 import (
 	"bytes"
 	"fmt"
+	"math"
 	"os"
 	"strconv"
 
@@ -59,34 +60,69 @@ func parseStatm(b []byte, pageKB uint64) ([]uint64, error) {
 }
 
 // parseStatFaults reads the major and minor faults of a /proc/PID/stat
-// (proc(5): minflt is field 10, majflt 12; the command name, field 2, is
-// in parentheses and may hold spaces and parentheses itself).
+// (proc(5): minflt is field 10, majflt 12).
 func parseStatFaults(b []byte) ([]uint64, error) {
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return nil, fmt.Errorf("stat: no command name")
-	}
-	f := bytes.Fields(b[i+1:]) // from field 3 on
-	if len(f) < 10 {
-		return nil, fmt.Errorf("stat: %d fields after the name, want 50", len(f))
-	}
-	minor, err := strconv.ParseUint(string(f[10-3]), 10, 64)
+	minor, err := statField(b, 10)
 	if err != nil {
 		return nil, fmt.Errorf("stat: minflt: %w", err)
 	}
-	major, err := strconv.ParseUint(string(f[12-3]), 10, 64)
+	major, err := statField(b, 12)
 	if err != nil {
 		return nil, fmt.Errorf("stat: majflt: %w", err)
 	}
 	return []uint64{major, minor}, nil
 }
 
-// readEvents reads the counters of kinds for th's process and returns the
-// EVENT records of what they are at ts, at depth: their values, or with
-// old (the readings at the call's entry) the differences.
-func readEvents(th *thread, ts uint64, depth int, kinds uftrace.ReadKind, old []uftrace.ReadEvent) ([]uftrace.ReadEvent, []uftrace.Rec) {
+// statField reads field n (counted from 1, as proc(5) counts them) of a
+// /proc stat file as a number. The command name, field 2, is in
+// parentheses and may hold spaces and parentheses itself.
+func statField(b []byte, n int) (uint64, error) {
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("no command name")
+	}
+	f := bytes.Fields(b[i+1:]) // from field 3 on
+	if n < 3 || len(f) < n-2 {
+		return 0, fmt.Errorf("%d fields after the name, want %d", len(f), n-2)
+	}
+	return strconv.ParseUint(string(f[n-3]), 10, 64)
+}
+
+// recordFunc records a record of th: Tracer.record, or fastRecord for the
+// fast engine's records the tracer writes.
+type recordFunc func(th *thread, r uftrace.Record, payload []byte)
+
+// recordEntry records th's ENTRY of f at ts, at depth, with its
+// arguments' payload, and what goes with it: with -W cpu, a watch event
+// when th's CPU is not the one *last says (before the ENTRY; the thread's
+// first just after it, inside the call: uftrace's save_watchpoint), and
+// f's read= counters after it, which it returns for the return's
+// (recordReads).
+func (t *Tracer) recordEntry(th *thread, f *fn, ts uint64, depth int, payload []byte, last *uint64, record recordFunc) []uftrace.ReadEvent {
+	var watch uftrace.Rec
+	first, watched := false, false
+	if t.cfg.WatchCPU {
+		if watch, first, watched = watchCPU(th, last, ts, depth); watched && !first {
+			record(th, watch.Record, watch.Payload)
+		}
+	}
+	record(th, uftrace.Record{Time: ts, Type: uftrace.Entry, Depth: depth, Addr: f.addr}, payload)
+	if watched && first {
+		watch.Depth++
+		record(th, watch.Record, watch.Payload)
+	}
+	return recordReads(th, ts, depth+1, f.reads, nil, record)
+}
+
+// recordReads reads the counters of kinds for th's process and records
+// them as EVENTs at ts, at depth: their values, or with old (the readings
+// at the call's entry) the differences. It returns the values (nil
+// without kinds).
+func recordReads(th *thread, ts uint64, depth int, kinds uftrace.ReadKind, old []uftrace.ReadEvent, record recordFunc) []uftrace.ReadEvent {
+	if kinds == 0 {
+		return nil
+	}
 	now := readCounters(th.proc.pid, kinds)
-	recs := make([]uftrace.Rec, 0, len(now))
 	for _, e := range now {
 		diff := false
 		for _, o := range old {
@@ -94,9 +130,9 @@ func readEvents(th *thread, ts uint64, depth int, kinds uftrace.ReadKind, old []
 				e, diff = e.Sub(o), true
 			}
 		}
-		recs = append(recs, uftrace.Rec{Record: uftrace.Record{Time: ts, Type: uftrace.Event, More: true, Depth: depth, Addr: e.EventID(diff)}, Payload: e.Payload()})
+		record(th, uftrace.Record{Time: ts, Type: uftrace.Event, More: true, Depth: depth, Addr: e.EventID(diff)}, e.Payload())
 	}
-	return now, recs
+	return now
 }
 
 // cpuOf reads the CPU thread tid of process pid last ran on
@@ -111,16 +147,8 @@ func cpuOf(pid, tid int) (uint32, bool) {
 
 // parseStatCPU reads the processor field (39) of a /proc stat file.
 func parseStatCPU(b []byte) (uint32, bool) {
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return 0, false
-	}
-	f := bytes.Fields(b[i+1:]) // from field 3 on
-	if len(f) < 39-2 {
-		return 0, false
-	}
-	n, err := strconv.ParseUint(string(f[39-3]), 10, 32)
-	return uint32(n), err == nil
+	n, err := statField(b, 39)
+	return uint32(n), err == nil && n <= math.MaxUint32
 }
 
 // watchCPU returns the -W cpu event of th at ts, at depth, when the CPU it

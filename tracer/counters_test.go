@@ -1,6 +1,7 @@
 package tracer
 
 import (
+	"bytes"
 	"os"
 	"slices"
 	"testing"
@@ -13,6 +14,13 @@ func TestParseCounters(t *testing.T) {
 	stat := "1234 (a (b) c) S 1 1234 1234 0 -1 4194560 790 0 3 0 0 0 0 0 20 0 1 0 100 15863808 1869 18446744073709551615\n"
 	if v, err := parseStatFaults([]byte(stat)); err != nil || !slices.Equal(v, []uint64{3, 790}) {
 		t.Errorf("stat: %v %v", v, err)
+	}
+	full := "1234 (a (b) c) S 1 1234 1234 0 -1 4194560 790 0 3 0 0 0 0 0 20 0 1 0 100 15863808 1869 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 5 0 0\n"
+	if cpu, ok := parseStatCPU([]byte(full)); !ok || cpu != 5 {
+		t.Errorf("stat: processor %d %v, want 5", cpu, ok)
+	}
+	if _, ok := parseStatCPU([]byte(stat)); ok {
+		t.Errorf("stat of 24 fields: a processor read")
 	}
 	for _, bad := range []string{"", "1 2", "x y z"} {
 		if _, err := parseStatm([]byte(bad), 4); err == nil {
@@ -39,6 +47,9 @@ func FuzzParseCounters(f *testing.F) {
 		}
 		if v, err := parseStatFaults(b); err == nil && len(v) != 2 {
 			t.Errorf("stat: %d values", len(v))
+		}
+		if _, ok := parseStatCPU(b); ok && len(bytes.Fields(b)) < 39 {
+			t.Errorf("stat: a CPU from %d fields", len(bytes.Fields(b)))
 		}
 	})
 }

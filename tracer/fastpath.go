@@ -706,27 +706,10 @@ func (t *Tracer) fastValues(th *thread, f *fn, regs *unix.PtraceRegs, ts uint64)
 	if len(f.args) > 0 {
 		payload = t.values(th, f.args, regs)
 	}
-	var watch uftrace.Rec
-	first, watched := false, false
-	if t.cfg.WatchCPU { // as entry's
-		last := st.LastCPU()
-		if watch, first, watched = watchCPU(th, &last, ts, d); watched {
-			st.SetLastCPU(last)
-			if !first {
-				t.fastRecord(th, watch.Record, watch.Payload)
-			}
-		}
-	}
-	t.fastRecord(th, uftrace.Record{Time: ts, Type: uftrace.Entry, Depth: d, Addr: f.addr}, payload)
-	if watched && first {
-		watch.Depth++
-		t.fastRecord(th, watch.Record, watch.Payload)
-	}
-	if f.reads != 0 {
-		ev, recs := readEvents(th, ts, d+1, f.reads, nil)
-		for _, r := range recs {
-			t.fastRecord(th, r.Record, r.Payload)
-		}
+	last := st.LastCPU()
+	ev := t.recordEntry(th, f, ts, d, payload, &last, t.fastRecord)
+	st.SetLastCPU(last)
+	if ev != nil {
 		if th.fastReads == nil {
 			th.fastReads = map[frameKey][]uftrace.ReadEvent{}
 		}
@@ -747,10 +730,7 @@ func (t *Tracer) fastExitValue(th *thread, regs *unix.PtraceRegs, ts uint64) {
 	f := th.proc.image.fnAt(fr.Addr)
 	if old, ok := th.fastReads[frameKey{fr.Slot, fr.Depth}]; ok && f != nil {
 		delete(th.fastReads, frameKey{fr.Slot, fr.Depth})
-		_, recs := readEvents(th, ts, fr.Depth+1, f.reads, old)
-		for _, r := range recs {
-			t.fastRecord(th, r.Record, r.Payload)
-		}
+		recordReads(th, ts, fr.Depth+1, f.reads, old, t.fastRecord)
 	}
 	var payload []byte
 	if f != nil && len(f.rets) > 0 {

@@ -243,20 +243,16 @@ func (t *Tracer) hook(th *thread, b *bp.Breakpoint, regs *unix.PtraceRegs, ts ui
 		if n := len(th.stack); n > 0 && th.stack[n-1].depth >= 0 && th.stack[n-1].slot == regs.Rsp {
 			top = th.stack[n-1].f.addr
 		}
-		if longjmpShown(th.proc.image, jb, top) {
-			// As uftrace records it: the frames skipped stay open, and
-			// setjmp returns a second time.
-			th.openEnds = true
-			for len(th.stack) > jb.n {
-				t.exit(th, ts, nil)
-			}
-			th.openEnds = false
-			t.record(th, uftrace.Record{Time: ts, Type: uftrace.Exit, Depth: jb.call.depth, Addr: jb.call.addr}, nil)
-			th.rehook(regs.Rsp + 1)
-			break
-		}
+		// As uftrace records a longjmp it shows: the frames skipped stay
+		// open, and setjmp returns a second time.
+		shown := longjmpShown(th.proc.image, jb, top)
+		th.openEnds = shown
 		for len(th.stack) > jb.n {
 			t.exit(th, ts, nil)
+		}
+		th.openEnds = false
+		if shown {
+			t.record(th, uftrace.Record{Time: ts, Type: uftrace.Exit, Depth: jb.call.depth, Addr: jb.call.addr}, nil)
 		}
 		th.rehook(regs.Rsp + 1)
 	case hookBacktrace:

@@ -8,7 +8,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"rtrace/internal/timeline"
-	"rtrace/internal/uftrace"
 	"rtrace/tracer/bp"
 	"rtrace/tracer/ptrace"
 )
@@ -311,27 +310,7 @@ func (t *Tracer) entry(th *thread, b *bp.Breakpoint, regs *unix.PtraceRegs, ts u
 		if len(f.args) > 0 {
 			payload = t.values(th, f.args, regs)
 		}
-		var watch uftrace.Rec
-		first, watched := false, false
-		if t.cfg.WatchCPU {
-			// A change of CPU goes before the ENTRY, the thread's first
-			// after it (uftrace's save_watchpoint).
-			if watch, first, watched = watchCPU(th, &th.lastCPU, ts, fr.depth); watched && !first {
-				t.record(th, watch.Record, watch.Payload)
-			}
-		}
-		t.record(th, uftrace.Record{Time: ts, Type: uftrace.Entry, Depth: fr.depth, Addr: f.addr}, payload)
-		if watched && first {
-			watch.Depth++
-			t.record(th, watch.Record, watch.Payload)
-		}
-		if f.reads != 0 {
-			ev, recs := readEvents(th, ts, fr.depth+1, f.reads, nil)
-			for _, r := range recs {
-				t.record(th, r.Record, r.Payload)
-			}
-			th.stack[len(th.stack)-1].reads = ev
-		}
+		th.stack[len(th.stack)-1].reads = t.recordEntry(th, f, ts, fr.depth, payload, &th.lastCPU, t.record)
 	}
 	if f.jump {
 		t.exit(th, ts, nil)

@@ -157,10 +157,7 @@ func (t *Tracer) exit(th *thread, ts uint64, regs *unix.PtraceRegs) frame {
 			}
 		}
 		if regs != nil && len(fr.reads) > 0 {
-			_, recs := readEvents(th, ts, fr.depth+1, fr.f.reads, fr.reads)
-			for _, r := range recs {
-				t.record(th, r.Record, r.Payload)
-			}
+			recordReads(th, ts, fr.depth+1, fr.f.reads, fr.reads, t.record)
 		}
 		var payload []byte
 		if regs != nil && len(fr.f.rets) > 0 {

@@ -261,7 +261,7 @@ func (t *Tracer) run(path string) error {
 		args = []string{t.cfg.Path}
 	}
 	if t.cfg.NoRandomize {
-		restore, err := noRandomize()
+		restore, err := NoRandomize()
 		if err != nil {
 			return err
 		}
@@ -542,15 +542,11 @@ func (t *Tracer) flushAll() {
 // (include/uapi/linux/personality.h).
 const addrNoRandomize = 0x0040000
 
-// noRandomize turns address space randomization off for the children the
-// calling thread forks (a thread's personality is its own, and a child
-// inherits it across fork and exec), and returns what turns it back.
-// NoRandomize turns address space layout randomization off for the
-// programs this process execs from now on (personality(2),
-// ADDR_NO_RANDOMIZE); restore turns it back as it was.
-func NoRandomize() (restore func(), err error) { return noRandomize() }
-
-func noRandomize() (restore func(), err error) {
+// NoRandomize turns address space randomization off for the children the
+// calling thread forks, and for the program it execs (a thread's
+// personality is its own, and a child inherits it across fork and exec:
+// personality(2), ADDR_NO_RANDOMIZE), and returns what turns it back.
+func NoRandomize() (restore func(), err error) {
 	old, _, errno := unix.RawSyscall(unix.SYS_PERSONALITY, 0xffffffff, 0, 0)
 	if errno != 0 {
 		return nil, fmt.Errorf("personality: %w", errno)
