@@ -61,15 +61,14 @@ func keepPid(o Options) (int, error) {
 	if err != nil {
 		return 1, err
 	}
-	self, err := os.Executable()
-	if err != nil {
-		return 1, fmt.Errorf("--keep-pid: finding rtrace's executable: %w", err)
-	}
 	pidR, pidW, err := os.Pipe()
 	if err != nil {
 		return 1, err
 	}
-	sp := exec.Command(self, os.Args[1:]...)
+	sp, err := rtraceAgain()
+	if err != nil {
+		return 1, err
+	}
 	sp.Env = append(os.Environ(), keepPidEnv+"="+strconv.Itoa(os.Getpid()), keepPidSpawnEnv+"=1")
 	sp.Stdout, sp.Stderr = c.Stdout, c.Stderr // the tracer's messages; its stdin is /dev/null
 	sp.ExtraFiles = []*os.File{goR, seizedW, pidW}
@@ -114,11 +113,10 @@ func spawnTracer() (int, error) {
 	unix.CloseOnExec(5) // not the tracer's: the command reads the pid to the end
 	pidW := os.NewFile(5, "keep-pid tracer pid")
 	defer pidW.Close()
-	self, err := os.Executable()
+	tr, err := rtraceAgain()
 	if err != nil {
-		return 1, fmt.Errorf("--keep-pid: finding rtrace's executable: %w", err)
+		return 1, err
 	}
-	tr := exec.Command(self, os.Args[1:]...)
 	tr.Stdout, tr.Stderr = os.Stdout, os.Stderr
 	tr.ExtraFiles = []*os.File{os.NewFile(3, "keep-pid go-ahead"), os.NewFile(4, "keep-pid seized")}
 	if err := tr.Start(); err != nil {
@@ -126,6 +124,16 @@ func spawnTracer() (int, error) {
 	}
 	fmt.Fprint(pidW, tr.Process.Pid)
 	return 0, nil
+}
+
+// rtraceAgain is a command that runs this rtrace again, with its
+// arguments.
+func rtraceAgain() (*exec.Cmd, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("--keep-pid: finding rtrace's executable: %w", err)
+	}
+	return exec.Command(self, os.Args[1:]...), nil
 }
 
 // adoptedPid is the pid the tracer process of --keep-pid adopts (0: this

@@ -293,7 +293,7 @@ func check(ctx context.Context, o Options) (*config, error) {
 	for _, u := range []struct {
 		set  bool
 		name string
-	}{{len(c.mods) > 0, "-e"}, {c.watchCPU && !hasRDTSCP(), "-W cpu on a CPU without rdtscp"}} {
+	}{{len(c.mods) > 0, "-e"}, {c.watchCPU && !fast.HasRDTSCP(), "-W cpu on a CPU without rdtscp"}} {
 		if u.set {
 			notFast = append(notFast, u.name)
 		}
@@ -709,21 +709,6 @@ func moveAside(dir string) (done <-chan struct{}, err error) {
 		close(ch)
 	}
 	return ch, os.Rename(dir, old)
-}
-
-// hasRDTSCP reports whether the CPU has rdtscp, which the fast engine's
-// stubs read the CPU with (-W cpu): /proc/cpuinfo's flags.
-func hasRDTSCP() bool {
-	b, err := os.ReadFile("/proc/cpuinfo")
-	if err != nil {
-		return false
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "flags" {
-			return slices.Contains(strings.Fields(v), "rdtscp")
-		}
-	}
-	return false
 }
 
 // chooseEngine returns the engine of o: the one --engine names, refused

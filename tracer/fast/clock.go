@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"os"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 	_ "unsafe" // for go:linkname
@@ -61,14 +63,40 @@ var ErrUnstableTSC = errors.New("the CPU's TSC is not constant and nonstop (no c
 // CheckTSC reports whether the TSC can serve as the stubs' clock
 // (ErrUnstableTSC when not).
 func CheckTSC() error {
+	ok, err := cpuHas("constant_tsc", "nonstop_tsc")
+	if err == nil && !ok {
+		err = ErrUnstableTSC
+	}
+	return err
+}
+
+// HasRDTSCP reports whether the CPU has rdtscp, which the stubs read the
+// CPU with (-W cpu: the state's WATCH word).
+func HasRDTSCP() bool {
+	ok, _ := cpuHas("rdtscp")
+	return ok
+}
+
+// cpuHas reports whether /proc/cpuinfo's flags list each of flags.
+func cpuHas(flags ...string) (bool, error) {
 	info, err := os.ReadFile("/proc/cpuinfo")
 	if err != nil {
-		return err
+		return false, err
 	}
-	if !bytes.Contains(info, []byte(" constant_tsc")) || !bytes.Contains(info, []byte(" nonstop_tsc")) {
-		return ErrUnstableTSC
+	for _, line := range bytes.Split(info, []byte("\n")) {
+		k, v, ok := bytes.Cut(line, []byte(":"))
+		if !ok || string(bytes.TrimSpace(k)) != "flags" {
+			continue
+		}
+		have := strings.Fields(string(v))
+		for _, f := range flags {
+			if !slices.Contains(have, f) {
+				return false, nil
+			}
+		}
+		return true, nil
 	}
-	return nil
+	return false, nil
 }
 
 // NewClock checks that the TSC is usable as a clock and starts measuring
