@@ -140,6 +140,7 @@ func recordLeaky(t *testing.T, tmp, prog string) (raw, out string) {
 	if r.code != 0 {
 		t.Fatalf("record: exit %d\n%s", r.code, r.stderr)
 	}
+	noResWarnings(t, r.stderr)
 	files := rawFiles(t, filepath.Join(tmp, "D"), ".rtrace")
 	if len(files) != 1 {
 		t.Fatalf("raw files %v, want one", files)

@@ -149,6 +149,9 @@ func execRange(f *elfx.File, bias uint64) (lo, hi uint64) {
 type Skip struct {
 	Func   string
 	Reason string
+	// Res: a resource module's function (-e): its calls are missing
+	// from the resource trace, which rtrace says in a warning.
+	Res bool
 }
 
 // Refusal is a target rtrace will not trace because the result would be

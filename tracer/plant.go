@@ -292,6 +292,11 @@ func (t *Tracer) plantFuncs(tid int, mem *os.File, im *image, cm *codeMap, cands
 	}
 	p := planFuncs(cm, cands, scratch, size, im.entry, f == im.elf, fc)
 	t.skipped = append(t.skipped, p.skipped...)
+	for _, sk := range p.skipped {
+		if sk.Res {
+			fmt.Fprintf(t.cfg.Warn, "rtrace: warning: %s in %s is not traced (%s): its calls are missing from the resource trace\n", sk.Func, f.Path, sk.Reason)
+		}
+	}
 	t.int3s = append(t.int3s, p.int3s...)
 	t.planted += len(p.entries)
 	if err := t.commitPlan(mem, im, p); err != nil {
@@ -441,11 +446,11 @@ func planFuncs(cm *codeMap, cands []cand, scratch, size, entry uint64, exe bool,
 		body := cm.text.code(addr, max(c.size, 16))
 		n := len(body) // fewer than 16 bytes at the end of the text
 		if n == 0 {
-			p.skipped = append(p.skipped, Skip{c.name, fmt.Sprintf("no code at %#x", addr)})
+			p.skipped = append(p.skipped, Skip{c.name, fmt.Sprintf("no code at %#x", addr), c.res != nil})
 			continue
 		}
 		if uint64(len(p.code))+bp.MaxSlot > size {
-			p.skipped = append(p.skipped, Skip{c.name, "no scratch room left"})
+			p.skipped = append(p.skipped, Skip{c.name, "no scratch room left", c.res != nil})
 			continue
 		}
 		slot := scratch + uint64(len(p.code))
@@ -471,7 +476,7 @@ func planFuncs(cm *codeMap, cands []cand, scratch, size, entry uint64, exe bool,
 		if err != nil {
 			why := err.Error()
 			if plan, err = bp.Prepare(body, addr, slot); err != nil {
-				p.skipped = append(p.skipped, Skip{c.name, err.Error()})
+				p.skipped = append(p.skipped, Skip{c.name, err.Error(), c.res != nil})
 				continue
 			}
 			if p.sites != nil {
@@ -480,7 +485,7 @@ func planFuncs(cm *codeMap, cands []cand, scratch, size, entry uint64, exe bool,
 				stub = (slot + uint64(len(plan.Slot)) + 15) &^ 15
 				head, herr := fast.Head(stub, addr, p.sites.Entry)
 				if herr != nil {
-					p.skipped = append(p.skipped, Skip{c.name, herr.Error()})
+					p.skipped = append(p.skipped, Skip{c.name, herr.Error(), c.res != nil})
 					continue
 				}
 				plan.Slot = append(plan.Slot, make([]byte, stub-slot-uint64(len(plan.Slot)))...)
@@ -491,7 +496,7 @@ func planFuncs(cm *codeMap, cands []cand, scratch, size, entry uint64, exe bool,
 				}
 			}
 			if !jump && !(p.sites != nil && personality) {
-				p.int3s = append(p.int3s, Skip{c.name, why})
+				p.int3s = append(p.int3s, Skip{Func: c.name, Reason: why})
 			}
 		} else if p.sites != nil {
 			stub = slot

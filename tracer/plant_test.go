@@ -159,18 +159,18 @@ func TestPlanFuncs(t *testing.T) {
 		t.Errorf("end %#x, scratch %#x+%d", p.end(), testScratch, len(p.code))
 	}
 	wantInt3s := []Skip{
-		{"symbol_inside", errSymbolInside.Error()},
-		{"branch_inside", errBranchInside.Error()},
-		{"probe_inside", errProbeInside.Error()},
-		{"holds_entry", errEntryPoint.Error()},
-		{"undecoded", "cannot decode"},
+		{"symbol_inside", errSymbolInside.Error(), false},
+		{"branch_inside", errBranchInside.Error(), false},
+		{"probe_inside", errProbeInside.Error(), false},
+		{"holds_entry", errEntryPoint.Error(), false},
+		{"undecoded", "cannot decode", false},
 	}
 	if fmt.Sprint(p.int3s) != fmt.Sprint(wantInt3s) {
 		t.Errorf("int3s %v\nwant  %v", p.int3s, wantInt3s)
 	}
 	if len(p.skipped) != 2 || p.skipped[0].Func != "taken" || !strings.Contains(p.skipped[0].Reason, "already an int3") ||
-		p.skipped[1] != (Skip{"gone", "no code at 0x1009000"}) {
-		t.Errorf("skipped %q", p.skipped)
+		p.skipped[1] != (Skip{"gone", "no code at 0x1009000", false}) {
+		t.Errorf("skipped %+v", p.skipped)
 	}
 	// The personality flag is the executable's own stubs'.
 	if p := planFuncs(cm, cands[9:10], testScratch, 0x10000, entry, false, nil); len(p.entries) != 1 || p.entries[0].personality {
@@ -180,10 +180,12 @@ func TestPlanFuncs(t *testing.T) {
 
 func TestPlanFuncsFull(t *testing.T) {
 	cm := testCodeMap(map[uint64][]byte{0x1000: o0, 0x1020: o0, 0x1040: {0xc3}})
-	cands := []cand{{name: "a", value: 0x1000, size: 9}, {name: "b", value: 0x1020, size: 9}}
+	// b is a resource module's function: its skip says so (a warning
+	// names it).
+	cands := []cand{{name: "a", value: 0x1000, size: 9}, {name: "b", value: 0x1020, size: 9, res: &resFn{rf: &resModules[0].Funcs[0]}}}
 	// Room for the return breakpoint and one slot only.
 	p := planFuncs(cm, cands, testScratch, 16+bp.MaxSlot, 0, true, nil)
-	if len(p.entries) != 1 || p.entries[0].c.name != "a" || fmt.Sprint(p.skipped) != fmt.Sprint([]Skip{{"b", "no scratch room left"}}) {
+	if len(p.entries) != 1 || p.entries[0].c.name != "a" || fmt.Sprint(p.skipped) != fmt.Sprint([]Skip{{"b", "no scratch room left", true}}) {
 		t.Errorf("entries %d, skipped %v", len(p.entries), p.skipped)
 	}
 	if p := planFuncs(cm, nil, testScratch, 0x1000, 0, true, nil); len(p.code) != 16 || p.end() != testScratch+16 {
