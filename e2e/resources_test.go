@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -224,6 +225,7 @@ func recordMemoryUftrace(t *testing.T, args []string) {
 	if r.code != 0 {
 		t.Fatalf("record: exit %d\n%s", r.code, r.stderr)
 	}
+	noResWarnings(t, r.stderr)
 	out := runCmd(t, tmp, uft, "replay", "-d", "OUT").stdout
 	for _, re := range []string{
 		`small_block\(\) \{\n.*\|\s+malloc\(1[6-9]|2[0-2]\) = 0x[0-9a-f]+;`,
@@ -237,6 +239,15 @@ func recordMemoryUftrace(t *testing.T, args []string) {
 	}
 	if n := strings.Count(out, "free("); n != 983 {
 		t.Errorf("%d free() calls shown, want 983 (1000 less the 17 leaked)", n)
+	}
+}
+
+// noResWarnings fails when rtrace warned that a resource function is not
+// traced: a recording that misses malloc must never look whole.
+func noResWarnings(t *testing.T, stderr string) {
+	t.Helper()
+	if strings.Contains(stderr, "is not traced") {
+		t.Errorf("rtrace left a resource function untraced:\n%s", stderr)
 	}
 }
 
@@ -304,6 +315,7 @@ func TestToggle(t *testing.T) {
 	if err := rec.Wait(); err != nil {
 		t.Fatalf("record: %v\n%s", err, errs.String())
 	}
+	noResWarnings(t, errs.String())
 	raw := rawFiles(t, filepath.Join(tmp, "D"), ".rtrace")
 	if len(raw) != 2 {
 		t.Fatalf("raw files %v, want two", raw)
@@ -327,5 +339,89 @@ func TestToggle(t *testing.T) {
 		if allocs != want || frees != want {
 			t.Errorf("%s: %d mallocs and %d frees, want %d of each (the window's steps): %v", raw[i], allocs, frees, want, list)
 		}
+	}
+}
+
+// TestRecordForkLeaks: each process of a traced tree keeps its own
+// resources and its own file, as sp-rtrace wrote one per process: the
+// parent's leaked malloc(100) stays a leak although its forked child
+// freed its copy, and the child's own leak is in the child's file. With
+// an exec in the child, the new image gets a file of its own.
+func TestRecordForkLeaks(t *testing.T) {
+	prog := testutil.BuildC(t, "forkleak.c", "-O2", "-g")
+	lines := markerLines(t, "forkleak.c")
+	for _, execs := range []bool{false, true} {
+		t.Run(fmt.Sprintf("exec=%v", execs), func(t *testing.T) {
+			tmp := t.TempDir()
+			args := []string{"sp-rtrace", "-e", "memory", "--start", "-b", "10", "-o", "D", "-q", "--", prog}
+			if execs {
+				args = append(args, "/bin/true")
+			}
+			r := runCmd(t, tmp, rtraceBin, args...)
+			if r.code != 0 {
+				t.Fatalf("record: exit %d\n%s", r.code, r.stderr)
+			}
+			noResWarnings(t, r.stderr)
+			var ppid, cpid int
+			for _, l := range strings.Split(r.stdout, "\n") {
+				if strings.HasPrefix(l, "parent ") {
+					fmt.Sscanf(l, "parent %d", &ppid)
+				}
+				if strings.HasPrefix(l, "child ") {
+					fmt.Sscanf(l, "child %d", &cpid)
+				}
+			}
+			if ppid == 0 || cpid == 0 {
+				t.Fatalf("the fixture printed no pids:\n%s", r.stdout)
+			}
+			want := []string{fmt.Sprintf("%d-0.rtrace", cpid), fmt.Sprintf("%d-0.rtrace", ppid)}
+			if execs {
+				want = []string{fmt.Sprintf("%d-0.rtrace", cpid), fmt.Sprintf("%d-1.rtrace", cpid), fmt.Sprintf("%d-0.rtrace", ppid)}
+			}
+			raw := rawFiles(t, filepath.Join(tmp, "D"), ".rtrace")
+			var got []string
+			for _, f := range raw {
+				got = append(got, filepath.Base(f))
+			}
+			slices.Sort(got)
+			slices.Sort(want)
+			if !slices.Equal(got, want) {
+				t.Fatalf("raw files %v, want %v", got, want)
+			}
+			leaks := func(file string) string {
+				return runCmd(t, tmp, rtraceBin, "postproc", "-l", "-c", "-r", "-i", filepath.Join(tmp, "D", file)).stdout
+			}
+			for _, c := range []struct {
+				file, fn, marker string
+				size             int
+			}{
+				{fmt.Sprintf("%d-0.rtrace", ppid), "parent_block", "parent", 100},
+				{fmt.Sprintf("%d-0.rtrace", cpid), "child_block", "child", 200},
+			} {
+				rep := leaks(c.file)
+				m := leakSummary.FindStringSubmatch(rep)
+				if m == nil || m[1] != "1" || m[2] != strconv.Itoa(c.size) {
+					t.Errorf("%s: leak summary %q, want 1 block of %d bytes\n%s", c.file, m, c.size, rep)
+				}
+				if w := fmt.Sprintf("%s() at forkleak.c:%d", c.fn, lines[c.marker]); !strings.Contains(rep, w) {
+					t.Errorf("%s: no frame %q in the report:\n%s", c.file, w, rep)
+				}
+			}
+			// The child's free of its copy is in the child's file only.
+			frees := map[string]int{}
+			for _, f := range raw {
+				for _, c := range readCalls(t, f) {
+					if c.Name == "free" {
+						frees[filepath.Base(f)]++
+					}
+				}
+			}
+			if n := frees[fmt.Sprintf("%d-0.rtrace", cpid)]; n < 1 {
+				t.Errorf("the child's free is not in its file: frees by file %v", frees)
+			}
+			if n := frees[fmt.Sprintf("%d-0.rtrace", ppid)]; n != 0 {
+				t.Errorf("%d frees in the parent's file, which frees nothing", n)
+			}
+		})
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -32,10 +33,16 @@ type resStream struct {
 	start    bool                             // tracing is on from the start: the first window opens then
 	marks    *marks
 
-	mu      sync.Mutex
-	pid     int
-	process string
-	maps    []byte // the target's latest maps
+	mu  sync.Mutex
+	pid int // the first process
+	// procs: the live processes, each with its image; order: their pids
+	// as they appeared (a fork's child after its parent); threads: the
+	// process of each thread that is not its process's leader. A window
+	// starts with them, so that the pre-processor gives each process its
+	// own file (preproc.RunFrom).
+	procs   map[int]*resProc
+	order   []int
+	threads map[int]int
 	w       *wire.Writer
 	out     io.WriteCloser
 	done    chan error // the in-process pre-processor's result
@@ -47,8 +54,17 @@ type resStream struct {
 	killed atomic.Bool
 }
 
+// resProc is a traced process as the resource stream knows it: its image
+// (session id, executable, latest maps) and the process that forked it.
+type resProc struct {
+	sid, exe string
+	maps     []byte
+	ppid     int
+}
+
 func newResStream(c *config, m *marks) *resStream {
-	return &resStream{mods: c.mods, depth: c.Backtrace, outDir: c.OutDir, postOpts: c.PostOpts, post: c.post, manage: c.Manage, start: c.onAtStart(), marks: m}
+	return &resStream{mods: c.mods, depth: c.Backtrace, outDir: c.OutDir, postOpts: c.PostOpts, post: c.post, manage: c.Manage, start: c.onAtStart(), marks: m,
+		procs: map[int]*resProc{}, threads: map[int]int{}}
 }
 
 // open starts a window: the pipe of a listener when one waits (the
@@ -71,13 +87,11 @@ func (s *resStream) open(pid int) error {
 	}
 	done := make(chan error, 1)
 	go func() {
-		path, err := preproc.Run(r, preproc.Options{Dir: s.outDir, Post: s.post})
+		paths, err := preproc.Run(r, preproc.Options{Dir: s.outDir, Post: s.post})
 		io.Copy(io.Discard, r) // never block the tracer on a failed stage
 		r.Close()
 		s.mu.Lock()
-		if path != "" {
-			s.files = append(s.files, path)
-		}
+		s.files = append(s.files, paths...)
 		s.mu.Unlock()
 		done <- err
 	}()
@@ -86,11 +100,22 @@ func (s *resStream) open(pid int) error {
 	return s.begin()
 }
 
-// begin writes the initial state: header, modules, resources, the mappings
-// known and a NLIB "*" for the pre-processor to rescan.
+// begin writes the initial state: header, modules, resources, the
+// mappings known and a NLIB "*" for the pre-processor to rescan, then the
+// traced processes: each one's session, the forks that made the others
+// and their threads (each process's calls go to a file of its own).
 func (s *resStream) begin() error {
 	s.w = wire.NewWriter(s.out)
-	items := []trace.Item{&trace.Header{Version: wire.Version, Arch: "x86_64", Time: time.Now(), Process: s.process, Pid: s.pid,
+	root := s.pid
+	if s.procs[root] == nil && len(s.order) > 0 {
+		root = s.order[0] // the first process is gone: its oldest live descendant
+	}
+	var exe string
+	var maps []byte
+	if p := s.procs[root]; p != nil {
+		exe, maps = p.exe, p.maps
+	}
+	items := []trace.Item{&trace.Header{Version: wire.Version, Arch: "x86_64", Time: time.Now(), Process: exe, Pid: root,
 		Depth: s.depth, Origin: "rtrace", OutDir: s.outDir, PostOpts: s.postOpts},
 		&trace.Module{ID: 0, Name: "main", Major: 1}}
 	id := 0
@@ -101,16 +126,31 @@ func (s *resStream) begin() error {
 			items = append(items, &trace.Resource{ID: id, Name: r.Name, Desc: r.Desc, Refcount: r.Refcount})
 		}
 	}
-	for _, m := range preproc.ExecMappings(s.maps) {
+	for _, m := range preproc.ExecMappings(maps) {
 		items = append(items, &m)
 	}
 	items = append(items, &trace.Library{Name: "*"})
+	for _, pid := range s.order {
+		p := s.procs[pid]
+		if pid != root {
+			items = append(items, &trace.Task{Time: tracer.Now(), Tid: pid, Pid: pid, PPid: max(p.ppid, 1)})
+		}
+		items = append(items, s.session(pid, p))
+	}
+	for tid, pid := range s.threads {
+		items = append(items, &trace.Task{Time: tracer.Now(), Tid: tid, Pid: pid})
+	}
 	for _, it := range items {
 		if err := s.w.Write(it); err != nil {
 			return s.fail(err)
 		}
 	}
 	return s.fail(s.w.Flush())
+}
+
+// session is the SESS item of process pid: its image and maps.
+func (s *resStream) session(pid int, p *resProc) *trace.Session {
+	return &trace.Session{Time: tracer.Now(), Pid: pid, SID: p.sid, Exe: p.exe, Maps: p.maps}
 }
 
 // fail drops a window whose output broke (a listener gone): the target
@@ -169,42 +209,97 @@ func (s *resStream) Toggle(on bool, pid int) error {
 	return nil
 }
 
-// Session: the first is the target's start.
+// Session: the first is the target's start; another is an exec, whose
+// image gets a file of its own.
 func (s *resStream) Session(ss tracer.Session) error {
 	first := s.pid == 0
 	if first {
-		s.pid, s.process = ss.Pid, ss.Exe
+		s.pid = ss.Pid
 	}
-	s.maps = ss.Maps
+	p := s.procs[ss.Pid]
+	if p == nil {
+		p = &resProc{}
+		s.procs[ss.Pid] = p
+		s.order = append(s.order, ss.Pid)
+	}
+	p.sid, p.exe, p.maps = ss.SID, ss.Exe, ss.Maps
 	if first && s.start {
 		return s.open(s.pid)
 	}
+	s.write(s.session(ss.Pid, p))
 	return nil
 }
 
+// Maps: the maps of every process of session sid (a fork's child shares
+// its parent's until it execs).
 func (s *resStream) Maps(sid string, maps []byte) error {
-	s.maps = maps
-	if s.w != nil {
-		for _, m := range preproc.ExecMappings(maps) {
-			s.w.Write(&m)
+	for _, pid := range s.order {
+		if p := s.procs[pid]; p.sid == sid {
+			p.maps = maps
+			s.write(s.session(pid, p))
 		}
 	}
 	return nil
 }
 
 func (s *resStream) Dlopen(uint64, int, string, uint64, string) error { return nil }
-func (s *resStream) Task(uint64, int, int) error                      { return nil }
-func (s *resStream) Fork(uint64, int, int) error                      { return nil }
 
-// Exit records, in an open window, that the process ended on its own:
-// what is still allocated then was never released (the pprof encoder's
-// leak_* values need this).
-func (s *resStream) Exit(ts uint64, tid int) error {
-	if s.w == nil || tid != s.pid || s.killed.Load() {
+// Task: a thread started; its calls go to its process's file.
+func (s *resStream) Task(ts uint64, tid, pid int) error {
+	if tid == pid {
 		return nil
 	}
-	if err := s.w.Write(&trace.Task{Time: ts, Tid: tid, Pid: tid, Exit: true}); err != nil {
+	s.threads[tid] = pid
+	s.write(&trace.Task{Time: ts, Tid: tid, Pid: pid})
+	return nil
+}
+
+// Fork: process ppid forked pid, a copy of it with its own resources.
+func (s *resStream) Fork(ts uint64, pid, ppid int) error {
+	p := &resProc{ppid: ppid}
+	if pp := s.procs[ppid]; pp != nil {
+		p.sid, p.exe, p.maps = pp.sid, pp.exe, pp.maps
+	}
+	if s.procs[pid] == nil {
+		s.order = append(s.order, pid)
+	}
+	s.procs[pid] = p
+	s.write(&trace.Task{Time: ts, Tid: pid, Pid: pid, PPid: ppid})
+	return nil
+}
+
+// write writes it into an open window.
+func (s *resStream) write(it trace.Item) {
+	if s.w == nil {
+		return
+	}
+	if err := s.w.Write(it); err != nil {
 		s.fail(err)
+	}
+}
+
+// Exit records, in an open window, that a thread or a process ended. A
+// process that ended on its own ends its file: what is still allocated
+// then was never released (the pprof encoder's leak_* values need this).
+// One rtrace killed (Ctrl-C) gets no such mark: its end is no leak point.
+func (s *resStream) Exit(ts uint64, tid int) error {
+	if pid, ok := s.threads[tid]; ok {
+		delete(s.threads, tid)
+		s.write(&trace.Task{Time: ts, Tid: tid, Pid: pid, Exit: true})
+		return nil
+	}
+	if s.procs[tid] == nil {
+		return nil
+	}
+	delete(s.procs, tid)
+	s.order = slices.DeleteFunc(s.order, func(pid int) bool { return pid == tid })
+	for t, pid := range s.threads {
+		if pid == tid {
+			delete(s.threads, t)
+		}
+	}
+	if !s.killed.Load() {
+		s.write(&trace.Task{Time: ts, Tid: tid, Pid: tid, Exit: true})
 	}
 	return nil
 }

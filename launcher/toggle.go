@@ -112,9 +112,9 @@ func Toggle(o ToggleOptions) error {
 	hold.Close()
 	defer in.Close()
 	fmt.Fprintf(o.Stderr, "rtrace: tracing of pid %d turned on; run 'rtrace toggle %d' again to turn it off\n", o.Pid, o.Pid)
-	path, err := Preproc(in, o.OutDir, nil, o.PostOpts, "", o.Stderr)
-	if path != "" {
-		fmt.Fprintf(o.Stderr, "rtrace: trace written to %s\n", path)
+	paths, err := Preproc(in, o.OutDir, nil, o.PostOpts, "", o.Stderr)
+	if len(paths) > 0 {
+		fmt.Fprintf(o.Stderr, "rtrace: trace written to %s\n", strings.Join(paths, ", "))
 	}
 	return err
 }
@@ -177,46 +177,51 @@ func privateDir(dir string) error {
 // into a raw file in dir, or into out when it is set, post-processed when
 // postOpts is set. A function trace goes into a uftrace.data directory:
 // funcDir, or else the one its header names, a new window of it (never
-// overwriting), kept as its header's filters say. It returns the file or
-// directory written ("" with out).
-func Preproc(in io.Reader, dir string, out io.Writer, postOpts, funcDir string, warn io.Writer) (string, error) {
+// overwriting), kept as its header's filters say. It returns the files
+// (a resource trace: one per process of the stream) or the directory
+// written (none with out).
+func Preproc(in io.Reader, dir string, out io.Writer, postOpts, funcDir string, warn io.Writer) ([]string, error) {
 	br := bufio.NewReaderSize(in, 64<<10)
 	rd, err := wire.NewReader(br)
 	if err != nil {
-		return "", fmt.Errorf("reading the stream: %w", err)
+		return nil, fmt.Errorf("reading the stream: %w", err)
 	}
 	first, err := rd.Next()
 	if err != nil {
-		return "", fmt.Errorf("reading the stream: %w", err)
+		return nil, fmt.Errorf("reading the stream: %w", err)
 	}
 	hdr, ok := first.(*trace.Header)
 	if !ok {
-		return "", fmt.Errorf("reading the stream: starts with %T, not a header", first)
+		return nil, fmt.Errorf("reading the stream: starts with %T, not a header", first)
 	}
 	if hdr.Functions {
 		if postOpts != "" {
-			return "", fmt.Errorf("-P post-processes resource traces; this is a function trace")
+			return nil, fmt.Errorf("-P post-processes resource traces; this is a function trace")
 		}
 		filters, err := postproc.ParseFuncOptionString(hdr.PostOpts)
 		if err != nil {
-			return "", fmt.Errorf("the stream's filters: %w", err)
+			return nil, fmt.Errorf("the stream's filters: %w", err)
 		}
 		target := funcDir
 		if target == "" {
 			target = hdr.OutDir
 		}
 		if target == "" {
-			return "", fmt.Errorf("the stream names no uftrace.data directory: give one with -d")
+			return nil, fmt.Errorf("the stream names no uftrace.data directory: give one with -d")
 		}
-		return funcStreamToDir(hdr, rd, target, filters, warn)
+		path, err := funcStreamToDir(hdr, rd, target, filters, warn)
+		if path == "" {
+			return nil, err
+		}
+		return []string{path}, err
 	}
 	if funcDir != "" {
-		return "", fmt.Errorf("-d writes a function trace's uftrace.data directory; this is a resource trace")
+		return nil, fmt.Errorf("-d writes a function trace's uftrace.data directory; this is a resource trace")
 	}
 	o := preproc.Options{Dir: dir, Out: out}
 	if postOpts != "" {
 		if o.Post, err = postFunc(postOpts); err != nil {
-			return "", fmt.Errorf("-P %q: %w", postOpts, err)
+			return nil, fmt.Errorf("-P %q: %w", postOpts, err)
 		}
 	}
 	return preproc.RunFrom(hdr, rd, o)

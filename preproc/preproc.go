@@ -21,89 +21,183 @@ type Options struct {
 	// Post, when set, post-processes the stream (wire) into text, written
 	// to <pid>-<n>.rtrace.txt instead of the raw file.
 	Post func(in io.Reader, out io.Writer) error
-	// Stdout: write the output to Out instead of a file in Dir.
+	// Stdout: write the output to Out instead of a file in Dir. The
+	// processes of the stream are not split then: one stream goes out.
 	Out io.Writer
 	// Maps reads the maps of a pid (nil: /proc/<pid>/maps).
 	Maps func(pid int) ([]byte, error)
 }
 
 // Run reads one stream from in until its end and writes it out. It
-// returns the path written ("" with Out).
-func Run(in io.Reader, o Options) (string, error) {
+// returns the paths written (none with Out), the first process's first.
+func Run(in io.Reader, o Options) ([]string, error) {
 	rd, err := wire.NewReader(in)
 	if err != nil {
-		return "", fmt.Errorf("reading the stream: %w", err)
+		return nil, fmt.Errorf("reading the stream: %w", err)
 	}
 	first, err := rd.Next()
 	if err != nil {
-		return "", fmt.Errorf("reading the stream: %w", err)
+		return nil, fmt.Errorf("reading the stream: %w", err)
 	}
 	hdr, ok := first.(*trace.Header)
 	if !ok {
-		return "", fmt.Errorf("reading the stream: starts with %T, not a header", first)
+		return nil, fmt.Errorf("reading the stream: starts with %T, not a header", first)
 	}
 	return RunFrom(hdr, rd, o)
 }
 
 // RunFrom is Run on a stream whose header was read already.
-func RunFrom(hdr *trace.Header, rd *wire.Reader, o Options) (string, error) {
+//
+// A resource stream carries every process of a traced tree (docs/PROTOCOL.md,
+// "A resource-trace stream"); each gets a file of its own, as sp-rtrace's
+// preloaded modules wrote one per process: a fork's TASK starts the child's
+// file (with its parent's mappings: the same memory), an exec's SESS starts
+// a new file for the new image, a process's exit ends its file, and each
+// CALL goes to the file of its thread's process.
+func RunFrom(hdr *trace.Header, rd *wire.Reader, o Options) ([]string, error) {
 	if o.Maps == nil {
 		o.Maps = func(pid int) ([]byte, error) { return os.ReadFile(fmt.Sprintf("/proc/%d/maps", pid)) }
 	}
-	out, path, err := o.output(hdr.Pid)
+	d := &demux{o: o, hdr: hdr, procs: map[int]*procOut{}, tids: map[int]int{}}
+	root, err := d.open(hdr.Pid, hdr.Process, "", nil)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
-	var post chan error
+	d.root = root
+	err = d.copy(rd)
+	for _, p := range d.order {
+		if cerr := d.close(p); err == nil {
+			err = cerr
+		}
+	}
+	return d.paths, err
+}
+
+// demux splits a stream by process.
+type demux struct {
+	o     Options
+	hdr   *trace.Header
+	root  *procOut
+	procs map[int]*procOut // open outputs by pid
+	order []*procOut       // open outputs, in the order they opened
+	tids  map[int]int      // thread → process, for the threads that are not their process's leader
+	// preamble: the items every file starts with after its header
+	// (modules, resources, contexts).
+	preamble []trace.Item
+	called   bool // a call was seen: the preamble is complete
+	paths    []string
+}
+
+// procOut is the output of one process image.
+type procOut struct {
+	pid  int
+	sid  string
+	name string // the process name its header carries
+	w    *wire.Writer
+	bw   *bufio.Writer
+	out  io.Writer
+	pw   *io.PipeWriter
+	post chan error
+	seen map[trace.Mapping]bool
+	maps []trace.Mapping // sent, in order: a fork's child starts with them
+}
+
+// open starts the output of process pid (image sid, process name name)
+// with the mappings maps, and makes it the process's current one.
+func (d *demux) open(pid int, name, sid string, maps []trace.Mapping) (*procOut, error) {
+	p := &procOut{pid: pid, sid: sid, name: name, seen: map[trace.Mapping]bool{}}
+	out, path, err := d.o.output(pid)
+	if err != nil {
+		return nil, err
+	}
+	if path != "" {
+		d.paths = append(d.paths, path)
+	}
+	p.out = out
 	sink := out
-	var pw *io.PipeWriter
-	if o.Post != nil {
+	if d.o.Post != nil {
 		var pr *io.PipeReader
-		pr, pw = io.Pipe()
-		post = make(chan error, 1)
+		pr, p.pw = io.Pipe()
+		p.post = make(chan error, 1)
 		go func() {
-			err := o.Post(pr, out)
+			err := d.o.Post(pr, out)
 			pr.CloseWithError(err) // unblock the writer if Post gave up
-			post <- err
+			p.post <- err
 		}()
-		sink = pw
+		sink = p.pw
 	}
-	bw := bufio.NewWriterSize(sink, 64<<10)
-	w := wire.NewWriter(bw)
-	p := &pass{w: w, pid: hdr.Pid, maps: o.Maps, seen: map[trace.Mapping]bool{}}
-	err = p.copy(hdr, rd)
-	if cerr := w.Close(); err == nil {
+	p.bw = bufio.NewWriterSize(sink, 64<<10)
+	p.w = wire.NewWriter(p.bw)
+	h := *d.hdr
+	h.Pid, h.Process = pid, name
+	if err := p.w.Write(&h); err != nil {
+		return p, err
+	}
+	for _, it := range d.preamble {
+		if err := p.w.Write(it); err != nil {
+			return p, err
+		}
+	}
+	for i := range maps {
+		if err := p.mapping(&maps[i]); err != nil {
+			return p, err
+		}
+	}
+	d.procs[pid] = p
+	d.order = append(d.order, p)
+	return p, nil
+}
+
+// close ends the output of p: the mappings of its process not sent yet,
+// then the stream, the post-processor and the file.
+func (d *demux) close(p *procOut) error {
+	if d.procs[p.pid] == p {
+		delete(d.procs, p.pid)
+	}
+	for i, q := range d.order {
+		if q == p {
+			d.order = append(d.order[:i], d.order[i+1:]...)
+			break
+		}
+	}
+	err := d.rescan(p)
+	if cerr := p.w.Close(); err == nil {
 		err = cerr
 	}
-	if ferr := bw.Flush(); err == nil {
+	if ferr := p.bw.Flush(); err == nil {
 		err = ferr
 	}
-	if pw != nil {
-		pw.Close()
-		if perr := <-post; err == nil && perr != nil {
+	if p.pw != nil {
+		p.pw.Close()
+		if perr := <-p.post; err == nil && perr != nil {
 			err = fmt.Errorf("post-processing: %w", perr)
 		}
 	}
-	if c, ok := out.(io.Closer); ok && o.Out == nil {
+	if c, ok := p.out.(io.Closer); ok && d.o.Out == nil {
 		if cerr := c.Close(); err == nil {
 			err = cerr
 		}
 	}
-	return path, err
+	return err
 }
 
-// pass copies items, answering NLIB with the mappings not sent yet.
-type pass struct {
-	w    *wire.Writer
-	pid  int
-	maps func(int) ([]byte, error)
-	seen map[trace.Mapping]bool
-}
-
-func (p *pass) copy(hdr *trace.Header, rd *wire.Reader) error {
-	if err := p.w.Write(hdr); err != nil {
-		return err
+// of returns the output of thread tid's process: the first process's for
+// a thread the stream did not name.
+func (d *demux) of(tid int) *procOut {
+	if d.o.Out != nil {
+		return d.root
 	}
+	pid, ok := d.tids[tid]
+	if !ok {
+		pid = tid
+	}
+	if p := d.procs[pid]; p != nil {
+		return p
+	}
+	return d.root
+}
+
+func (d *demux) copy(rd *wire.Reader) error {
 	for {
 		it, err := rd.Next()
 		if err == io.EOF {
@@ -112,37 +206,137 @@ func (p *pass) copy(hdr *trace.Header, rd *wire.Reader) error {
 		if err != nil {
 			return fmt.Errorf("reading the stream: %w", err) // what was whole is written
 		}
-		switch v := it.(type) {
-		case *trace.Library:
-			if err := p.rescan(); err != nil {
-				return err
-			}
-			continue // answered: the output has the mappings instead
-		case *trace.Mapping:
-			if p.seen[*v] {
-				continue
-			}
-			p.seen[*v] = true
-		}
-		if err := p.w.Write(it); err != nil {
+		if err := d.item(it); err != nil {
 			return err
 		}
 	}
 }
 
-// rescan reads the target's maps and writes its executable mappings not
-// sent before. A target that is gone keeps the mappings already sent.
-func (p *pass) rescan() error {
-	data, err := p.maps(p.pid)
+// item routes one item of the stream.
+func (d *demux) item(it trace.Item) error {
+	switch v := it.(type) {
+	case *trace.Module, *trace.Resource, *trace.Context:
+		if !d.called {
+			d.preamble = append(d.preamble, it)
+		}
+		return d.root.w.Write(it)
+	case *trace.Library:
+		// Answered: the output has the mappings instead.
+		for _, p := range d.order {
+			if err := d.rescan(p); err != nil {
+				return err
+			}
+		}
+		return nil
+	case *trace.Mapping:
+		return d.root.mapping(v)
+	case *trace.Call:
+		d.called = true
+		return d.of(v.Tid).w.Write(v)
+	case *trace.Task:
+		return d.task(v)
+	case *trace.Session:
+		return d.session(v)
+	}
+	return d.root.w.Write(it)
+}
+
+// task follows the process tree: a fork starts its child's output, a
+// thread joins its process, a process's exit ends its output.
+func (d *demux) task(t *trace.Task) error {
+	if d.o.Out != nil {
+		return d.root.w.Write(t)
+	}
+	switch {
+	case t.PPid != 0 && !t.Exit:
+		parent := d.procs[t.PPid]
+		if parent == nil {
+			parent = d.root
+		}
+		if old := d.procs[t.Pid]; old != nil { // a reused pid
+			if err := d.close(old); err != nil {
+				return err
+			}
+		}
+		_, err := d.open(t.Pid, parent.name, parent.sid, parent.maps)
+		return err
+	case t.Exit && t.Tid == t.Pid:
+		p := d.procs[t.Pid]
+		if p == nil {
+			return nil
+		}
+		if err := p.w.Write(t); err != nil {
+			return err
+		}
+		if p == d.root {
+			return nil // the first process's file ends with the stream
+		}
+		return d.close(p)
+	case t.Exit:
+		delete(d.tids, t.Tid)
+	case t.Tid != t.Pid:
+		d.tids[t.Tid] = t.Pid
+	}
+	return nil
+}
+
+// session is a process image's state: its maps changed (the same session
+// id), or it exec'd (another one): the old image's output ends and the
+// new image's starts.
+func (d *demux) session(s *trace.Session) error {
+	if d.o.Out != nil {
+		for _, m := range ExecMappings(s.Maps) {
+			if err := d.root.mapping(&m); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	p := d.procs[s.Pid]
+	if p != nil && (p.sid == "" || p.sid == s.SID) {
+		p.sid = s.SID
+		for _, m := range ExecMappings(s.Maps) {
+			if err := p.mapping(&m); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if p != nil {
+		if err := d.close(p); err != nil {
+			return err
+		}
+	}
+	np, err := d.open(s.Pid, s.Exe, s.SID, ExecMappings(s.Maps))
+	if err != nil {
+		return err
+	}
+	if p == d.root {
+		d.root = np
+	}
+	return nil
+}
+
+// mapping writes m unless p's output has it.
+func (p *procOut) mapping(m *trace.Mapping) error {
+	if p.seen[*m] {
+		return nil
+	}
+	p.seen[*m] = true
+	p.maps = append(p.maps, *m)
+	return p.w.Write(m)
+}
+
+// rescan reads the maps of p's process and writes its executable
+// mappings not sent before. A process that is gone keeps the mappings
+// already sent.
+func (d *demux) rescan(p *procOut) error {
+	data, err := d.o.Maps(p.pid)
 	if err != nil {
 		return nil
 	}
 	for _, m := range ExecMappings(data) {
-		if p.seen[m] {
-			continue
-		}
-		p.seen[m] = true
-		if err := p.w.Write(&m); err != nil {
+		if err := p.mapping(&m); err != nil {
 			return err
 		}
 	}

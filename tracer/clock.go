@@ -10,3 +10,7 @@ func nanotime() int64
 
 // now returns CLOCK_MONOTONIC nanoseconds, the clock uftrace uses.
 func now() uint64 { return uint64(nanotime()) }
+
+// Now is the clock of the times the tracer hands its sinks (CLOCK_MONOTONIC
+// nanoseconds), for what a sink writes of its own.
+func Now() uint64 { return now() }

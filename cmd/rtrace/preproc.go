@@ -53,11 +53,11 @@ a new directory DIR, DIR.1, ... that overwrites nothing.
 			if dir == "stdout" {
 				out, dir = c.App.Writer, ""
 			}
-			path, err := launcher.Preproc(in, dir, out, c.String("postproc"), c.String("uftrace-dir"), c.App.ErrWriter)
+			paths, err := launcher.Preproc(in, dir, out, c.String("postproc"), c.String("uftrace-dir"), c.App.ErrWriter)
 			if err != nil {
 				return cli.Exit(fmt.Sprintf("preproc: %s: %v", name, err), 1)
 			}
-			if path != "" {
+			for _, path := range paths {
 				fmt.Fprintf(c.App.ErrWriter, "rtrace: written %s\n", path)
 			}
 			return nil
