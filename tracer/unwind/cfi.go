@@ -121,28 +121,35 @@ func (c *cfi) compute(addr uint64) (r row) {
 
 // rowOf converts delve's frame context.
 func rowOf(ctx *frame.FrameContext) row {
+	ra, hasRA := ctx.Regs[ctx.RetAddrReg]
+	bp, hasBP := ctx.Regs[regBP]
+	return rowFrom(ctx.CFA, ra, hasRA, bp, hasBP)
+}
+
+// rowFrom makes the row of a CFA rule and the rules of the return address
+// and rbp (has: the register has one).
+func rowFrom(cfa frame.DWRule, ra frame.DWRule, hasRA bool, bp frame.DWRule, hasBP bool) row {
 	r := row{fde: true}
-	switch ctx.CFA.Rule {
+	switch cfa.Rule {
 	case frame.RuleCFA:
-		r.cfa = rule{kind: kReg, reg: ctx.CFA.Reg, off: ctx.CFA.Offset}
-		if ctx.CFA.Reg != regSP && ctx.CFA.Reg != regBP {
+		r.cfa = rule{kind: kReg, reg: cfa.Reg, off: cfa.Offset}
+		if cfa.Reg != regSP && cfa.Reg != regBP {
 			r.cfa.kind = kBad // only rsp, rbp and rip are known past frame 0
 		}
 	case frame.RuleExpression:
-		r.cfa = rule{kind: kValExpr, expr: ctx.CFA.Expression}
+		r.cfa = rule{kind: kValExpr, expr: cfa.Expression}
 	default:
 		r.cfa = rule{kind: kBad}
 	}
-	r.ra = ruleOf(ctx.Regs, ctx.RetAddrReg, kUndef)
-	r.bp = ruleOf(ctx.Regs, regBP, kSame)
+	r.ra = ruleOf(ra, hasRA, kUndef)
+	r.bp = ruleOf(bp, hasBP, kSame)
 	return r
 }
 
-// ruleOf converts the rule of register reg; missing is the kind of a
-// register without one.
-func ruleOf(regs map[uint64]frame.DWRule, reg uint64, missing kind) rule {
-	dw, ok := regs[reg]
-	if !ok {
+// ruleOf converts a register's rule dw (has: it has one); missing is the
+// kind of a register without one.
+func ruleOf(dw frame.DWRule, has bool, missing kind) rule {
+	if !has {
 		return rule{kind: missing}
 	}
 	switch dw.Rule {

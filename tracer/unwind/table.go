@@ -284,14 +284,7 @@ func runFDE(f *frame.FrameDescriptionEntry) (rows []progRow) {
 
 // row is the unwind row of the program's state, as compute makes it.
 func (p *cfaProg) row(signal bool) row {
-	ctx := &frame.FrameContext{CFA: p.cfa, Regs: map[uint64]frame.DWRule{}, RetAddrReg: p.raReg}
-	if p.hasBP {
-		ctx.Regs[regBP] = p.bp
-	}
-	if p.hasRA {
-		ctx.Regs[p.raReg] = p.ra
-	}
-	r := rowOf(ctx)
+	r := rowFrom(p.cfa, p.ra, p.hasRA, p.bp, p.hasBP)
 	r.signal = signal
 	return r
 }
