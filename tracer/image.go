@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"slices"
 
@@ -132,6 +133,32 @@ func (im *image) fnAt(addr uint64) *fn {
 		return &im.funcs[i]
 	}
 	return nil
+}
+
+// fork returns the image of a forked child: a copy, since its memory is a
+// copy. A library it loads or closes, and the scratch it maps, are its own.
+func (im *image) fork() *image {
+	c := *im
+	c.bps = im.bps.Clone()
+	c.funcs = slices.Clip(im.funcs)
+	c.rets = slices.Clip(im.rets)
+	c.probes = slices.Clone(im.probes) // their warned flags are per process
+	c.scratch = slices.Clip(im.scratch)
+	c.semaphores = slices.Clip(im.semaphores)
+	if im.mods != nil {
+		c.mods = maps.Clone(im.mods)
+	}
+	return &c
+}
+
+// isRet reports whether addr is one of the image's return breakpoints.
+func (im *image) isRet(addr uint64) bool {
+	for _, r := range im.rets {
+		if r == addr {
+			return true
+		}
+	}
+	return false
 }
 
 // execRange is the runtime range of f's executable segments, loaded at bias.

@@ -1,11 +1,14 @@
 package layout
 
 import (
+	"bytes"
 	"encoding/json"
 	"go/ast"
 	"go/parser"
 	"go/token"
 	"io"
+	"io/fs"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -138,5 +141,50 @@ func checkCmd(t *testing.T, p listed) {
 			}
 			return true
 		})
+	}
+}
+
+// maxLines is the most lines a non-test .go file under tracer/ may have:
+// a file past it holds more than one concern, and a newcomer no longer
+// finds the fast engine's parts by name (TRACER-ROOMS.md: one room per
+// concern, prefixed files in package tracer).
+const maxLines = 800
+
+func TestFileSizes(t *testing.T) {
+	root := testutil.Root()
+	n := 0
+	err := filepath.WalkDir(filepath.Join(root, "tracer"), func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if d.Name() == "testdata" {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		n++
+		lines := bytes.Count(b, []byte("\n"))
+		if len(b) > 0 && b[len(b)-1] != '\n' {
+			lines++
+		}
+		if lines > maxLines {
+			rel, _ := filepath.Rel(root, path)
+			t.Errorf("%s has %d lines, more than %d: split it into rooms named after their concerns", rel, lines, maxLines)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n == 0 {
+		t.Fatal("no .go file under tracer/")
 	}
 }
