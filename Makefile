@@ -9,7 +9,7 @@ TAGS     := urfave_cli_no_docs
 FUZZTIME ?= 10s
 GOFILES  := $(shell find . -name '*.go' -not -path './testdata/*')
 
-.PHONY: build install test demo bench bench-quick bench-go fuzz lint clean
+.PHONY: build install test demo bench bench-quick bench-go fuzz lint clean stress
 
 build: bin/rtrace
 
@@ -28,6 +28,11 @@ install:
 test: lint
 	$(GO) test -race -count=1 -timeout 15m ./...
 	RTRACE_ENGINE=int3 $(GO) test -race -count=1 -timeout 15m ./e2e
+
+# The end-to-end tests that once failed only under load, RUNS times (200)
+# on each engine beside CPU hogs and a go test -race run (scripts/stress.sh).
+stress:
+	./scripts/stress.sh
 
 # Build rtrace and a sample C program, record it, show the trace with uftrace.
 demo: build

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# make stress: the end-to-end tests that showed timing-dependent failures,
+# run RUNS times (default 200) on each engine while the machine is busy:
+# two CPU hogs and a `go test -race` of the slow packages loop beside them.
+# A failure keeps its output in $STRESS_DIR (default /tmp/rtrace-stress).
+# Tests synchronise on what the programs do, never on time: a failure here
+# is a bug, not flakiness.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+RUNS=${RUNS:-200}
+TESTS=${TESTS:-'TestToggle$|TestRecordMemoryUftrace|TestAttach$/memory|TestRecordLeaks|TestRecordFileLeaks|TestRecordForkLeaks'}
+OUT=${STRESS_DIR:-/tmp/rtrace-stress}
+mkdir -p "$OUT"
+# A copy of the tree: each run's TestMain builds rtrace from the source,
+# which must not change under it while the runs go on.
+rm -rf "$OUT/src"
+mkdir -p "$OUT/src"
+tar --exclude=./.git --exclude=./testdata/build --exclude=./bin --exclude=./demo -cf - . | tar -xf - -C "$OUT/src"
+cd "$OUT/src" || exit 1
+go test -c -o "$OUT/e2e.test" ./e2e || exit 1
+
+pids=()
+for _ in 1 2; do (while :; do :; done) & pids+=($!); done
+(while :; do go test -race -count=1 ./resolver ./tracer/bp >/dev/null 2>&1; done) & pids+=($!)
+stop() { kill "${pids[@]}" 2>/dev/null; pkill -P $$ 2>/dev/null; }
+trap stop EXIT
+
+fails=0
+for engine in fast int3; do
+  for ((i = 1; i <= RUNS; i++)); do
+    log="$OUT/$engine-$i.log"
+    if (cd e2e && RTRACE_ENGINE=$engine "$OUT/e2e.test" -test.count=1 -test.timeout=10m -test.run "$TESTS" >"$log" 2>&1); then
+      rm -f "$log"
+    else
+      fails=$((fails + 1))
+      echo "stress: $engine run $i failed: $log"
+      grep -E -- '--- FAIL|exit [0-9]+|panic' "$log" | head -5
+    fi
+    if ((i % 20 == 0)); then echo "stress: $engine: $i of $RUNS runs, $fails failed so far"; fi
+  done
+done
+echo "stress: $fails of $((2 * RUNS)) runs failed"
+[ "$fails" = 0 ]
