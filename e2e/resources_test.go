@@ -425,3 +425,38 @@ func TestRecordForkLeaks(t *testing.T) {
 		})
 	}
 }
+
+// TestResourceJumps: a jump out of a resource call (a fopencookie stream's
+// close function jumps out of fclose) does not silence the thread: the
+// allocations after a longjmp, which rtrace hooks, and after a
+// __builtin_longjmp, which it cannot follow, are both reported, with
+// both engines.
+func TestResourceJumps(t *testing.T) {
+	prog := testutil.BuildC(t, "resjump.c", "-O2", "-g")
+	lines := markerLines(t, "resjump.c")
+	for _, engine := range engines {
+		t.Run(engine, func(t *testing.T) {
+			tmp := t.TempDir()
+			r := runCmd(t, tmp, rtraceBin, "record", "-q", "--engine="+engine, "--module", "memory", "--module", "file", "--start", "-o", "D", prog)
+			if r.code != 0 {
+				t.Fatalf("record: exit %d\n%s", r.code, r.stderr)
+			}
+			noResWarnings(t, r.stderr)
+			raw := rawFiles(t, filepath.Join(tmp, "D"), ".rtrace")
+			if len(raw) != 1 {
+				t.Fatalf("raw files %v", raw)
+			}
+			rep := runCmd(t, tmp, rtraceBin, "postproc", "-l", "-c", "-r", "-i", raw[0]).stdout
+			var p, q string
+			fmt.Sscanf(r.stdout, "leaked %s %s", &p, &q)
+			for _, w := range []string{
+				fmt.Sprintf("malloc<memory>(123) = %s", p), fmt.Sprintf("after_jump() at resjump.c:%d", lines["after"]),
+				fmt.Sprintf("malloc<memory>(321) = %s", q), fmt.Sprintf("after_builtin_jump() at resjump.c:%d", lines["afterbuiltin"]),
+			} {
+				if !strings.Contains(rep, w) {
+					t.Errorf("the leak report lacks %q:\n%s", w, rep)
+				}
+			}
+		})
+	}
+}

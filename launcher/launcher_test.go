@@ -86,8 +86,8 @@ func TestChooseEngine(t *testing.T) {
 		{"", "fast", nil, fastHere, ""},
 		{"", "int3", nil, "int3", ""},
 		{"int3", "fast", nil, "int3", ""},
-		{"", "", []string{"-e"}, "int3", ""},
-		{"fast", "", []string{"-e"}, "", "--engine=fast does not support -e"},
+		{"", "", []string{"-W cpu on a CPU without rdtscp"}, "int3", ""},
+		{"fast", "", []string{"-W cpu on a CPU without rdtscp"}, "", "--engine=fast does not support -W cpu on a CPU without rdtscp"},
 		{"", "bogus", nil, "", `$RTRACE_ENGINE "bogus"`},
 		{"bogus", "int3", nil, "", `--engine "bogus"`},
 	} {

@@ -293,7 +293,7 @@ func check(ctx context.Context, o Options) (*config, error) {
 	for _, u := range []struct {
 		set  bool
 		name string
-	}{{len(c.mods) > 0, "-e"}, {c.watchCPU && !fast.HasRDTSCP(), "-W cpu on a CPU without rdtscp"}} {
+	}{{c.watchCPU && !fast.HasRDTSCP(), "-W cpu on a CPU without rdtscp"}} {
 		if u.set {
 			notFast = append(notFast, u.name)
 		}

@@ -76,3 +76,19 @@ func (l *lockedSink) Probe(time uint64, tid int, name string, args []string) err
 func (l *lockedSink) Records(tid int, recs []Rec) error {
 	return l.do(tid, func(FuncSink) error { return l.d.recordsLocked(tid, recs) })
 }
+
+// discardSink is the drainer's sink without a function trace: the rings
+// then hold only what resource tracing needs in the process (its frames).
+type discardSink struct{}
+
+func (discardSink) Session(Session) error                            { return nil }
+func (discardSink) Maps(string, []byte) error                        { return nil }
+func (discardSink) Dlopen(uint64, int, string, uint64, string) error { return nil }
+func (discardSink) Task(uint64, int, int) error                      { return nil }
+func (discardSink) Fork(uint64, int, int) error                      { return nil }
+func (discardSink) Exit(uint64, int) error                           { return nil }
+func (discardSink) Toggle(bool, int) error                           { return nil }
+func (discardSink) Symbols(string, []trace.Func) error               { return nil }
+func (discardSink) Event(uint64, string) error                       { return nil }
+func (discardSink) Probe(uint64, int, string, []string) error        { return nil }
+func (discardSink) Records(int, []Rec) error                         { return nil }

@@ -60,7 +60,7 @@ func (t *Tracer) fastTrap(th *thread, regs *unix.PtraceRegs, pc uint64, ts uint6
 // the entry itself first.
 func (t *Tracer) fastEntry(th *thread, f *fn, regs *unix.PtraceRegs, ts uint64, probe bool) uint64 {
 	im := th.proc.image
-	if len(f.args) > 0 || len(f.rets) > 0 || f.reads != 0 || probe && !f.jump && !f.personality {
+	if f.res != nil || len(f.args) > 0 || len(f.rets) > 0 || f.reads != 0 || probe && !f.jump && !f.personality {
 		t.fastValues(th, f, regs, ts)
 		return 0
 	}
@@ -102,8 +102,15 @@ func (t *Tracer) fastValues(th *thread, f *fn, regs *unix.PtraceRegs, ts uint64)
 		// As the stub's entry_unhooked.
 		t.fastPopBelow(th, unwoundBelow(regs.Rsp, fi.isExit(ret)), ts)
 	}
+	var rc *resCall
+	if f.res != nil {
+		rc = t.fastResEntry(th, st, f, regs, ret)
+		if rc == nil && t.funcs == nil {
+			return // nested, or nothing to record: it runs untraced
+		}
+	}
 	var flags uint64
-	if len(f.rets) > 0 || f.reads != 0 {
+	if len(f.rets) > 0 || f.reads != 0 || rc != nil {
 		flags = fast.FlagStop
 	}
 	d := st.Depth()
@@ -113,6 +120,9 @@ func (t *Tracer) fastValues(th *thread, f *fn, regs *unix.PtraceRegs, ts uint64)
 	if err := ptrace.PokeWord(th.tid, regs.Rsp, fi.sites[0].Exit); err != nil {
 		st.Pop()
 		return
+	}
+	if rc != nil {
+		th.fastRes = &pendingRes{key: frameKey{regs.Rsp, d}, call: rc}
 	}
 	fastRecoverCaller(th, st)
 	var payload []byte
@@ -144,6 +154,10 @@ func (t *Tracer) fastExitValue(th *thread, regs *unix.PtraceRegs, ts uint64) {
 	if old, ok := th.fastReads[frameKey{fr.Slot, fr.Depth}]; ok && f != nil {
 		delete(th.fastReads, frameKey{fr.Slot, fr.Depth})
 		recordReads(th, ts, fr.Depth+1, f.reads, old, t.fastRecord)
+	}
+	if p := th.fastRes; p != nil && p.key == (frameKey{fr.Slot, fr.Depth}) {
+		th.fastRes = nil
+		t.resReport(th, p.call, regs)
 	}
 	var payload []byte
 	if f != nil && len(f.rets) > 0 {

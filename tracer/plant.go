@@ -47,6 +47,9 @@ func (t *Tracer) plantFuncs(tid int, mem *os.File, im *image, cm *codeMap, cands
 	var fc *fastCode
 	if im.fast != nil {
 		fc = &fastCode{table: im.fast.tableAddr, rdfsbase: im.fast.rdfsbase, clones: t.on && !t.attached, stops: func(c cand) bool {
+			if c.res != nil {
+				return true // a resource call: reported at stops (fastValues)
+			}
 			if t.cfg.Reads != nil && t.cfg.Reads(c.name) != 0 {
 				return true
 			}

@@ -58,9 +58,11 @@ type thread struct {
 	// openEnds: the frames closed while it is set get no EXIT record
 	// (closeAll at an exec).
 	openEnds bool
-	inRes    int  // resource calls open: a nested one is not reported
-	parked   bool // stopped by rtrace for an attach or detach
-	started  bool // its first stop was seen (fastStart)
+	// fastRes: the fast engine's resource call being made, reported at
+	// the return of its frame (a nested one is not reported).
+	fastRes *pendingRes
+	parked  bool // stopped by rtrace for an attach or detach
+	started bool // its first stop was seen (fastStart)
 	// groupStop: it was in a group-stop (SIGSTOP) when attached.
 	groupStop bool
 	// The fast engine: the thread's state and its key in the table; in a
@@ -197,7 +199,7 @@ func (th *thread) clone(tid int, p *process) *thread {
 	c.jmpbufs = maps.Clone(th.jmpbufs) // a longjmp in the child may use them
 	c.fastReads = maps.Clone(th.fastReads)
 	c.unwinds = slices.Clone(th.unwinds)
-	c.inRes, c.started = 0, false
+	c.started, c.fastRes = false, nil
 	c.fsKeys, c.vforkFrames, c.vforkShared = nil, nil, 0
 	c.fs, c.fsKey, c.vfork, c.vforkParent, c.forkFrames, c.forkNeeded, c.vforked = nil, 0, nil, nil, nil, false, false
 	for i := range c.stack {

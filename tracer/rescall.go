@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"rtrace/internal/trace"
+	"rtrace/tracer/fast"
 	"rtrace/tracer/ptrace"
 	"rtrace/tracer/unwind"
 )
@@ -45,14 +46,71 @@ func resIDs(mods []*ResModule) map[*ResType]int {
 	return ids
 }
 
-// resEntry starts a resource call at the entry of f: it is reported unless
-// tracing is off or it is nested in another resource call of the thread
-// (realloc calling malloc, fopen calling open).
+// resEntry starts a resource call at the entry of f (the int3 engine,
+// its frame fr just pushed): it is reported unless tracing is off or it is
+// nested in another resource call of the thread (realloc calling malloc,
+// fopen calling open).
 func (t *Tracer) resEntry(th *thread, fr *frame, f *fn, regs *unix.PtraceRegs, ret uint64) {
-	if !t.on || t.res == nil || th.inRes > 0 {
+	if !t.on || t.res == nil {
 		return
 	}
-	th.inRes++
+	for i := len(th.stack) - 2; i >= 0; i-- {
+		if out := &th.stack[i]; out.call != nil {
+			if nestedIn(out.slot, regs.Rsp, th.proc.image.isRet(ret)) {
+				return
+			}
+			out.call = nil // left without returning
+		}
+	}
+	fr.call = t.newResCall(th, f, regs, ret)
+}
+
+// nestedIn decides whether a call whose return address is at slot is
+// nested in the resource call whose return address is at outer, a frame
+// rtrace still holds: the outer frame is above the new call's on the stack,
+// or the same for a tail call (tail: the slot holds rtrace's return
+// address). A frame a jump rtrace could not follow left (__builtin_longjmp,
+// a longjmp to a copied jmp_buf) is below the stack pointer: the thread's
+// calls are reported again.
+func nestedIn(outer, slot uint64, tail bool) bool {
+	return outer > slot || outer == slot && tail
+}
+
+// pendingRes is the fast engine's resource call being made: its frame
+// on the thread's shadow stack, and what its entry read.
+type pendingRes struct {
+	key  frameKey
+	call *resCall
+}
+
+// fastResEntry starts a resource call at the entry of f on the fast
+// engine, stopped at its int3 with its return address ret; nil when it is
+// not reported (tracing off, or nested in the call being made).
+func (t *Tracer) fastResEntry(th *thread, st *fast.State, f *fn, regs *unix.PtraceRegs, ret uint64) *resCall {
+	if !t.on || t.res == nil {
+		return nil
+	}
+	if p := th.fastRes; p != nil {
+		if resNested(p.key, st, regs.Rsp, th.proc.image.fast.isExit(ret)) {
+			return nil
+		}
+		th.fastRes = nil // left without returning
+	}
+	return t.newResCall(th, f, regs, ret)
+}
+
+// resNested: the call is nested in the fast engine's call being made,
+// whose frame is outer, when st still holds that frame (nestedIn).
+func resNested(outer frameKey, st *fast.State, slot uint64, tail bool) bool {
+	if outer.depth >= st.Depth() || st.Frame(outer.depth).Slot != outer.slot {
+		return false // popped
+	}
+	return nestedIn(outer.slot, slot, tail)
+}
+
+// newResCall reads a resource call at the entry of f: its arguments, the
+// argument records and the backtrace.
+func (t *Tracer) newResCall(th *thread, f *fn, regs *unix.PtraceRegs, ret uint64) *resCall {
 	c := &resCall{f: f.res, time: timeOfDay()}
 	for i, r := range intArgRegs {
 		c.args[i] = r(regs)
@@ -67,7 +125,7 @@ func (t *Tracer) resEntry(th *thread, fr *frame, f *fn, regs *unix.PtraceRegs, r
 			c.frames[i].Addr = pc
 		}
 	}
-	fr.call = c
+	return c
 }
 
 // wantBacktrace: backtraces go with allocations, with --backtrace-all with
@@ -92,14 +150,15 @@ func (t *Tracer) wantBacktrace(rf *ResFunc, args [6]uint64) bool {
 // resExit finishes the resource call of fr at its return (regs non-nil)
 // and reports what it did; a call cut short (longjmp, exit) reports nothing.
 func (t *Tracer) resExit(th *thread, fr *frame, regs *unix.PtraceRegs) {
-	c := fr.call
-	if c == nil {
+	if fr.call == nil || regs == nil {
 		return
 	}
-	th.inRes--
-	if regs == nil {
-		return
-	}
+	t.resReport(th, fr.call, regs)
+}
+
+// resReport reports what the resource call c did, given the registers at
+// its return.
+func (t *Tracer) resReport(th *thread, c *resCall, regs *unix.PtraceRegs) {
 	rf := c.f.rf
 	peek := func(addr uint64) (uint64, error) { return ptrace.PeekWord(th.tid, addr) }
 	for _, e := range resEffects(rf, c.args, regs.Rax, peek) {
@@ -247,19 +306,20 @@ func timeOfDay() time.Duration {
 }
 
 // backtrace unwinds th's stack from the caller state regs. The return
-// addresses rtrace swapped for its return breakpoint are read as the real
-// ones: the shadow stack knows them by slot.
+// addresses rtrace swapped for its return breakpoint or the fast engine's
+// exit stub are read as the real ones: the shadow stack knows them by
+// slot.
 func (t *Tracer) backtrace(th *thread, regs unwind.Regs, depth int) []uint64 {
 	im := th.proc.image
 	if im.unwinder == nil {
 		return nil
 	}
-	mem := &shadowMem{mem: unwind.ProcMem(th.tid), th: th}
-	if im.isRet(regs.PC) {
+	mem := &shadowMem{mem: unwind.ProcMem(th.tid), rets: shadowRets(th)}
+	if im.isRet(regs.PC) || im.fast != nil && im.fast.isExit(regs.PC) {
 		// A hijacked return address (a traced PLT stub jumped here).
-		for i := len(th.stack) - 1; i >= 0; i-- {
-			if th.stack[i].slot == regs.SP-8 {
-				regs.PC = th.stack[i].ret
+		for i := len(mem.rets) - 1; i >= 0; i-- {
+			if mem.rets[i].slot == regs.SP-8 {
+				regs.PC = mem.rets[i].ret
 				break
 			}
 		}
@@ -267,11 +327,30 @@ func (t *Tracer) backtrace(th *thread, regs unwind.Regs, depth int) []uint64 {
 	return im.unwinder.Backtrace(mem, regs, depth, nil)
 }
 
+// slotRet is a hijacked return address's slot and the real address.
+type slotRet struct{ slot, ret uint64 }
+
+// shadowRets lists th's hijacked return addresses, outermost first: the
+// int3 engine's shadow stack, or the fast engine's in the thread's state.
+func shadowRets(th *thread) []slotRet {
+	var out []slotRet
+	for _, fr := range th.stack {
+		out = append(out, slotRet{fr.slot, fr.ret})
+	}
+	if st := th.fastView(); st != nil {
+		for i := range st.Depth() {
+			fr := st.Frame(i)
+			out = append(out, slotRet{fr.Slot, fr.Ret})
+		}
+	}
+	return out
+}
+
 // shadowMem reads the target's memory with the real return addresses in
 // the slots rtrace hijacked.
 type shadowMem struct {
-	mem unwind.Memory
-	th  *thread
+	mem  unwind.Memory
+	rets []slotRet
 }
 
 func (m *shadowMem) ReadMemory(buf []byte, addr uint64) (int, error) {
@@ -279,9 +358,9 @@ func (m *shadowMem) ReadMemory(buf []byte, addr uint64) (int, error) {
 	if n <= 0 {
 		return 0, err
 	}
-	for _, fr := range m.th.stack {
-		if fr.slot >= addr && fr.slot+8 <= addr+uint64(n) {
-			binary.LittleEndian.PutUint64(buf[fr.slot-addr:], fr.ret)
+	for _, r := range m.rets {
+		if r.slot >= addr && r.slot+8 <= addr+uint64(n) {
+			binary.LittleEndian.PutUint64(buf[r.slot-addr:], r.ret)
 		}
 	}
 	return n, nil

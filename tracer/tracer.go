@@ -190,14 +190,16 @@ func New(cfg Config, funcs FuncSink, res ResSink) *Tracer {
 	return t
 }
 
-// startFast sets up the fast engine's drainer.
+// startFast sets up the fast engine's drainer. Without a function trace
+// (resource tracing alone) the records of its rings go nowhere.
 func (t *Tracer) startFast() error {
-	if t.funcs == nil || len(t.cfg.Modules) > 0 {
-		return fmt.Errorf("the fast engine traces functions only (no -e): use --engine=int3")
-	}
 	clock, err := fast.NewClock()
 	if err != nil {
 		return fmt.Errorf("the fast engine: %w: use --engine=int3", err)
+	}
+	if t.funcs == nil {
+		t.drain = newDrainer(discardSink{}, clock, func(uint64) {})
+		return nil
 	}
 	t.drain = newDrainer(t.funcs, clock, func(n uint64) { t.events.Add(n) })
 	t.funcs = &lockedSink{t.drain}
@@ -249,7 +251,10 @@ func (t *Tracer) onThread(trace func() error) (*Result, error) {
 // run is the whole trace, on the tracer thread.
 func (t *Tracer) run(path string) error {
 	timeline.Mark("tracer run")
-	if t.cfg.Pin && t.drain == nil {
+	// Pinned where the target stops often: every call with the int3
+	// engine, and a resource call's stops with the fast one (a cross-CPU
+	// wake-up costs about 4x a same-CPU stop: docs/ptrace-costs.md).
+	if t.cfg.Pin && (t.drain == nil || len(t.cfg.Modules) > 0) {
 		ptrace.PinToCurrentCPU()
 	}
 	env := t.cfg.Env
