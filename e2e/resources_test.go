@@ -460,3 +460,83 @@ func TestResourceJumps(t *testing.T) {
 		})
 	}
 }
+
+// TestResourceBacktracesMatch: the backtraces the fast engine's stubs find
+// in the process equal, frame for frame, those rtrace finds at a stop
+// with its remote unwinder (RTRACE_RES_UNWIND=remote), on every resource
+// fixture: -O0 and -O2 without frame pointers, PIE or not, a library's
+// frames, C++ new/delete and exceptions, qsort's callback under libc
+// frames, a signal handler on an alternate stack, threads, forks, jumps.
+// The programs run with a fixed layout; threads interleave as they will,
+// so each run's calls are compared as a set of (call, size, frames).
+// Nearly every walk needs no stop: the first reaches a module without its
+// table yet, a handler's starts on another stack.
+func TestResourceBacktracesMatch(t *testing.T) {
+	leakyLib := testutil.BuildC(t, "leaky.c", "-DLEAKY_LIB", "-shared", "-fPIC", "-O2", "-g", "-fomit-frame-pointer")
+	for _, c := range []struct {
+		name string
+		prog string
+		args []string
+		mods []string
+	}{
+		{"leaky-O0", testutil.BuildC(t, "leaky.c", "-O0", "-g"), nil, []string{"memory"}},
+		{"leaky-O2-nopie", testutil.BuildC(t, "leaky.c", "-O2", "-g", "-fomit-frame-pointer", "-no-pie", "-fno-PIE"), nil, []string{"memory"}},
+		{"leaky-lib", testutil.BuildC(t, "leakymain.c", "-O2", leakyLib), nil, []string{"memory"}},
+		{"churn", testutil.BuildC(t, "churn.c", "-O2", "-g"), []string{"20000", "100"}, []string{"memory"}},
+		{"allocs", testutil.BuildC(t, "allocs.cc", "-O2", "-g", "-pthread"), nil, []string{"memory"}},
+		{"forkleak", testutil.BuildC(t, "forkleak.c", "-O2", "-g"), []string{"/bin/true"}, []string{"memory"}},
+		{"resjump", testutil.BuildC(t, "resjump.c", "-O2", "-g"), nil, []string{"memory", "file"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var sets [2][]string
+			var verbose string
+			for i, env := range []string{"", "remote"} {
+				tmp := t.TempDir()
+				args := []string{"record", "-v", "--engine=fast", "--start", "--no-randomize-addr", "-o", "D"}
+				for _, m := range c.mods {
+					args = append(args, "--module", m)
+				}
+				cmd := exec.Command(rtraceBin, append(append(args, c.prog), c.args...)...)
+				cmd.Dir = tmp
+				cmd.Env = append(os.Environ(), "RTRACE_RES_UNWIND="+env)
+				var stderr strings.Builder
+				cmd.Stderr = &stderr
+				if err := cmd.Run(); err != nil {
+					t.Fatalf("record (RTRACE_RES_UNWIND=%q): %v\n%s", env, err, stderr.String())
+				}
+				if i == 0 {
+					verbose = stderr.String()
+				}
+				for _, f := range rawFiles(t, filepath.Join(tmp, "D"), ".rtrace") {
+					for _, call := range readCalls(t, f) {
+						var frames []string
+						for _, fr := range call.Frames {
+							frames = append(frames, fmt.Sprintf("%#x", fr.Addr))
+						}
+						sets[i] = append(sets[i], fmt.Sprintf("%s(%d) %s", call.Name, call.Size, strings.Join(frames, " ")))
+					}
+				}
+				slices.Sort(sets[i])
+			}
+			if len(sets[0]) == 0 {
+				t.Fatal("no calls recorded")
+			}
+			if !slices.Equal(sets[0], sets[1]) {
+				for i := range min(len(sets[0]), len(sets[1])) {
+					if sets[0][i] != sets[1][i] {
+						t.Fatalf("%d calls in the process, %d with rtrace's walker; the first that differs:\n in the process: %s\n rtrace's:       %s", len(sets[0]), len(sets[1]), sets[0][i], sets[1][i])
+					}
+				}
+				t.Fatalf("%d calls in the process, %d with rtrace's walker", len(sets[0]), len(sets[1]))
+			}
+			var in, all int
+			if m := regexp.MustCompile(`(\d+) of (\d+) backtraces found in the process`).FindStringSubmatch(verbose); m != nil {
+				in, _ = strconv.Atoi(m[1])
+				all, _ = strconv.Atoi(m[2])
+			}
+			if all == 0 || c.name == "churn" && in*100 < all*99 {
+				t.Errorf("%d of %d backtraces found in the process:\n%s", in, all, verbose)
+			}
+		})
+	}
+}

@@ -225,6 +225,9 @@ func (s *session) reportSkipped(res *tracer.Result) {
 	}
 	if s.c.Verbose && res.Fast {
 		fmt.Fprintf(w, "rtrace: fast engine: %d of %d instrumented functions recorded without a stop\n", res.Functions-len(res.Int3Entries), res.Functions)
+		if res.Walks > 0 {
+			fmt.Fprintf(w, "rtrace: fast engine: %d of %d backtraces found in the process without a stop\n", res.Walks-min(res.WalkStops, res.Walks), res.Walks)
+		}
 	}
 	if s.c.Verbose && len(res.Int3Entries) > 0 {
 		fmt.Fprintf(w, "rtrace: %d function(s) traced with a slower int3 entry instead of a detour jump:\n", len(res.Int3Entries))

@@ -50,6 +50,7 @@ type resStream struct {
 	errs    []error
 	broken  bool // the window's output failed: tell the tracer once
 	calls   uint64
+	lost    uint64 // calls dropped in the process (a full ring)
 	// killed: rtrace killed the target (Ctrl-C): its end is no leak point.
 	killed atomic.Bool
 }
@@ -198,6 +199,14 @@ func (s *resStream) Call(c *trace.Call) error {
 	if err := s.w.Write(c); err != nil {
 		s.fail(err)
 	}
+	return nil
+}
+
+// Lost records in the open window that n calls were dropped (a full ring
+// in the process): the reports say so.
+func (s *resStream) Lost(tid int, n uint64) error {
+	s.lost += n
+	s.write(&trace.Lost{Count: n})
 	return nil
 }
 

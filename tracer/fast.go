@@ -22,6 +22,8 @@ func (t *Tracer) releaseFast(fi *fastImage) {
 	free := fi.free
 	fi.free = nil
 	fi.ended = true
+	fi.arena.release()
+	fi.arena = nil
 	go func() {
 		for _, st := range free {
 			unmapState(st)

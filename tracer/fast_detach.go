@@ -76,6 +76,9 @@ func (t *Tracer) unmapAll(p *process) {
 	for _, st := range states {
 		munmap(st.Addr, fast.StateSize)
 	}
+	if fi != nil && fi.arena != nil {
+		munmap(fi.arena.addr, arenaSize)
+	}
 	if fi != nil {
 		munmap(fi.tableAddr, fast.TableSize+4096)
 		fi.dead = true // nothing more is written into the process

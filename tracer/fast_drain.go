@@ -37,6 +37,19 @@ type drainer struct {
 	closing  uint32     // set by close: nap's futex word
 	closed   bool       // the last drain is done: the goroutine hands nothing more
 	stop     chan struct{}
+	// The resource calls the rings hold (fast_res.go): their sink (nil:
+	// none), the functions whose stubs record them, each ring's decoder,
+	// the calls of a batch, and the losses seen.
+	res         ResSink
+	resStubs    []resStub
+	decoders    map[*fast.State]*fast.ResDecoder
+	calls       []fast.ResCall
+	seenResLost map[*fast.State]uint64
+	resLost     uint64
+	walks       uint64   // calls whose record carried a backtrace
+	btAll       bool     // --backtrace-all
+	monitor     []uint64 // --monitor
+	wallOff     int64    // wall-clock ns less CLOCK_MONOTONIC ns
 }
 
 // retiree is the state of a thread that exited: its ring to drain, then
@@ -49,7 +62,10 @@ type retiree struct {
 	reuse  bool       // its table entries are gone from the process: reusable
 	exit   bool       // the tracer's Exit call for tid came meanwhile:
 	exitTS uint64     // made once the state is finished
-	done   bool
+	// resExit: the same for the resource sink's Exit.
+	resExit   bool
+	resExitTS uint64
+	done      bool
 }
 
 // ownerOf returns the tid st's records go to (0: none).
@@ -100,7 +116,11 @@ func (d *drainer) retireLocked(r *retiree) {
 		d.noteErr(d.sink.Exit(r.exitTS, r.tid))
 		delete(d.latest, r.tid) // a reused tid starts afresh
 	}
+	if r.resExit {
+		d.resErr(d.res.Exit(r.resExitTS, r.tid))
+	}
 	delete(d.owner, st)
+	delete(d.decoders, st)
 	if r.reuse {
 		st.Reset()
 	}
@@ -227,7 +247,7 @@ func (d *drainer) openFramesLocked(tid int, st *fast.State) int {
 
 func newDrainer(sink FuncSink, clock *fast.Clock, events func(uint64)) *drainer {
 	return &drainer{sink: sink, clock: clock, owner: map[*fast.State]int{}, last: map[int]uint64{}, latest: map[int]uftrace.Record{},
-		events: events, stop: make(chan struct{})}
+		events: events, stop: make(chan struct{}), wallOff: time.Now().UnixNano() - nanotime()}
 }
 
 func (d *drainer) add(st *fast.State, tid int) {
@@ -236,6 +256,8 @@ func (d *drainer) add(st *fast.State, tid int) {
 	}
 	d.mu.Lock()
 	d.owner[st] = tid
+	delete(d.decoders, st) // a new thread's, or a reused state's
+	delete(d.seenResLost, st)
 	d.mu.Unlock()
 }
 
@@ -398,19 +420,32 @@ func (d *drainer) drainBatchLocked(st *fast.State, tid int) bool {
 	sc := d.clock.Scale()
 	last := d.last[tid]
 	d.recs = d.recs[:0]
+	d.calls = d.calls[:0]
+	dec := d.decoder(st)
+	drained := false
 	lost := st.Drain(drainBatch, func(part []fast.Rec) {
+		drained = drained || len(part) > 0
 		at := len(d.recs)
 		d.recs = slices.Grow(d.recs, len(part)+1)[:at+len(part)]
-		out, t := d.recs[at:], last
-		for i, r := range part {
+		out, t, j := d.recs[at:], last, 0
+		for _, r := range part {
+			if dec.Pending() || fast.IsRes(r.Word) {
+				// A resource call's records: none of them a function's.
+				if c, whole, _ := dec.Feed(r); whole {
+					d.calls = append(d.calls, c)
+				}
+				continue
+			}
 			t = max(sc.Nanos(r.TSC), t)
 			typ, depth, addr := fast.Unword(r.Word)
-			out[i] = Rec{Record: uftrace.Record{Time: t, Type: uftrace.RecordType(typ), Depth: depth, Addr: addr}}
+			out[j] = Rec{Record: uftrace.Record{Time: t, Type: uftrace.RecordType(typ), Depth: depth, Addr: addr}}
 			if typ == int(uftrace.Event) {
 				// The stubs' only event, -W cpu's: the CPU above the id.
-				out[i].Addr, out[i].More, out[i].Payload = addr&(1<<20-1), true, uftrace.WatchPayload(uint32(addr>>20))
+				out[j].Addr, out[j].More, out[j].Payload = addr&(1<<20-1), true, uftrace.WatchPayload(uint32(addr>>20))
 			}
+			j++
 		}
+		d.recs = d.recs[:at+j]
 		last = t
 	})
 	n := len(d.recs)
@@ -419,14 +454,14 @@ func (d *drainer) drainBatchLocked(st *fast.State, tid int) bool {
 		d.lost += lost
 		d.recs = append(d.recs, Rec{Record: uftrace.Record{Time: last, Type: uftrace.Lost, Addr: lost}})
 	}
-	if len(d.recs) == 0 {
-		return false
+	if len(d.recs) > 0 {
+		d.events(uint64(n))
+		if err := d.handLocked(tid, d.recs); err != nil && d.err == nil {
+			d.err = err
+		}
 	}
-	d.events(uint64(n))
-	if err := d.handLocked(tid, d.recs); err != nil && d.err == nil {
-		d.err = err
-	}
-	return true
+	d.resLocked(tid, st, d.calls, sc)
+	return drained || len(d.recs) > 0
 }
 
 // recordsLocked hands recs to the sink, their times kept monotonic per

@@ -27,6 +27,11 @@ type fastImage struct {
 	// inherited are the table entries a forked child's copy of the
 	// table holds: its parent's at the fork, until fastFork zeroes them.
 	inherited []uint64
+	// arena holds the in-process walker's tables and module indexes (a
+	// forked child shares its parent's); walkIndex is the process's index
+	// (0: none yet).
+	arena     *walkArena
+	walkIndex uint64
 }
 
 // name of the thread state memfds, written after the table.

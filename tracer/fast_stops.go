@@ -19,12 +19,15 @@ func (t *Tracer) fastTrap(th *thread, regs *unix.PtraceRegs, pc uint64, ts uint6
 		return false, nil
 	}
 	switch pc {
-	case s.EntryMiss:
+	case s.EntryMiss, s.ResMiss:
 		// A vfork child whose parent had no state: its calls are not
-		// traced (a state made now would be its parent's too).
+		// traced (a state made now would be its parent's too). A resource
+		// function's stub has entry's frame: it leaves the same way.
 		if th.vforked || !t.fastRegister(th, regs.Rcx) {
 			ptrace.SetPC(th.tid, s.EntryOut)
 		}
+	case s.WalkStop:
+		t.fastWalkStop(th)
 	case s.Held:
 		t.fastDeliver(th)
 		return true, nil
@@ -35,7 +38,7 @@ func (t *Tracer) fastTrap(th *thread, regs *unix.PtraceRegs, pc uint64, ts uint6
 			unix.Kill(th.tid, unix.SIGKILL)
 			return true, fmt.Errorf("tid %d: a return through rtrace's exit stub, but rtrace holds no state for the thread (pc %#x)", th.tid, pc)
 		}
-	case s.EntryUnhooked:
+	case s.EntryUnhooked, s.ResUnhooked:
 		// A call from a landing pad while an exception unwinds (entry):
 		// frames at or below its return address slot are gone, as the int3
 		// engine's entry pops them.

@@ -150,6 +150,12 @@ func (t *Tracer) fastRegister(th *thread, key uint64) bool {
 	}
 	st.SetWatch(t.cfg.WatchCPU)
 	th.fs, th.fsKey = st, key
+	if t.res != nil {
+		var regs unix.PtraceRegs
+		if ptrace.GetRegs(th.tid, &regs) == nil {
+			t.fastResState(th, st, regs.Rsp)
+		}
+	}
 	t.drain.add(st, th.tid)
 	return true
 }

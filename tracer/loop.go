@@ -419,7 +419,11 @@ func (t *Tracer) spawned(th *thread, event int, ts uint64) error {
 						nc.forkFrames = append(nc.forkFrames, st.Frame(i))
 					}
 				}
-				p.image.fast = &fastImage{tableAddr: fi.tableAddr, rdfsbase: fi.rdfsbase, sites: slices.Clip(fi.sites), inherited: append(fi.table.Offsets(), fi.inherited...)}
+				p.image.fast = &fastImage{tableAddr: fi.tableAddr, rdfsbase: fi.rdfsbase, sites: slices.Clip(fi.sites), inherited: append(fi.table.Offsets(), fi.inherited...),
+					arena: fi.arena, walkIndex: fi.walkIndex} // the arena's mapping is inherited
+				if fi.arena != nil {
+					fi.arena.users++
+				}
 				if earlyStop {
 					t.fastFork(nc, nc.forkFrames)
 					nc.forkFrames = nil

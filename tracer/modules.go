@@ -129,6 +129,7 @@ func (t *Tracer) syncModules(th *thread, ts uint64) {
 	if changed {
 		t.announce(p)
 		t.sinks(func(s Sink) error { return s.Maps(p.sid, maps) })
+		t.publishIndex(p) // the walker's modules are the unwinder's
 	}
 }
 

@@ -46,7 +46,7 @@ func (t *Tracer) plantFuncs(tid int, mem *os.File, im *image, cm *codeMap, cands
 	}
 	var fc *fastCode
 	if im.fast != nil {
-		fc = &fastCode{table: im.fast.tableAddr, rdfsbase: im.fast.rdfsbase, clones: t.on && !t.attached, stops: func(c cand) bool {
+		fc = &fastCode{table: im.fast.tableAddr, rdfsbase: im.fast.rdfsbase, clones: t.on && !t.attached, res: t.resDesc, stops: func(c cand) bool {
 			if c.res != nil {
 				return true // a resource call: reported at stops (fastValues)
 			}
@@ -80,7 +80,7 @@ func (t *Tracer) plantFuncs(tid int, mem *os.File, im *image, cm *codeMap, cands
 // return breakpoint's 16 bytes, the fast engine's shared code, and MaxSlot
 // per slot, in whole pages.
 func scratchSize(slots int) uint64 {
-	return (16 + fast.CodeSize + uint64(slots*bp.MaxSlot) + 4095) &^ 4095
+	return (16 + fast.CodeSize + uint64(slots*(bp.MaxSlot+fast.DescSize)) + 4095) &^ 4095
 }
 
 // cloneRoom is the scratch room the fast engine adds for copies of whole
@@ -185,7 +185,14 @@ type fastCode struct {
 	// thread can be inside it yet: not at an attach, and not for entries
 	// planted disarmed (--disable) that a toggle arms later.
 	clones bool
+	// res says, for a resource module's function at addr, the descriptor
+	// of the stub that records its calls in the process (res.S); false
+	// keeps it on stops.
+	res func(c cand, addr uint64) (fast.Desc, bool)
 }
+
+// headFunc makes the head of a function's stub at a slot (fast.Head).
+type headFunc func(slot uint64) ([]byte, error)
 
 // end is the end of the scratch the plan uses, 16-byte aligned: where
 // later slots (hooks, GOT trampolines) may go.
@@ -219,25 +226,40 @@ func planFuncs(cm *codeMap, cands []cand, scratch, size, entry uint64, exe bool,
 			p.skipped = append(p.skipped, Skip{c.name, fmt.Sprintf("no code at %#x", addr), c.res != nil})
 			continue
 		}
-		if uint64(len(p.code))+bp.MaxSlot > size {
+		if uint64(len(p.code))+bp.MaxSlot+fast.DescSize > size {
 			p.skipped = append(p.skipped, Skip{c.name, "no scratch room left", c.res != nil})
 			continue
 		}
-		slot := scratch + uint64(len(p.code))
 		jump := c.libcall && hookNames[c.name] == hookSetjmp
 		var plan bp.Plan
 		err := errJump
 		personality := c.libcall && exe && strings.HasSuffix(c.name, "_personality_v0")
 		stops := fc != nil && fc.stops != nil && fc.stops(c)
+		var head headFunc
+		if p.sites != nil {
+			sites := p.sites
+			head = func(slot uint64) ([]byte, error) { return fast.Head(slot, addr, sites.Entry) }
+			if c.res != nil && fc.res != nil {
+				if d, ok := fc.res(c, addr); ok {
+					// The descriptor before the stub: the stub hands it to
+					// the shared code.
+					desc := scratch + uint64(len(p.code))
+					p.code = append(p.code, d.Bytes()...)
+					head = func(slot uint64) ([]byte, error) { return fast.ResHead(slot, desc, sites.ResEntry) }
+					stops = false
+				}
+			}
+		}
+		slot := scratch + uint64(len(p.code))
 		if stops {
 			err = errValues
 		} else if !jump && (p.sites == nil || !personality) {
-			plan, err = cm.detour(c, body, slot, ret, entry, p.sites)
+			plan, err = cm.detour(c, body, slot, ret, entry, head)
 		}
 		var stub uint64
 		var redirects []redirect
 		if errors.Is(err, errBranchInside) && p.sites != nil && fc.clones {
-			if cp, cerr := cm.clone(c, body, slot, p.sites); cerr == nil && uint64(len(p.code)+len(cp.Slot)) <= size {
+			if cp, cerr := cm.clone(c, body, slot, head); cerr == nil && uint64(len(p.code)+len(cp.Slot)) <= size {
 				plan, err = cp, nil
 				p.clones = append(p.clones, c.name)
 			}
@@ -253,7 +275,7 @@ func planFuncs(cm *codeMap, cands []cand, scratch, size, entry uint64, exe bool,
 				// The stub a thread stopped at the int3 is sent to: the head,
 				// then on to where the function goes on.
 				stub = (slot + uint64(len(plan.Slot)) + 15) &^ 15
-				head, herr := fast.Head(stub, addr, p.sites.Entry)
+				head, herr := head(stub)
 				if herr != nil {
 					p.skipped = append(p.skipped, Skip{c.name, herr.Error(), c.res != nil})
 					continue
@@ -296,7 +318,7 @@ func planFuncs(cm *codeMap, cands []cand, scratch, size, entry uint64, exe bool,
 // function holding the entry point (whose breakpoint must not land inside
 // a jump), one too short, or something another piece of code reaches
 // inside the jump (a symbol, a branch target, a USDT probe).
-func (cm *codeMap) detour(c cand, body []byte, slot, ret, entry uint64, sites *fast.Sites) (bp.Plan, error) {
+func (cm *codeMap) detour(c cand, body []byte, slot, ret, entry uint64, head headFunc) (bp.Plan, error) {
 	addr := c.value + cm.bias
 	if err := cm.undecoded[c.value]; err != nil {
 		return bp.Plan{}, err
@@ -306,10 +328,8 @@ func (cm *codeMap) detour(c cand, body []byte, slot, ret, entry uint64, sites *f
 	}
 	var plan bp.Plan
 	var err error
-	if sites != nil {
-		plan, err = bp.PrepareDetourWith(body[:c.size], addr, slot, func(slot uint64) ([]byte, error) {
-			return fast.Head(slot, addr, sites.Entry)
-		})
+	if head != nil {
+		plan, err = bp.PrepareDetourWith(body[:c.size], addr, slot, head)
 	} else {
 		plan, err = bp.PrepareDetour(body[:c.size], addr, slot, ret)
 	}
@@ -332,7 +352,7 @@ func (cm *codeMap) detour(c cand, body []byte, slot, ret, entry uint64, sites *f
 // body (bp.PrepareClone): for a function whose own loop jumps inside the
 // bytes the jmp overwrites, when no other function's branch lands there.
 // Its copy makes real calls only in a module without C++ exceptions.
-func (cm *codeMap) clone(c cand, body []byte, slot uint64, sites *fast.Sites) (bp.Plan, error) {
+func (cm *codeMap) clone(c cand, body []byte, slot uint64, head headFunc) (bp.Plan, error) {
 	addr := c.value + cm.bias
 	if c.size == 0 || c.size > uint64(len(body)) || c.size > 8192 {
 		return bp.Plan{}, errBranchInside
@@ -361,9 +381,7 @@ func (cm *codeMap) clone(c cand, body []byte, slot uint64, sites *fast.Sites) (b
 	if j, _ := slices.BinarySearch(cm.probes, addr); j < len(cm.probes) && cm.probes[j] < end {
 		return bp.Plan{}, errProbeInside
 	}
-	return bp.PrepareClone(body, addr, slot, !cm.exceptions(), func(slot uint64) ([]byte, error) {
-		return fast.Head(slot, addr, sites.Entry)
-	})
+	return bp.PrepareClone(body, addr, slot, !cm.exceptions(), head)
 }
 
 // exceptions reports whether the module may unwind C++ exceptions through

@@ -184,7 +184,7 @@ func TestPlanFuncsFull(t *testing.T) {
 	// names it).
 	cands := []cand{{name: "a", value: 0x1000, size: 9}, {name: "b", value: 0x1020, size: 9, res: &resFn{rf: &resModules[0].Funcs[0]}}}
 	// Room for the return breakpoint and one slot only.
-	p := planFuncs(cm, cands, testScratch, 16+bp.MaxSlot, 0, true, nil)
+	p := planFuncs(cm, cands, testScratch, 16+bp.MaxSlot+fast.DescSize, 0, true, nil)
 	if len(p.entries) != 1 || p.entries[0].c.name != "a" || fmt.Sprint(p.skipped) != fmt.Sprint([]Skip{{"b", "no scratch room left", true}}) {
 		t.Errorf("entries %d, skipped %v", len(p.entries), p.skipped)
 	}
@@ -525,10 +525,11 @@ func TestCloneLandings(t *testing.T) {
 				cm.targets.add(testBias + 0x1002) // another function's
 			}
 			code := cm.text.code(testBias+0x1000, c.size)
-			if _, err := cm.detour(c, code, testScratch+0x100, testScratch, 0, &sites); err != errBranchInside {
+			head := func(slot uint64) ([]byte, error) { return fast.Head(slot, testBias+0x1000, sites.Entry) }
+			if _, err := cm.detour(c, code, testScratch+0x100, testScratch, 0, head); err != errBranchInside {
 				t.Fatalf("detour: %v, want %v", err, errBranchInside)
 			}
-			_, err := cm.clone(c, code, testScratch+0x100, &sites)
+			_, err := cm.clone(c, code, testScratch+0x100, head)
 			if other == 0 && err != nil {
 				t.Errorf("%d own branches only: clone: %v", len(own.Targets), err)
 			}

@@ -131,20 +131,29 @@ func (t *Tracer) newResCall(th *thread, f *fn, regs *unix.PtraceRegs, ret uint64
 // wantBacktrace: backtraces go with allocations, with --backtrace-all with
 // every call, and with --monitor only with allocations of those sizes.
 func (t *Tracer) wantBacktrace(rf *ResFunc, args [6]uint64) bool {
-	alloc := rf.Effect != freeArg && rf.Effect != freeArgOK && rf.Effect != shmctlRmid
-	if !alloc {
-		return t.cfg.BacktraceAll
+	return wantBacktrace(rf, args, t.cfg.BacktraceAll, t.cfg.Monitor)
+}
+
+func wantBacktrace(rf *ResFunc, args [6]uint64, all bool, monitor []uint64) bool {
+	if !rf.allocates() {
+		return all
 	}
-	if len(t.cfg.Monitor) == 0 {
+	if len(monitor) == 0 {
 		return true
 	}
 	size := callSize(rf, args)
-	for _, s := range t.cfg.Monitor {
+	for _, s := range monitor {
 		if s == size {
 			return true
 		}
 	}
 	return false
+}
+
+// allocates reports whether rf's calls allocate (release functions only
+// release).
+func (rf *ResFunc) allocates() bool {
+	return rf.Effect != freeArg && rf.Effect != freeArgOK && rf.Effect != shmctlRmid
 }
 
 // resExit finishes the resource call of fr at its return (regs non-nil)
@@ -287,9 +296,15 @@ func callSize(rf *ResFunc, args [6]uint64) uint64 {
 
 // argText shows an argument record's value.
 func (t *Tracer) argText(tid int, a ArgRec, v uint64) string {
-	switch a.Kind {
-	case 's':
+	if a.Kind == 's' {
 		return t.readString(tid, v)
+	}
+	return argValue(a, v)
+}
+
+// argValue shows the value of an argument record that is not a string.
+func argValue(a ArgRec, v uint64) string {
+	switch a.Kind {
 	case 'd':
 		return strconv.FormatInt(int64(int32(v)), 10)
 	case 'o':
@@ -314,8 +329,8 @@ func (t *Tracer) backtrace(th *thread, regs unwind.Regs, depth int) []uint64 {
 	if im.unwinder == nil {
 		return nil
 	}
-	mem := &shadowMem{mem: unwind.ProcMem(th.tid), rets: shadowRets(th)}
-	if im.isRet(regs.PC) || im.fast != nil && im.fast.isExit(regs.PC) {
+	mem := &shadowMem{mem: unwind.ProcMem(th.tid), rets: shadowRets(th), hijacked: im.hijacked}
+	if im.hijacked(regs.PC) {
 		// A hijacked return address (a traced PLT stub jumped here).
 		for i := len(mem.rets) - 1; i >= 0; i-- {
 			if mem.rets[i].slot == regs.SP-8 {
@@ -347,10 +362,13 @@ func shadowRets(th *thread) []slotRet {
 }
 
 // shadowMem reads the target's memory with the real return addresses in
-// the slots rtrace hijacked.
+// the slots rtrace hijacked: those of the shadow stack that hold one of
+// rtrace's return addresses (a frame a jump left may be live memory now),
+// as the fast engine's walker reads them (walk.S, walk_real).
 type shadowMem struct {
-	mem  unwind.Memory
-	rets []slotRet
+	mem      unwind.Memory
+	rets     []slotRet
+	hijacked func(uint64) bool
 }
 
 func (m *shadowMem) ReadMemory(buf []byte, addr uint64) (int, error) {
@@ -359,9 +377,15 @@ func (m *shadowMem) ReadMemory(buf []byte, addr uint64) (int, error) {
 		return 0, err
 	}
 	for _, r := range m.rets {
-		if r.slot >= addr && r.slot+8 <= addr+uint64(n) {
+		if r.slot >= addr && r.slot+8 <= addr+uint64(n) && m.hijacked(binary.LittleEndian.Uint64(buf[r.slot-addr:])) {
 			binary.LittleEndian.PutUint64(buf[r.slot-addr:], r.ret)
 		}
 	}
 	return n, nil
+}
+
+// hijacked reports whether v is one of rtrace's return addresses in im:
+// the int3 engine's return breakpoints, the fast engine's exit stubs.
+func (im *image) hijacked(v uint64) bool {
+	return im.isRet(v) || im.fast != nil && im.fast.isExit(v)
 }

@@ -59,6 +59,10 @@ type ResFunc struct {
 	ID            int      // the argument holding the released resource
 	Out           int      // allocOutPtr/allocOutFds: the pointer argument
 	Args          []ArgRec // argument records, as sp-rtrace's $path
+	// AtEntry: a release that calls no other resource function (but the
+	// mmap module's): the fast engine records it at its entry and leaves
+	// its return alone.
+	AtEntry bool
 }
 
 // ArgRec is an argument record a call reports: its name and how its value
@@ -78,7 +82,7 @@ var resModules = []ResModule{
 			{Sym: "calloc", Effect: allocRet, Size: 1, SizeMul: 2},
 			{Sym: "realloc", Effect: reallocPtr, Size: 2},
 			{Sym: "reallocarray", Effect: reallocPtr, Size: 2, SizeMul: 3},
-			{Sym: "free", Effect: freeArg, ID: 0},
+			{Sym: "free", Effect: freeArg, ID: 0, AtEntry: true},
 			{Sym: "posix_memalign", Effect: allocOutPtr, Out: 0, Size: 3},
 			{Sym: "memalign", Effect: allocRet, Size: 2},
 			{Sym: "aligned_alloc", Effect: allocRet, Size: 2},

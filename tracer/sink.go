@@ -57,6 +57,8 @@ type ResSink interface {
 	Sink
 	// Call reports a resource call, at its return.
 	Call(c *trace.Call) error
+	// Lost reports n resource calls of thread tid dropped on a full ring.
+	Lost(tid int, n uint64) error
 }
 
 // Rec is one record with its payload: the arguments of an ENTRY or the

@@ -107,11 +107,14 @@ const (
 
 // Result is how a trace ended.
 type Result struct {
-	Status  unix.WaitStatus // of the launched process
-	Rusage  unix.Rusage
-	Events  uint64
-	Lost    uint64 // records a full ring had no room for (the fast engine)
-	Skipped []Skip
+	Status unix.WaitStatus // of the launched process
+	Rusage unix.Rusage
+	Events uint64
+	Lost   uint64 // records a full ring had no room for (the fast engine)
+	// Walks counts the resource calls whose backtrace the fast engine
+	// found in the process; WalkStops those of them rtrace finished.
+	Walks, WalkStops uint64
+	Skipped          []Skip
 	// Int3Entries are functions instrumented with an int3 at the entry
 	// instead of a detour jump (3 system calls more per call), with why.
 	Int3Entries []Skip
@@ -171,6 +174,11 @@ type Tracer struct {
 	drain       *drainer
 	warnedState bool
 	planted     int // functions instrumented
+	// tables are the unwind tables compiled for the in-process walker;
+	// walkStops counts the walks rtrace finished (fastWalkStop).
+	tables      tableCache
+	walkStops   int
+	warnedArena bool
 }
 
 // Events returns how many records the tracer produced so far (safe from any goroutine).
@@ -199,10 +207,14 @@ func (t *Tracer) startFast() error {
 	}
 	if t.funcs == nil {
 		t.drain = newDrainer(discardSink{}, clock, func(uint64) {})
-		return nil
+	} else {
+		t.drain = newDrainer(t.funcs, clock, func(n uint64) { t.events.Add(n) })
+		t.funcs = &lockedSink{t.drain}
 	}
-	t.drain = newDrainer(t.funcs, clock, func(n uint64) { t.events.Add(n) })
-	t.funcs = &lockedSink{t.drain}
+	if t.res != nil {
+		t.drain.res, t.drain.btAll, t.drain.monitor = t.res, t.cfg.BacktraceAll, t.cfg.Monitor
+		t.res = &lockedResSink{t.drain}
+	}
 	return nil
 }
 
@@ -373,7 +385,8 @@ func (t *Tracer) traceRoot(pid int) error {
 			timeline.Mark("loop done")
 			t.emit(t.drain.close())
 			timeline.Mark("drain closed")
-			t.result.Lost = t.drain.lost
+			t.result.Lost = t.drain.lost + t.drain.resLost
+			t.result.Walks, t.result.WalkStops = t.drain.walks, uint64(t.walkStops)
 		}()
 	}
 	return t.loop()

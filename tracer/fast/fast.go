@@ -9,31 +9,60 @@ import (
 
 // Layout of a thread's state, as stub.S uses it.
 const (
-	offGuard   = 0x00
-	offDepth   = 0x08
-	offUnhook  = 0x10
-	offShared  = 0x18
-	offWatch   = 0x20
-	offLastCPU = 0x28
-	offReal    = 0x30
-	offHead    = 0x40
-	offTail    = 0x80
-	offLost    = 0xc0
-	offStall   = 0xc8
-	offHeld    = 0xd0
-	offWaiting = 0xd8
-	offFrames  = 0x1000
-	frameSize  = 32
-	offRing    = 0x21000
-	recSize    = 16
+	offGuard    = 0x00
+	offDepth    = 0x08
+	offUnhook   = 0x10
+	offShared   = 0x18
+	offWatch    = 0x20
+	offLastCPU  = 0x28
+	offReal     = 0x30
+	offHead     = 0x40
+	offTail     = 0x80
+	offLost     = 0xc0
+	offStall    = 0xc8
+	offHeld     = 0xd0
+	offWaiting  = 0xd8
+	offInRes    = 0xe0
+	offInResD   = 0xe8
+	offStackLo  = 0xf0
+	offStackHi  = 0xf8
+	offUnwind   = 0x100
+	offBTDepth  = 0x108
+	offPCGen    = 0x110
+	offResDesc  = 0x118
+	offResArg   = 0x120
+	offRoomNeed = 0x150
+	offResLost  = 0x158
+	offWalkN    = 0x160
+	offWalkPC   = 0x168
+	offWalkSP   = 0x170
+	offWalkBP   = 0x178
+	offWalkEx   = 0x180
+	offResPay   = 0x188
+	offInResX   = 0x1c8
+	offWalkBuf  = 0x800
+	offFrames   = 0x1000
+	frameSize   = 32
+	offRing     = 0x21000
+	recSize     = 16
+	offSCache   = 0x121000
+	scEntry     = 0x110
+	offPCCache  = 0x132000
+
+	// WalkMax is the most frames the in-process walker finds: rtrace
+	// finishes a deeper walk.
+	WalkMax = 256
+	// StackCacheMax is the deepest stack a thread's stack cache keeps.
+	StackCacheMax = 32
 
 	// MaxStack is the depth of a thread's shadow stack: deeper calls run
 	// untraced (their entry is not recorded, their return not hijacked).
 	MaxStack = 4096
 	// RingCap is the number of records a thread's ring holds.
 	RingCap = 0x10000
-	// StateSize is the size of a thread's state mapping.
-	StateSize = offRing + RingCap*recSize
+	// StateSize is the size of a thread's state mapping: the ring, then
+	// the caches of the resource calls' stacks and of unwind rows.
+	StateSize = offPCCache + 4096*16
 
 	// TableEntries is the number of threads a process's table can hold at
 	// once (its load stays under one half: see Table.Insert).
@@ -59,7 +88,9 @@ func Code(table uint64, rdfsbase bool) []byte {
 	binary.LittleEndian.PutUint64(c, table)
 	if rdfsbase {
 		// rdfsbase %rcx (f3 48 0f ae c1), then a 4-byte nop.
-		copy(c[offLookup:], []byte{0xf3, 0x48, 0x0f, 0xae, 0xc1, 0x0f, 0x1f, 0x40, 0x00})
+		for _, at := range []int{offLookup, offResLookup} {
+			copy(c[at:], []byte{0xf3, 0x48, 0x0f, 0xae, 0xc1, 0x0f, 0x1f, 0x40, 0x00})
+		}
 	}
 	return c
 }
@@ -91,6 +122,12 @@ type Sites struct {
 	// signal for the thread (State.Hold): rtrace delivers one held signal
 	// at each stop here and clears the state's flag with the last.
 	Held uint64
+	// ResEntry is the shared entry of resource functions' stubs (ResHead);
+	// ResMiss and ResUnhooked are its EntryMiss and EntryUnhooked.
+	ResEntry, ResMiss, ResUnhooked uint64
+	// WalkStop: the in-process walker stopped (State.WalkStopped): rtrace
+	// finishes the walk (State.SetWalk) and the thread goes on.
+	WalkStop uint64
 }
 
 // SitesAt returns the Sites of the shared code at base.
@@ -100,7 +137,9 @@ func SitesAt(base uint64) Sites {
 		EntryMiss: base + offEntryMiss, EntryOut: base + offEntryOut,
 		EntryUnhooked: base + offEntryUnhooked,
 		ExitMiss:      base + offExitMiss, ExitEmpty: base + offExitEmpty, ExitStop: base + offExitStop,
-		Held: base + offHeldTrap,
+		Held:     base + offHeldTrap,
+		ResEntry: base + offResEntry, ResMiss: base + offResMiss, ResUnhooked: base + offResUnhooked,
+		WalkStop: base + offWalkStop,
 	}
 }
 
@@ -135,6 +174,45 @@ func Head(slot, fn, entry uint64) ([]byte, error) {
 	}
 	h = append(h, 0x48, 0x8b, 0x44, 0x24, 0xf0)
 	return append(h, 0x48, 0xc7, 0x44, 0x24, 0xf8, 0, 0, 0, 0), nil
+}
+
+// ResHead returns the head of the stub at slot of a resource function
+// whose descriptor is at desc (Desc), calling the shared resEntry: Head's,
+// with the descriptor in %rax instead of the function.
+func ResHead(slot, desc, resEntry uint64) ([]byte, error) {
+	return Head(slot, desc, resEntry)
+}
+
+// Descriptor flags (res.S's DF_*).
+const (
+	// DescRelease: a release whose effect does not depend on its result,
+	// recorded at its entry; its return is left alone.
+	DescRelease = 1
+	// DescOut: the record carries the word argument Out points at, read
+	// when the call returned 0.
+	DescOut = 2
+	// DescBacktrace: the record carries the call's backtrace.
+	DescBacktrace = 4
+)
+
+// DescSize is the size of a resource function's descriptor.
+const DescSize = 16
+
+// Desc is a resource function's descriptor, which its stub hands the
+// shared code: the function, rtrace's number for it (the ring records
+// carry it), flags, the arguments its records carry and the out argument.
+type Desc struct {
+	Fn        uint64
+	ID        uint32
+	Flags     uint8
+	Args, Out uint8
+}
+
+// Bytes encodes d as res.S reads it.
+func (d Desc) Bytes() []byte {
+	b := binary.LittleEndian.AppendUint64(nil, d.Fn)
+	b = binary.LittleEndian.AppendUint32(b, d.ID)
+	return append(b, d.Flags, d.Args, d.Out, 0)
 }
 
 func rel32(b []byte, end, target uint64) ([]byte, error) {

@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"debug/elf"
 	"encoding/binary"
+	"fmt"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"rtrace/internal/testutil"
@@ -45,7 +47,8 @@ func TestBlobMatchesSource(t *testing.T) {
 	}
 	want := map[string]uint64{"entry": offEntry, "entry_lookup": offLookup, "entry_out": offEntryOut,
 		"entry_miss": offEntryMiss, "entry_unhooked": offEntryUnhooked, "exit": offExit,
-		"exit_miss": offExitMiss, "exit_empty": offExitEmpty, "exit_stop_trap": offExitStop, "held": offHeldTrap}
+		"exit_miss": offExitMiss, "exit_empty": offExitEmpty, "exit_stop_trap": offExitStop, "held": offHeldTrap,
+		"res_entry": offResEntry, "res_lookup": offResLookup, "res_miss": offResMiss, "res_unhooked": offResUnhooked, "walk_stop_trap": offWalkStop}
 	for _, s := range syms {
 		if w, ok := want[s.Name]; ok {
 			if s.Value != w {
@@ -62,7 +65,13 @@ func TestBlobMatchesSource(t *testing.T) {
 		off  int
 	}{{"GUARD", offGuard}, {"DEPTH", offDepth}, {"UNHOOK", offUnhook}, {"SHARED", offShared}, {"WATCH", offWatch}, {"LASTCPU", offLastCPU}, {"REAL", offReal}, {"HEAD", offHead}, {"TAIL", offTail},
 		{"LOST", offLost}, {"STALL", offStall}, {"HELD", offHeld}, {"WAITING", offWaiting}, {"FRAMES", offFrames}, {"MAXSTACK", MaxStack}, {"RING", offRing}, {"RINGCAP", RingCap},
-		{"TMASK", (TableEntries - 1) * 16}} {
+		{"TMASK", (TableEntries - 1) * 16},
+		{"INRES", offInRes}, {"INRESD", offInResD}, {"STACKLO", offStackLo}, {"STACKHI", offStackHi}, {"UNWIND", offUnwind}, {"BTDEPTH", offBTDepth},
+		{"PCGEN", offPCGen}, {"RESDESC", offResDesc}, {"RESARG", offResArg}, {"ROOMNEED", offRoomNeed}, {"RESLOST", offResLost}, {"WALKN", offWalkN},
+		{"WALKPC", offWalkPC}, {"WALKSP", offWalkSP}, {"WALKBP", offWalkBP}, {"WALKEX", offWalkEx}, {"RESPAY", offResPay}, {"INRESX", offInResX}, {"WALKBUF", offWalkBuf},
+		{"WALKMAX", WalkMax}, {"SCACHE", offSCache}, {"SCENT", scEntry}, {"SCMAX", StackCacheMax}, {"PCCACHE", offPCCache},
+		{"DF_REL", DescRelease}, {"DF_OUT", DescOut}, {"DF_BT", DescBacktrace}, {"FLAGSTOP", FlagStop}, {"FLAGRES", FlagRes},
+		{"RESCALL", resType}, {"RESSTACK", resStackBit | resType}, {"HASSTACK", resHasStack}} {
 		found := false
 		for _, s := range syms {
 			if s.Name == c.name {
@@ -317,5 +326,54 @@ func TestClockPieces(t *testing.T) {
 	}
 	if c.next <= second.ns0 {
 		t.Errorf("the next piece is due at %d, not after this one's start %d", c.next, second.ns0)
+	}
+}
+
+// TestResDecoder replays resource record groups as res.S writes them, cut
+// anywhere between parts: calls come out whole, in order, with the stack
+// a STACK put in their slot or the one the slot kept (a cache hit).
+func TestResDecoder(t *testing.T) {
+	s1 := []uint64{0x401000, 0x401100, 0x401200}
+	s2 := []uint64{0x402000}
+	var recs []Rec
+	recs = append(recs, ResWords(100, 7, []uint64{16, 0x5000}, s1, 3, true)...)
+	recs = append(recs, Rec{TSC: 101, Word: Word(TypeEntry, 0, 0x1234)}) // a function record between
+	recs = append(recs, ResWords(102, 7, []uint64{32, 0x6000}, s1, 3, false)...)
+	recs = append(recs, ResWords(103, 9, []uint64{0x5000}, nil, 0, false)...)
+	recs = append(recs, ResWords(104, 8, []uint64{1, 2, 3, 0, 0x7000}, s2, 200, true)...)
+	recs = append(recs, ResWords(105, 7, []uint64{48, 0x8000}, s2, 3, true)...) // slot 3 takes another stack
+	want := []string{
+		"100 7 [16 20480] [4198400 4198656 4198912]",
+		"102 7 [32 24576] [4198400 4198656 4198912]",
+		"103 9 [20480 0] []",
+		"104 8 [1 2 3 0 28672 0] [4202496]",
+		"105 7 [48 32768] [4202496]",
+	}
+	for cut := 0; cut <= len(recs); cut++ {
+		var d ResDecoder
+		var got []string
+		others := 0
+		for _, part := range [][]Rec{recs[:cut], recs[cut:]} {
+			for _, r := range part {
+				if !d.Pending() && !IsRes(r.Word) {
+					others++
+					continue
+				}
+				c, whole, bad := d.Feed(r)
+				if bad {
+					t.Fatalf("cut %d: a group decoded as bad", cut)
+				}
+				if whole {
+					got = append(got, fmt.Sprintf("%d %d %v %v", c.TSC, c.ID, c.Words, c.Stack))
+				}
+			}
+		}
+		if fmt.Sprint(got) != fmt.Sprint(want) || others != 1 {
+			t.Fatalf("cut %d: %d other records, calls\n%s\nwant\n%s", cut, others, strings.Join(got, "\n"), strings.Join(want, "\n"))
+		}
+	}
+	var d ResDecoder
+	if _, _, bad := d.Feed(Rec{Word: uint64(WalkMax+1)<<16 | resStackBit | resType}); !bad {
+		t.Error("a stack deeper than WalkMax decoded")
 	}
 }

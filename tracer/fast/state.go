@@ -58,9 +58,13 @@ type Frame struct {
 	Flags     uint64
 }
 
-// FlagStop: the frame's return stops at the exit stub's ExitStop, for
-// rtrace to record its return value.
-const FlagStop = 1
+// Frame flags: FlagStop, the frame's return stops at the exit stub's
+// ExitStop, for rtrace to record its return value; FlagRes, a resource
+// call's frame (res.S), whose return writes the call's record.
+const (
+	FlagStop = 1
+	FlagRes  = 2
+)
 
 // Frame returns the frame at depth i.
 func (s *State) Frame(i int) Frame {
@@ -165,13 +169,62 @@ func (s *State) SetReal(on bool) {
 // Shared reports SetShared.
 func (s *State) Shared() bool { return s.load(offShared) != 0 }
 
-// Reset empties the state for a new thread: no frames, an empty ring.
+// Reset empties the state for a new thread: no frames, an empty ring, no
+// resource call, empty caches.
 func (s *State) Reset() {
-	for _, off := range []int{offGuard, offDepth, offUnhook, offShared, offWatch, offLastCPU, offReal, offHead, offTail, offLost, offStall, offHeld, offWaiting} {
+	for _, off := range []int{offGuard, offDepth, offUnhook, offShared, offWatch, offLastCPU, offReal, offHead, offTail, offLost, offStall, offHeld, offWaiting,
+		offInRes, offInResD, offStackLo, offStackHi, offUnwind, offBTDepth, offPCGen, offResDesc, offResLost, offWalkN} {
 		s.store(off, 0)
+	}
+	for i := range 256 {
+		s.store(offSCache+i*scEntry, 0)   // the hash
+		s.store(offSCache+i*scEntry+8, 0) // the frames
 	}
 	s.seenLost = 0
 	s.losses = nil
+}
+
+// SetStack sets the range of the thread's stack: the in-process walker
+// starts a walk only from a stack pointer in [lo, hi] and loads below hi
+// only; on another stack (a signal's alternate one) rtrace walks.
+func (s *State) SetStack(lo, hi uint64) {
+	s.store(offStackLo, lo)
+	s.store(offStackHi, hi)
+}
+
+// SetBacktraceDepth sets the frames of a resource call's backtrace (-b).
+func (s *State) SetBacktraceDepth(n int) { s.store(offBTDepth, uint64(max(n, 0))) }
+
+// SetUnwind points the walker at its module index (0: none, every walk
+// stops); the thread may be running: the store is atomic, and the index
+// written before it.
+func (s *State) SetUnwind(index uint64) { s.store(offUnwind, index) }
+
+// ResLost is the number of resource calls the thread dropped on a full
+// ring.
+func (s *State) ResLost() uint64 { return s.load(offResLost) }
+
+// WalkStopped returns what the walker found before it stopped (Sites.
+// WalkStop): the frames, and the registers of the last one, from which
+// rtrace finishes the walk (exact: its pc is where a signal interrupted
+// it).
+func (s *State) WalkStopped() (frames []uint64, pc, sp, bp uint64, exact bool) {
+	n := min(int(s.load(offWalkN)), WalkMax)
+	frames = make([]uint64, n)
+	for i := range frames {
+		frames[i] = s.load(offWalkBuf + 8*i)
+	}
+	return frames, s.load(offWalkPC), s.load(offWalkSP), s.load(offWalkBP), s.load(offWalkEx) != 0
+}
+
+// SetWalk writes a finished walk's frames (at most WalkMax) for the
+// walker to take on. The thread must be stopped.
+func (s *State) SetWalk(frames []uint64) {
+	frames = frames[:min(len(frames), WalkMax)]
+	for i, f := range frames {
+		s.store(offWalkBuf+8*i, f)
+	}
+	s.store(offWalkN, uint64(len(frames)))
 }
 
 // Rec is one ring record: a TSC reading and a packed word (Unword).

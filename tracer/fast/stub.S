@@ -3,6 +3,10 @@
 # bytes; TestBlobMatchesSource reassembles this file and compares). Layout
 # and protocol: docs/FAST-PATH.md in this repository.
 #
+# Frame flags (a shadow-stack frame's fourth word):
+	.set FLAGSTOP, 1      # its return stops at exit_stop_trap (a value to record)
+	.set FLAGRES,  2      # a resource call's: its return writes the call's record (res.S), no EXIT
+#
 # Per-thread state (one memfd mapping per thread, shared with rtrace):
 	.set GUARD,   0x00    # nonzero while a stub of this thread writes state
 	.set DEPTH,   0x08    # frames on the shadow stack
@@ -17,12 +21,36 @@
 	.set STALL,   0xc8    # nonzero: a wait for room timed out; rtrace clears it
 	.set HELD,    0xd0    # nonzero: rtrace holds signals until the guard clears
 	.set WAITING, 0xd8    # nonzero: the thread sleeps on TAIL (futex); rtrace wakes it
+	.set INRES,   0xe0    # the return address slot of the resource call being made (0: none)
+	.set INRESD,  0xe8    # its frame's depth on the shadow stack, plus 1
+	.set STACKLO, 0xf0    # the thread's stack: a walk starts in [STACKLO, STACKHI]
+	.set STACKHI, 0xf8    # and loads below STACKHI only
+	.set UNWIND,  0x100   # the walker's module index (rtrace writes it; 0: none, walks stop)
+	.set BTDEPTH, 0x108   # frames per backtrace (-b)
+	.set PCGEN,   0x110   # the UNWIND the pc cache was filled with
+	.set RESDESC, 0x118   # the descriptor of the resource call being made
+	.set RESARG,  0x120   # its arguments: rdi, rsi, rdx, rcx, r8, r9
+	.set ROOMNEED, 0x150  # records roomn waits for
+	.set RESLOST, 0x158   # resource calls dropped on a full ring
+	.set WALKN,   0x160   # frames in WALKBUF
+	.set WALKPC,  0x168   # the frame a walk stopped at: pc, sp, rbp, exact
+	.set WALKSP,  0x170
+	.set WALKBP,  0x178
+	.set WALKEX,  0x180
+	.set RESPAY,  0x188   # a resource call's record payload: 8 words
+	.set INRESX,  0x1c8   # the exit address that hijacked INRES's slot (this code copy's)
+	.set WALKBUF, 0x800   # the frames of a walk (WALKMAX)
+	.set WALKMAX, 256
 	.set SPIN,    0x100   # pauses before a wait for room sleeps
 	.set WAIT,    0x80000000 # TSC ticks a record waits for room at most (~1 s)
 	.set FRAMES,  0x1000  # shadow stack: {ret, slot, word, flags} per frame
 	.set MAXSTACK, 4096
 	.set RING,    0x21000 # ring: {tsc, word} per record
 	.set RINGCAP, 0x10000
+	.set SCACHE,  0x121000 # stack cache: 256 x {hash, frames, SCMAX frames}
+	.set SCENT,   0x110
+	.set SCMAX,   32
+	.set PCCACHE, 0x132000 # pc -> unwind row cache: 4096 x {pc * 2 + exact, row}
 	.set TMASK,   0xffff0 # thread table: 65536 {key, state} entries
 	.set WATCHCPU, 100011 # uftrace's EVENT_ID_WATCH_CPU: its ring word's address holds the CPU << 20 too
 
@@ -271,7 +299,8 @@ entry_watch:
 	jmp entry_unguard
 
 # room waits until the ring of state %rdi has room for two records (a
-# watch event and the ENTRY or EXIT, -W cpu): SPIN
+# watch event and the ENTRY or EXIT, -W cpu); roomn for ROOMNEED records
+# (a resource call's). SPIN
 # pauses, then sleeping on the ring's tail (a futex rtrace wakes when it
 # drains: a CPU spent spinning is one the drainer lacks when threads
 # outnumber CPUs), for WAIT ticks at most, after which it marks the state
@@ -280,11 +309,14 @@ entry_watch:
 # so a thread killed while it waits (exit_group) leaves its state
 # consistent. Clobbers rax, rcx, rdx, r8.
 room:
+	movq $2, ROOMNEED(%rdi)
+roomn:
 	mov HEAD(%rdi), %rcx
 	mov %rcx, %rax
 	sub TAIL(%rdi), %rax
-	cmp $RINGCAP-1, %rax
-	jb 1f
+	add ROOMNEED(%rdi), %rax
+	cmp $RINGCAP, %rax
+	jbe 1f
 	cmpq $0, STALL(%rdi)
 	jne 1f
 	rdtsc
@@ -299,8 +331,9 @@ room:
 	mov HEAD(%rdi), %rcx
 	mov %rcx, %rax
 	sub TAIL(%rdi), %rax
-	cmp $RINGCAP-1, %rax
-	jb 1f
+	add ROOMNEED(%rdi), %rax
+	cmp $RINGCAP, %rax
+	jbe 1f
 	dec %edx
 	jnz 2b
 	push %r11
@@ -312,8 +345,9 @@ room:
 	mov TAIL(%rdi), %rdx    # the value the futex sleeps on (its low 32 bits)
 	mov HEAD(%rdi), %rax
 	sub %rdx, %rax
-	cmp $RINGCAP-1, %rax
-	jb 3f                   # drained meanwhile
+	add ROOMNEED(%rdi), %rax
+	cmp $RINGCAP, %rax
+	jbe 3f                  # drained meanwhile
 	lea TAIL(%rdi), %rdi
 	xor %esi, %esi          # FUTEX_WAIT, shared: rtrace maps the state too
 	lea nap(%rip), %r10
@@ -399,8 +433,10 @@ exit_pop:
 	lea 0x38(%rsp), %rdx
 	cmp %rdx, %rax
 	jb exit_skipped
-	testq $1, 24(%rcx)
+	testq $FLAGSTOP, 24(%rcx)
 	jnz exit_stop
+	testq $FLAGRES, 24(%rcx)
+	jnz exit_res
 	CALLCLEAR emit
 	decq DEPTH(%rdi)        # the frame goes once its EXIT is written
 	REHOOK
@@ -413,8 +449,10 @@ exit_pop:
 	lea 8(%rsp), %rsp
 	jmp *-8(%rsp)
 exit_skipped:
+	testq $FLAGRES, 24(%rcx) # a resource call's frame records nothing
+	jnz 1f
 	CALLCLEAR emit
-	decq DEPTH(%rdi)
+1:	decq DEPTH(%rdi)
 	jmp exit_pop
 # exit_stop: the return of a frame rtrace pushed with flag 1 (a function
 # whose return value is recorded): every register restored, the real
@@ -448,3 +486,6 @@ exit_miss:
 exit_empty:
 	int3                    # a hijacked return with an empty shadow stack
 	ud2
+
+	.include "res.S"
+	.include "walk.S"

@@ -33,11 +33,22 @@ func (u *Unwinder) Backtrace(mem Memory, regs Regs, depth int, out []uint64) []u
 		return out
 	}
 	depth = min(depth, MaxDepth)
+	return u.Continue(mem, regs, false, depth-1, append(out, regs.PC))
+}
+
+// Continue appends to out up to n more frames of a walk whose last frame
+// is regs (exact: regs.PC is where a signal interrupted it, not a return
+// address): the callers Backtrace would find next. An in-process walk that
+// stopped at a frame ends here, with the frames Backtrace gives.
+func (u *Unwinder) Continue(mem Memory, regs Regs, exact bool, n int, out []uint64) []uint64 {
+	n = min(n, MaxDepth)
+	if n <= 0 || regs.PC == 0 {
+		return out
+	}
 	defer func() { u.stack.mem = nil }()
 	u.stack.reset(mem, regs.SP)
-	cur, exact := regs, false
-	out = append(out, cur.PC)
-	for n := 1; n < depth; n++ {
+	cur := regs
+	for range n {
 		next, nextExact, ok := u.step(cur, exact)
 		if !ok || next.PC == 0 {
 			break

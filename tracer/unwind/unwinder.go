@@ -114,3 +114,32 @@ func (u *Unwinder) cfiOf(m *module) *cfi {
 	m.cfi = c
 	return c
 }
+
+// ModuleInfo is a module the unwinder knows: its code's runtime range, its
+// load bias and its file.
+type ModuleInfo struct {
+	Lo, Hi, Bias uint64
+	Path         string
+}
+
+// Modules lists the modules registered, sorted by Lo: the index an
+// in-process walker searches (fast's walk.S) holds the same, so that a pc
+// finds the same module, or none, in both.
+func (u *Unwinder) Modules() []ModuleInfo {
+	out := make([]ModuleInfo, len(u.mods))
+	for i, m := range u.mods {
+		out[i] = ModuleInfo{Lo: m.lo, Hi: m.hi, Bias: m.key.bias, Path: m.key.path}
+	}
+	return out
+}
+
+// CompileFile compiles the CFI of the ELF object at path into its Table;
+// an object whose CFI cannot be read gets an empty one (every row the
+// rbp chain), as Backtrace then unwinds it with frame pointers.
+func CompileFile(path string) *Table {
+	c, err := loadCFI(path, 0)
+	if err != nil {
+		return &Table{}
+	}
+	return Compile(c.fdes)
+}

@@ -25,6 +25,11 @@ var offsets = []struct{ name, sym string }{
 	{"offExitStop", "exit_stop_trap"},
 	{"offExitEmpty", "exit_empty"},
 	{"offHeldTrap", "held"},
+	{"offResEntry", "res_entry"},
+	{"offResLookup", "res_lookup"},
+	{"offResMiss", "res_miss"},
+	{"offResUnhooked", "res_unhooked"},
+	{"offWalkStop", "walk_stop_trap"},
 }
 
 func main() {

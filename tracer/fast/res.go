@@ -1,0 +1,103 @@
+package fast
+
+// Resource records in a thread's ring (res.S): a record whose word's low
+// two bits are 2 starts a group, a CALL or a STACK, whose payload records
+// follow.
+const (
+	resType     = 2
+	resStackBit = 4
+	resHasStack = 8
+)
+
+// IsRes reports whether a ring word starts a resource record group.
+func IsRes(word uint64) bool { return word&3 == resType }
+
+// ResCall is a resource call a ring held: its time (a TSC reading), its
+// function (Desc.ID), its payload words (the arguments, the result, the
+// out word) and its backtrace (nil: none).
+type ResCall struct {
+	TSC   uint64
+	ID    uint32
+	Words []uint64
+	Stack []uint64
+}
+
+// ResDecoder decodes the resource records of one thread's ring in order,
+// across the parts and batches Drain hands: it keeps the thread's stack
+// cache as its stubs keep theirs, replayed from the STACK records, and the
+// group a part's end cut. The zero ResDecoder is a new thread's.
+type ResDecoder struct {
+	slots [256][]uint64
+	hdr   Rec
+	need  int // payload records of the group still to come
+	words []uint64
+}
+
+// Pending reports whether the next record is the payload of a group
+// begun: whatever its word says, it is not a header.
+func (d *ResDecoder) Pending() bool { return d.need > 0 }
+
+// Reset forgets everything: the state is another thread's now.
+func (d *ResDecoder) Reset() { *d = ResDecoder{} }
+
+// Feed takes the next record of a group: its header (IsRes) or, when
+// Pending, its payload. It returns the call a CALL group makes once whole
+// (a STACK fills its slot). A group the process could not have written (a
+// stack deeper than WalkMax) is dropped, and bad reports it.
+func (d *ResDecoder) Feed(r Rec) (c ResCall, whole, bad bool) {
+	if d.need == 0 {
+		d.hdr, d.words = r, d.words[:0]
+		if r.Word&resStackBit != 0 {
+			n := r.Word >> 16
+			if n > WalkMax {
+				return ResCall{}, false, true
+			}
+			d.need = int(n+1) / 2
+		} else {
+			d.need = int(r.Word>>4) & 0xf
+		}
+	} else {
+		d.words = append(d.words, r.TSC, r.Word)
+		d.need--
+	}
+	if d.need > 0 {
+		return ResCall{}, false, false
+	}
+	slot := int(d.hdr.Word>>8) & 0xff
+	if d.hdr.Word&resStackBit != 0 {
+		d.slots[slot] = append([]uint64(nil), d.words[:d.hdr.Word>>16]...)
+		return ResCall{}, false, false
+	}
+	c = ResCall{TSC: d.hdr.TSC, ID: uint32(d.hdr.Word >> 16), Words: append([]uint64(nil), d.words...)}
+	if d.hdr.Word&resHasStack != 0 {
+		c.Stack = d.slots[slot]
+	}
+	return c, true, false
+}
+
+// ResWords packs a call's records as res.S writes them, for tests: its
+// header and payload, its stack (nil: none) in the cache's slot, written
+// first in a STACK when miss.
+func ResWords(tsc uint64, id uint32, words []uint64, stack []uint64, slot int, miss bool) []Rec {
+	var out []Rec
+	pairs := func(ws []uint64) {
+		for i := 0; i < len(ws); i += 2 {
+			r := Rec{TSC: ws[i]}
+			if i+1 < len(ws) {
+				r.Word = ws[i+1]
+			}
+			out = append(out, r)
+		}
+	}
+	w := uint64(id)<<16 | uint64(slot)<<8 | uint64((len(words)+1)/2)<<4 | resType
+	if stack != nil {
+		if miss {
+			out = append(out, Rec{Word: uint64(len(stack))<<16 | uint64(slot)<<8 | resStackBit | resType})
+			pairs(stack)
+		}
+		w |= resHasStack
+	}
+	out = append(out, Rec{TSC: tsc, Word: w})
+	pairs(words)
+	return out
+}

@@ -1,0 +1,263 @@
+# The in-process stack walker, included by stub.S: a resource call's
+# backtrace, found with the unwind rows rtrace compiles from each module's
+# CFI (tracer/unwind/table.go, Table) and puts in the process, the same
+# frames tracer/unwind's Backtrace finds from the same registers. Where
+# the rows' model ends (a row that stops, a module without its table yet,
+# a load outside the thread's stack, more than WALKMAX frames), the
+# thread stops at walk_stop_trap and rtrace finishes the walk from the
+# frame reached. docs/FAST-PATH.md, "The walker".
+#
+# The module index (UNWIND): {n, n x {lo, hi, bias, table}}, sorted by lo,
+# the modules tracer/unwind knows; a table: {n, n x u32 start (link-time
+# address), n x u64 row (8-byte aligned)}; table 0: not compiled yet.
+# Packed rows (table.go): kind in bits 0-2, then flags and offsets.
+	.set ROWFP,     0
+	.set ROWCFA,    1
+	.set ROWEND,    2
+	.set ROWBASEBP, 8
+	.set ROWSIGNAL, 16
+
+# walk: %r8 the pc of frame 0 (a call's return address), %r9 its caller's
+# stack pointer, %r10 its rbp; state in %rdi. Leaves the frames at WALKBUF
+# and their count in %rbx and WALKN. Clobbers rax, rcx, rdx, rsi, r8-r12,
+# r15.
+walk:
+	xor %ebx, %ebx
+	test %r8, %r8
+	jz walk_done
+	cmp STACKLO(%rdi), %r9
+	jb walk_first           # another stack (a signal's alternate one)
+	cmp STACKHI(%rdi), %r9
+	ja walk_first
+	mov %r9, %r15           # loads stay in [r15, STACKHI)
+	xor %r11d, %r11d        # exact: the pc is a return address
+walk_frame:
+	mov %r8, WALKBUF(%rdi,%rbx,8)
+	inc %rbx
+	cmp BTDEPTH(%rdi), %rbx
+	jae walk_done
+	cmp $WALKMAX, %rbx
+	jae walk_stop
+	mov UNWIND(%rdi), %rax
+	cmp PCGEN(%rdi), %rax
+	jne walk_flush
+walk_cached:
+	lea (%r11,%r8,2), %rcx  # the key: pc * 2 + exact
+	mov %rcx, %rax
+	imul hashk(%rip), %rax
+	shr $52, %rax
+	shl $4, %rax
+	lea PCCACHE(%rdi,%rax), %rsi
+	cmp (%rsi), %rcx
+	jne walk_lookup
+	mov 8(%rsi), %rax
+walk_row:
+	mov %eax, %edx
+	and $7, %edx
+	cmp $ROWCFA, %edx
+	je walk_cfa
+	cmp $ROWFP, %edx
+	je walk_fp
+	cmp $ROWEND, %edx
+	je walk_done
+	jmp walk_stop           # a row the model cannot follow
+# The row's rules: CFA = rsp or rbp + offset, the return address at CFA +
+# offset, rbp kept, saved, computed or zero.
+walk_cfa:
+	mov %r9, %rcx
+	test $ROWBASEBP, %eax
+	cmovnz %r10, %rcx
+	mov %rax, %rdx
+	sar $32, %rdx
+	add %rdx, %rcx          # the CFA
+	cmp %r9, %rcx
+	jbe walk_done           # the stack must grow
+	mov %rax, %rdx
+	sar $8, %rdx
+	movsbq %dl, %rdx
+	lea (%rcx,%rdx,8), %rdx # the return address's slot
+	cmp %r15, %rdx
+	jb walk_stop
+	lea 8(%rdx), %rsi
+	cmp STACKHI(%rdi), %rsi
+	ja walk_stop
+	mov (%rdx), %r12
+	CALLCLEAR walk_real
+	mov %rax, %rsi
+	shr $5, %esi
+	and $7, %esi            # rbp's rule
+	jz 2f                   # kept
+	mov %rax, %rdx
+	sar $16, %rdx
+	movswq %dx, %rdx
+	add %rcx, %rdx          # CFA + rbp's offset
+	cmp $1, %esi
+	je 1f
+	xor %r10d, %r10d
+	cmp $2, %esi
+	cmove %rdx, %r10        # is CFA + offset
+	cmp $3, %esi
+	cmove %r9, %r10         # the frame's rsp (others: zero)
+	jmp 2f
+1:	cmp %r15, %rdx          # saved at CFA + offset
+	jb walk_stop
+	lea 8(%rdx), %rsi
+	cmp STACKHI(%rdi), %rsi
+	ja walk_stop
+	mov (%rdx), %r10
+2:	mov %rcx, %r9
+	mov %r12, %r8
+	xor %r11d, %r11d
+	test $ROWSIGNAL, %eax
+	setnz %r11b
+	test %r8, %r8
+	jz walk_done
+	jmp walk_frame
+# No FDE (or rules Backtrace leaves for it): the rbp chain.
+walk_fp:
+	test %r10, %r10
+	jz walk_done
+	cmp %r9, %r10
+	jb walk_done
+	test $7, %r10
+	jnz walk_done
+	lea 16(%r10), %rcx
+	cmp %r10, %rcx
+	jb walk_done
+	cmp STACKHI(%rdi), %rcx
+	ja walk_stop
+	lea 8(%r10), %rdx
+	mov (%rdx), %r12
+	CALLCLEAR walk_real
+	mov (%r10), %r10
+	mov %rcx, %r9
+	mov %r12, %r8
+	xor %r11d, %r11d
+	test %r8, %r8
+	jz walk_done
+	jmp walk_frame
+
+# walk_real: %r12, the word at the slot %rdx, is the real return address
+# unless it is exit's (a hijacked return): then the shadow stack's frame
+# of that slot holds it; without one, the walk stops. Clobbers rsi.
+walk_real:
+	lea exit(%rip), %rsi
+	cmp %rsi, %r12
+	jne 2f
+	mov DEPTH(%rdi), %rsi
+1:	test %rsi, %rsi
+	jz 3f
+	dec %rsi
+	mov %rsi, %r12
+	shl $5, %r12
+	cmp %rdx, FRAMES+8(%rdi,%r12)
+	jne 1b
+	mov FRAMES(%rdi,%r12), %r12
+2:	ret
+3:	pop %rsi                # the caller's return: stop from its frame
+	movq $0, -8(%rsp)
+	jmp walk_stop
+
+# The row of a pc the cache does not hold: the module (the first whose hi
+# is above the pc, if its lo is not), then its table's last row starting
+# at or below the pc (pc - 1 for a return address), less the bias.
+walk_lookup:
+	push %rcx
+	push %rsi
+	mov UNWIND(%rdi), %r12
+	test %r12, %r12
+	jz walk_notable
+	mov (%r12), %rcx        # hi: the modules
+	xor %esi, %esi          # lo
+1:	cmp %rcx, %rsi
+	jae 2f
+	lea (%rsi,%rcx), %rax
+	shr $1, %rax
+	mov %rax, %rdx
+	shl $5, %rdx
+	cmp %r8, 16(%r12,%rdx)  # its hi above the pc?
+	ja 3f
+	lea 1(%rax), %rsi
+	jmp 1b
+3:	mov %rax, %rcx
+	jmp 1b
+2:	cmp (%r12), %rsi
+	jae walk_nomod
+	shl $5, %rsi
+	lea 8(%r12,%rsi), %rsi  # the module
+	cmp %r8, 0(%rsi)
+	ja walk_nomod
+	mov 24(%rsi), %r12      # its table
+	test %r12, %r12
+	jz walk_notable
+	lea -1(%r8,%r11), %rax
+	sub 16(%rsi), %rax      # the link-time address
+	mov $0xffffffff, %edx
+	cmp %rdx, %rax
+	ja walk_nomod
+	mov (%r12), %rcx        # hi: the rows
+	xor %esi, %esi          # lo
+4:	cmp %rcx, %rsi
+	jae 5f
+	lea (%rsi,%rcx), %rdx
+	shr $1, %rdx
+	cmp %eax, 8(%r12,%rdx,4) # its start above the address?
+	ja 6f
+	lea 1(%rdx), %rsi
+	jmp 4b
+6:	mov %rdx, %rcx
+	jmp 4b
+5:	test %rsi, %rsi
+	jz walk_nomod
+	mov (%r12), %rcx
+	lea 15(,%rcx,4), %rcx
+	and $-8, %rcx
+	add %r12, %rcx          # the rows
+	mov -8(%rcx,%rsi,8), %rax
+	jmp walk_store
+walk_nomod:
+	xor %eax, %eax          # no module or no row: the rbp chain
+walk_store:
+	pop %rsi
+	pop %rcx
+	mov %rcx, (%rsi)
+	mov %rax, 8(%rsi)
+	jmp walk_row
+walk_notable:
+	pop %rsi
+	pop %rcx
+	jmp walk_stop           # rtrace compiles the module's table
+
+# The module index changed (a library loaded or gone, a table added): the
+# pc cache starts over.
+walk_flush:
+	push %rdi
+	push %rcx
+	mov %rax, PCGEN(%rdi)
+	lea PCCACHE(%rdi), %rdi
+	mov $8192, %ecx
+	xor %eax, %eax
+	rep stosq
+	pop %rcx
+	pop %rdi
+	jmp walk_cached
+
+# Frame 0 on another stack: rtrace walks it all.
+walk_first:
+	mov %r8, WALKBUF(%rdi)
+	mov $1, %ebx
+	xor %r11d, %r11d
+# rtrace finishes the walk from the frame in r8-r11 (the last in WALKBUF).
+walk_stop:
+	mov %rbx, WALKN(%rdi)
+	mov %r8, WALKPC(%rdi)
+	mov %r9, WALKSP(%rdi)
+	mov %r10, WALKBP(%rdi)
+	mov %r11, WALKEX(%rdi)
+walk_stop_trap:
+	int3
+	mov WALKN(%rdi), %rbx
+	ret
+walk_done:
+	mov %rbx, WALKN(%rdi)
+	ret

@@ -1,0 +1,271 @@
+package tracer
+
+import (
+	"errors"
+	"os"
+	"time"
+
+	"rtrace/internal/trace"
+	"rtrace/tracer/fast"
+)
+
+// Resource calls recorded in the process (docs/FAST-PATH.md, "Resource
+// calls in the process"): a resource function's stub records its call in
+// the thread's ring (res.S), with its backtrace found by the in-process
+// walker (walk.S, fast_walk.go); the drainer decodes the records into the
+// calls the resource sink gets, as resReport makes them at a stop.
+
+// resStub is a resource function whose calls its stub records: its number
+// (fast.Desc's ID, which its records carry) is its index in
+// drainer.resStubs.
+type resStub struct {
+	res     *resFn
+	nargs   int  // the arguments its records carry
+	release bool // recorded at its entry: no result
+	out     bool // its records carry the word its Out argument points at
+}
+
+// resUnwindRemote (RTRACE_RES_UNWIND=remote) keeps every resource
+// function on stops, its backtrace walked by rtrace: the reference the
+// in-process walker's backtraces equal, byte for byte (the e2e tests
+// compare them).
+var resUnwindRemote = os.Getenv("RTRACE_RES_UNWIND") == "remote"
+
+// resDesc decides, for the planner, whether the resource function c at
+// addr gets a stub that records its calls in the process, and returns its
+// descriptor. Calls stop instead with a function trace (its records of
+// the call go with the resource's), for string arguments (read at the
+// entry, where rtrace can), and for backtraces deeper than the walker
+// goes.
+func (t *Tracer) resDesc(c cand, addr uint64) (fast.Desc, bool) {
+	rf := c.res.rf
+	if t.funcs != nil || t.res == nil || t.drain == nil || resUnwindRemote || t.cfg.Backtrace > fast.WalkMax {
+		return fast.Desc{}, false
+	}
+	for _, a := range rf.Args {
+		if a.Kind == 's' {
+			return fast.Desc{}, false
+		}
+	}
+	s := resStub{res: c.res, nargs: resArgs(rf)}
+	d := fast.Desc{Fn: addr, Args: uint8(s.nargs)}
+	if rf.Effect == allocOutPtr || rf.Effect == allocOutFds {
+		s.out = true
+		d.Flags |= fast.DescOut
+		d.Out = uint8(rf.Out)
+	}
+	if t.cfg.Backtrace > 0 && (rf.allocates() || t.cfg.BacktraceAll) {
+		d.Flags |= fast.DescBacktrace
+	}
+	// free is recorded at its entry, its return left alone, unless a
+	// module whose functions it calls is traced (its munmap would then be
+	// reported as a call of its own) or its backtrace is wanted.
+	if rf.AtEntry && !t.cfg.BacktraceAll && !t.moduleSelected("mmap") {
+		s.release = true
+		d.Flags |= fast.DescRelease
+	}
+	d.ID = t.drain.addResStub(s)
+	return d, true
+}
+
+// moduleSelected reports whether -e names the module.
+func (t *Tracer) moduleSelected(name string) bool {
+	for _, m := range t.cfg.Modules {
+		if m.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// resArgs is how many arguments a call of rf needs for resEffects and its
+// argument records.
+func resArgs(rf *ResFunc) int {
+	n := max(rf.Size, rf.SizeMul, rf.ID+1, rf.Out+1)
+	for _, a := range rf.Args {
+		n = max(n, a.Arg+1)
+	}
+	switch rf.Effect {
+	case reallocPtr, reallocMap, dupFd, fcntlDup, shmctlRmid:
+		n = max(n, 2)
+	case freopenFp:
+		n = max(n, 3)
+	}
+	return min(n, 6)
+}
+
+// addResStub numbers s.
+func (d *drainer) addResStub(s resStub) uint32 {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.resStubs = append(d.resStubs, s)
+	return uint32(len(d.resStubs) - 1)
+}
+
+// decoder returns st's resource record decoder.
+func (d *drainer) decoder(st *fast.State) *fast.ResDecoder {
+	dec := d.decoders[st]
+	if dec == nil {
+		if d.decoders == nil {
+			d.decoders = map[*fast.State]*fast.ResDecoder{}
+		}
+		dec = &fast.ResDecoder{}
+		d.decoders[st] = dec
+	}
+	return dec
+}
+
+// resLocked hands the resource sink the calls tid's ring held, and the
+// calls its thread dropped on a full ring.
+func (d *drainer) resLocked(tid int, st *fast.State, calls []fast.ResCall, sc fast.Scale) {
+	if d.res == nil {
+		return
+	}
+	if n := st.ResLost(); n != d.seenResLost[st] {
+		if d.seenResLost == nil {
+			d.seenResLost = map[*fast.State]uint64{}
+		}
+		lost := n - d.seenResLost[st]
+		d.seenResLost[st] = n
+		d.resLost += lost
+		d.resErr(d.res.Lost(tid, lost))
+	}
+	for _, rc := range calls {
+		if rc.Stack != nil {
+			d.walks++
+		}
+		for _, c := range d.resCalls(tid, rc, sc) {
+			d.resErr(d.res.Call(c))
+		}
+	}
+}
+
+// resErr keeps a sink error; a closed stream (its reader gone) is said
+// once by the sink, and the calls go nowhere until a toggle.
+func (d *drainer) resErr(err error) {
+	if !errors.Is(err, ErrStreamClosed) {
+		d.noteErr(err)
+	}
+}
+
+// resCalls makes the calls a resource call's records say, as resReport
+// does at a stop: what it did to its resources, at its time of day, with
+// its backtrace where one goes.
+func (d *drainer) resCalls(tid int, rc fast.ResCall, sc fast.Scale) []*trace.Call {
+	if int(rc.ID) >= len(d.resStubs) {
+		return nil // not a record the stubs wrote
+	}
+	s := d.resStubs[rc.ID]
+	rf := s.res.rf
+	var args [6]uint64
+	copy(args[:s.nargs], rc.Words)
+	var ret, out uint64
+	if !s.release {
+		if len(rc.Words) <= s.nargs {
+			return nil
+		}
+		ret = rc.Words[s.nargs]
+		if s.out && len(rc.Words) > s.nargs+1 {
+			out = rc.Words[s.nargs+1]
+		}
+	}
+	var recArgs []trace.Arg
+	for _, a := range rf.Args {
+		recArgs = append(recArgs, trace.Arg{Name: a.Name, Value: argValue(a, args[a.Arg])})
+	}
+	var frames []trace.Frame
+	if len(rc.Stack) > 0 && wantBacktrace(rf, args, d.btAll, d.monitor) {
+		frames = make([]trace.Frame, len(rc.Stack))
+		for i, pc := range rc.Stack {
+			frames[i].Addr = pc
+		}
+	}
+	tod := d.timeOfDay(sc.Nanos(rc.TSC))
+	peek := func(uint64) (uint64, error) { return out, nil }
+	var calls []*trace.Call
+	for _, e := range resEffects(rf, args, ret, peek) {
+		c := &trace.Call{Time: tod, Tid: tid, Res: s.res.res, Alloc: e.alloc, Name: rf.Display(), ID: e.id, Size: e.size, Args: recArgs}
+		if e.alloc || d.btAll {
+			c.Frames = frames
+		}
+		calls = append(calls, c)
+	}
+	return calls
+}
+
+// timeOfDay is the local time of day at CLOCK_MONOTONIC mono, as
+// sp-rtrace's call timestamps are.
+func (d *drainer) timeOfDay(mono uint64) time.Duration {
+	n := time.Unix(0, int64(mono)+d.wallOff)
+	y, m, day := n.Date()
+	return n.Sub(time.Date(y, m, day, 0, 0, 0, 0, n.Location()))
+}
+
+// lockedResSink is the resource sink the tracer uses with the fast
+// engine: each call runs under the drainer's lock, after the records of
+// the thread it is about (all of them for a toggle or a session), as
+// lockedSink does for the function sink; the drainer hands the sink the
+// calls the rings hold under the same lock.
+type lockedResSink struct {
+	d *drainer
+}
+
+func (l *lockedResSink) do(tid int, f func(ResSink) error) error {
+	l.d.mu.Lock()
+	defer l.d.mu.Unlock()
+	switch tid {
+	case drainNone:
+	case drainAll:
+		l.d.drainAllLocked()
+	default:
+		l.d.drainTidLocked(tid)
+	}
+	return f(l.d.res)
+}
+
+func (l *lockedResSink) Session(s Session) error {
+	return l.do(drainAll, func(r ResSink) error { return r.Session(s) })
+}
+func (l *lockedResSink) Maps(sid string, maps []byte) error {
+	return l.do(drainAll, func(r ResSink) error { return r.Maps(sid, maps) })
+}
+func (l *lockedResSink) Dlopen(time uint64, tid int, sid string, base uint64, path string) error {
+	return l.do(tid, func(r ResSink) error { return r.Dlopen(time, tid, sid, base, path) })
+}
+func (l *lockedResSink) Task(time uint64, tid, pid int) error {
+	return l.do(tid, func(r ResSink) error { return r.Task(time, tid, pid) })
+}
+func (l *lockedResSink) Fork(time uint64, pid, ppid int) error {
+	return l.do(ppid, func(r ResSink) error { return r.Fork(time, pid, ppid) })
+}
+func (l *lockedResSink) Exit(time uint64, tid int) error {
+	l.d.mu.Lock()
+	deferred := l.d.deferResExit(time, tid)
+	l.d.mu.Unlock()
+	if deferred {
+		return nil
+	}
+	return l.do(tid, func(r ResSink) error { return r.Exit(time, tid) })
+}
+func (l *lockedResSink) Toggle(on bool, pid int) error {
+	return l.do(drainAll, func(r ResSink) error { return r.Toggle(on, pid) })
+}
+func (l *lockedResSink) Call(c *trace.Call) error {
+	return l.do(c.Tid, func(r ResSink) error { return r.Call(c) })
+}
+func (l *lockedResSink) Lost(tid int, n uint64) error {
+	return l.do(tid, func(r ResSink) error { return r.Lost(tid, n) })
+}
+
+// deferResExit keeps the resource sink's Exit call for tid until its
+// retired state is finished (its ring's last calls first), and reports
+// whether it did.
+func (d *drainer) deferResExit(time uint64, tid int) bool {
+	for _, r := range d.retiring {
+		if r.tid == tid && !r.done && !r.resExit {
+			r.resExit, r.resExitTS = true, time
+			return true
+		}
+	}
+	return false
+}
