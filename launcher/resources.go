@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"regexp"
 	"slices"
 	"strings"
@@ -43,14 +42,16 @@ type resStream struct {
 	procs   map[int]*resProc
 	order   []int
 	threads map[int]int
-	w       *wire.Writer
-	out     io.WriteCloser
-	done    chan error // the in-process pre-processor's result
-	files   []string   // raw or text files written
-	errs    []error
-	broken  bool // the window's output failed: tell the tracer once
-	calls   uint64
-	lost    uint64 // calls dropped in the process (a full ring)
+	// w is the window's writer: the wire stream into a listener's pipe
+	// (out), or the pre-processor itself in the process (split).
+	w      itemWriter
+	out    io.WriteCloser
+	split  *preproc.Splitter
+	files  []string // raw or text files written
+	errs   []error
+	broken bool // the window's output failed: tell the tracer once
+	calls  uint64
+	lost   uint64 // calls dropped in the process (a full ring)
 	// killed: rtrace killed the target (Ctrl-C): its end is no leak point.
 	killed atomic.Bool
 }
@@ -77,28 +78,22 @@ func (s *resStream) open(pid int) error {
 			return err
 		}
 		if f != nil {
-			s.out, s.done = f, nil
+			s.out = f
 			s.marks.on(pid, s.pid)
 			return s.begin()
 		}
 	}
-	r, w, err := os.Pipe()
-	if err != nil {
-		return err
-	}
-	done := make(chan error, 1)
-	go func() {
-		paths, err := preproc.Run(r, preproc.Options{Dir: s.outDir, Post: s.post})
-		io.Copy(io.Discard, r) // never block the tracer on a failed stage
-		r.Close()
-		s.mu.Lock()
-		s.files = append(s.files, paths...)
-		s.mu.Unlock()
-		done <- err
-	}()
-	s.out, s.done = w, done
+	// In the process, the pre-processor takes the items as they are: no
+	// stream to encode and decode again.
+	s.split = preproc.NewSplitter(preproc.Options{Dir: s.outDir, Post: s.post})
 	s.marks.on(pid, s.pid)
 	return s.begin()
+}
+
+// itemWriter is where a window's items go (wire.Writer, preproc.Splitter).
+type itemWriter interface {
+	Write(trace.Item) error
+	Flush() error
 }
 
 // begin writes the initial state: header, modules, resources, the
@@ -106,7 +101,11 @@ func (s *resStream) open(pid int) error {
 // traced processes: each one's session, the forks that made the others
 // and their threads (each process's calls go to a file of its own).
 func (s *resStream) begin() error {
-	s.w = wire.NewWriter(s.out)
+	if s.split != nil {
+		s.w = s.split
+	} else {
+		s.w = wire.NewWriter(s.out)
+	}
 	root := s.pid
 	if s.procs[root] == nil && len(s.order) > 0 {
 		root = s.order[0] // the first process is gone: its oldest live descendant
@@ -166,25 +165,33 @@ func (s *resStream) fail(err error) error {
 }
 
 // closeOut ends the window: NLIB "*" (mappings at the end), flush, close,
-// and wait for the in-process pre-processor to finish its file.
+// and the pre-processor's files finished.
 func (s *resStream) closeOut() {
-	if s.out == nil {
+	if s.w == nil && s.split == nil && s.out == nil {
 		return
 	}
 	s.marks.off()
 	if s.w != nil {
 		s.w.Write(&trace.Library{Name: "*"})
-		if err := s.w.Close(); err != nil {
+	}
+	if ww, ok := s.w.(*wire.Writer); ok {
+		if err := ww.Close(); err != nil {
 			s.errs = append(s.errs, err)
 		}
 	}
-	s.out.Close()
-	if s.done != nil {
-		if err := <-s.done; err != nil {
+	if s.out != nil {
+		s.out.Close()
+	}
+	if s.split != nil {
+		paths, err := s.split.Close()
+		s.mu.Lock()
+		s.files = append(s.files, paths...)
+		s.mu.Unlock()
+		if err != nil {
 			s.errs = append(s.errs, err)
 		}
 	}
-	s.out, s.w, s.done = nil, nil, nil
+	s.out, s.w, s.split = nil, nil, nil
 }
 
 func (s *resStream) Call(c *trace.Call) error {

@@ -55,23 +55,73 @@ func Run(in io.Reader, o Options) ([]string, error) {
 // a new file for the new image, a process's exit ends its file, and each
 // CALL goes to the file of its thread's process.
 func RunFrom(hdr *trace.Header, rd *wire.Reader, o Options) ([]string, error) {
+	sp := NewSplitter(o)
+	if err := sp.Write(hdr); err != nil {
+		return nil, err
+	}
+	err := sp.copy(rd)
+	paths, cerr := sp.Close()
+	if err == nil {
+		err = cerr
+	}
+	return paths, err
+}
+
+// Splitter is the pre-processor of a resource trace handed to it item by
+// item, in the process (no stream to decode): the header first, then the
+// rest in stream order, as RunFrom reads them. Close ends every file.
+type Splitter struct {
+	o Options
+	d *demux
+}
+
+// NewSplitter returns a Splitter writing as o says.
+func NewSplitter(o Options) *Splitter {
 	if o.Maps == nil {
 		o.Maps = func(pid int) ([]byte, error) { return os.ReadFile(fmt.Sprintf("/proc/%d/maps", pid)) }
 	}
-	d := &demux{o: o, hdr: hdr, procs: map[int]*procOut{}, tids: map[int]int{}}
-	root, err := d.open(hdr.Pid, hdr.Process, "", nil)
-	if err != nil {
-		return nil, err
+	return &Splitter{o: o}
+}
+
+// Write routes an item: the first must be the header.
+func (sp *Splitter) Write(it trace.Item) error {
+	if hdr, ok := it.(*trace.Header); ok {
+		if sp.d != nil {
+			return fmt.Errorf("preproc: a second header")
+		}
+		sp.d = &demux{o: sp.o, hdr: hdr, procs: map[int]*procOut{}, tids: map[int]int{}}
+		root, err := sp.d.open(hdr.Pid, hdr.Process, "", nil)
+		if err != nil {
+			return err
+		}
+		sp.d.root = root
+		return nil
 	}
-	d.root = root
-	err = d.copy(rd)
-	for _, p := range d.order {
-		if cerr := d.close(p); err == nil {
+	if sp.d == nil {
+		return fmt.Errorf("preproc: %T before the header", it)
+	}
+	return sp.d.item(it)
+}
+
+// Flush does nothing: each file is written as its items come.
+func (sp *Splitter) Flush() error { return nil }
+
+// Close ends every file, and returns the paths written (none with Out),
+// the first process's first.
+func (sp *Splitter) Close() ([]string, error) {
+	if sp.d == nil {
+		return nil, nil
+	}
+	var err error
+	for len(sp.d.order) > 0 {
+		if cerr := sp.d.close(sp.d.order[0]); err == nil {
 			err = cerr
 		}
 	}
-	return d.paths, err
+	return sp.d.paths, err
 }
+
+func (sp *Splitter) copy(rd *wire.Reader) error { return sp.d.copy(rd) }
 
 // demux splits a stream by process.
 type demux struct {
@@ -86,6 +136,8 @@ type demux struct {
 	preamble []trace.Item
 	called   bool // a call was seen: the preamble is complete
 	paths    []string
+	lastTid  int // of's last answer
+	last     *procOut
 }
 
 // procOut is the output of one process image.
@@ -187,6 +239,14 @@ func (d *demux) of(tid int) *procOut {
 	if d.o.Out != nil {
 		return d.root
 	}
+	if tid == d.lastTid && d.last != nil {
+		return d.last // no task or session came since
+	}
+	d.lastTid, d.last = tid, d.find(tid)
+	return d.last
+}
+
+func (d *demux) find(tid int) *procOut {
 	pid, ok := d.tids[tid]
 	if !ok {
 		pid = tid
@@ -234,8 +294,10 @@ func (d *demux) item(it trace.Item) error {
 		d.called = true
 		return d.of(v.Tid).w.Write(v)
 	case *trace.Task:
+		d.last = nil
 		return d.task(v)
 	case *trace.Session:
+		d.last = nil
 		return d.session(v)
 	}
 	return d.root.w.Write(it)

@@ -9,6 +9,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"rtrace/internal/trace"
 	"rtrace/internal/uftrace"
 	"rtrace/tracer/fast"
 )
@@ -43,10 +44,13 @@ type drainer struct {
 	res         ResSink
 	resStubs    []resStub
 	decoders    map[*fast.State]*fast.ResDecoder
-	calls       []fast.ResCall
 	seenResLost map[*fast.State]uint64
 	resLost     uint64
-	walks       uint64   // calls whose record carried a backtrace
+	walks       uint64     // calls whose record carried a backtrace
+	call        trace.Call // the call resCalls hands the sink, reused
+	resEvs      []resEvent
+	frames      frameTable
+	dayStart    int64    // local midnight in wall-clock ns, for timeOfDay
 	btAll       bool     // --backtrace-all
 	monitor     []uint64 // --monitor
 	wallOff     int64    // wall-clock ns less CLOCK_MONOTONIC ns
@@ -420,19 +424,24 @@ func (d *drainer) drainBatchLocked(st *fast.State, tid int) bool {
 	sc := d.clock.Scale()
 	last := d.last[tid]
 	d.recs = d.recs[:0]
-	d.calls = d.calls[:0]
 	dec := d.decoder(st)
 	drained := false
+	d.resLostLocked(tid, st)
 	lost := st.Drain(drainBatch, func(part []fast.Rec) {
 		drained = drained || len(part) > 0
 		at := len(d.recs)
 		d.recs = slices.Grow(d.recs, len(part)+1)[:at+len(part)]
 		out, t, j := d.recs[at:], last, 0
-		for _, r := range part {
+		for i := 0; i < len(part); i++ {
+			r := part[i]
 			if dec.Pending() || fast.IsRes(r.Word) {
-				// A resource call's records: none of them a function's.
-				if c, whole, _ := dec.Feed(r); whole {
-					d.calls = append(d.calls, c)
+				// A resource call's records, none of them a function's:
+				// handed on here, while the part is the thread's.
+				if c, n, ok := dec.Group(part, i); ok {
+					d.resCall(tid, c, sc)
+					i += n - 1
+				} else if c, whole, _ := dec.Feed(r); whole {
+					d.resCall(tid, c, sc)
 				}
 				continue
 			}
@@ -460,7 +469,6 @@ func (d *drainer) drainBatchLocked(st *fast.State, tid int) bool {
 			d.err = err
 		}
 	}
-	d.resLocked(tid, st, d.calls, sc)
 	return drained || len(d.recs) > 0
 }
 

@@ -115,9 +115,9 @@ func (d *drainer) decoder(st *fast.State) *fast.ResDecoder {
 	return dec
 }
 
-// resLocked hands the resource sink the calls tid's ring held, and the
-// calls its thread dropped on a full ring.
-func (d *drainer) resLocked(tid int, st *fast.State, calls []fast.ResCall, sc fast.Scale) {
+// resLostLocked hands the resource sink the calls tid's thread dropped on
+// a full ring since the last time.
+func (d *drainer) resLostLocked(tid int, st *fast.State) {
 	if d.res == nil {
 		return
 	}
@@ -130,14 +130,17 @@ func (d *drainer) resLocked(tid int, st *fast.State, calls []fast.ResCall, sc fa
 		d.resLost += lost
 		d.resErr(d.res.Lost(tid, lost))
 	}
-	for _, rc := range calls {
-		if rc.Stack != nil {
-			d.walks++
-		}
-		for _, c := range d.resCalls(tid, rc, sc) {
-			d.resErr(d.res.Call(c))
-		}
+}
+
+// resCall hands the resource sink what a call tid's ring held did.
+func (d *drainer) resCall(tid int, rc fast.ResCall, sc fast.Scale) {
+	if d.res == nil {
+		return
 	}
+	if rc.Stack != nil {
+		d.walks++
+	}
+	d.resCalls(tid, rc, sc)
 }
 
 // resErr keeps a sink error; a closed stream (its reader gone) is said
@@ -148,57 +151,84 @@ func (d *drainer) resErr(err error) {
 	}
 }
 
-// resCalls makes the calls a resource call's records say, as resReport
-// does at a stop: what it did to its resources, at its time of day, with
-// its backtrace where one goes.
-func (d *drainer) resCalls(tid int, rc fast.ResCall, sc fast.Scale) []*trace.Call {
+// resCalls hands the resource sink the calls a resource call's records
+// say, as resReport makes them at a stop: what it did to its resources,
+// at its time of day, with its backtrace where one goes. The sink gets
+// one Call value, reused (ResSink.Call keeps nothing), and the frames of
+// a backtrace the stack table already holds.
+func (d *drainer) resCalls(tid int, rc fast.ResCall, sc fast.Scale) {
 	if int(rc.ID) >= len(d.resStubs) {
-		return nil // not a record the stubs wrote
+		return // not a record the stubs wrote
 	}
-	s := d.resStubs[rc.ID]
+	s := &d.resStubs[rc.ID]
 	rf := s.res.rf
 	var args [6]uint64
 	copy(args[:s.nargs], rc.Words)
 	var ret, out uint64
 	if !s.release {
 		if len(rc.Words) <= s.nargs {
-			return nil
+			return
 		}
 		ret = rc.Words[s.nargs]
 		if s.out && len(rc.Words) > s.nargs+1 {
 			out = rc.Words[s.nargs+1]
 		}
 	}
-	var recArgs []trace.Arg
+	c := &d.call
+	*c = trace.Call{Time: d.timeOfDay(sc.Nanos(rc.TSC)), Tid: tid, Res: s.res.res, Name: rf.Display(), Args: c.Args[:0]}
 	for _, a := range rf.Args {
-		recArgs = append(recArgs, trace.Arg{Name: a.Name, Value: argValue(a, args[a.Arg])})
+		c.Args = append(c.Args, trace.Arg{Name: a.Name, Value: argValue(a, args[a.Arg])})
+	}
+	if len(c.Args) == 0 {
+		c.Args = nil
 	}
 	var frames []trace.Frame
 	if len(rc.Stack) > 0 && wantBacktrace(rf, args, d.btAll, d.monitor) {
-		frames = make([]trace.Frame, len(rc.Stack))
-		for i, pc := range rc.Stack {
-			frames[i].Addr = pc
-		}
+		frames = d.frames.of(rc.Stack)
 	}
-	tod := d.timeOfDay(sc.Nanos(rc.TSC))
-	peek := func(uint64) (uint64, error) { return out, nil }
-	var calls []*trace.Call
-	for _, e := range resEffects(rf, args, ret, peek) {
-		c := &trace.Call{Time: tod, Tid: tid, Res: s.res.res, Alloc: e.alloc, Name: rf.Display(), ID: e.id, Size: e.size, Args: recArgs}
+	d.resEvs = resEffects(d.resEvs[:0], rf, args, ret, func(uint64) (uint64, error) { return out, nil })
+	for _, e := range d.resEvs {
+		c.Alloc, c.ID, c.Size, c.Frames = e.alloc, e.id, e.size, nil
 		if e.alloc || d.btAll {
 			c.Frames = frames
 		}
-		calls = append(calls, c)
+		d.resErr(d.res.Call(c))
 	}
-	return calls
+}
+
+// frameTable converts the backtraces the decoders hand (the same slice
+// for each call of a stack their cache holds) into frames once each.
+type frameTable struct {
+	last  []uint64
+	known map[*uint64][]trace.Frame
+}
+
+func (t *frameTable) of(pcs []uint64) []trace.Frame {
+	key := &pcs[0]
+	if f, ok := t.known[key]; ok && len(f) == len(pcs) {
+		return f
+	}
+	if t.known == nil || len(t.known) >= 1<<16 {
+		t.known = map[*uint64][]trace.Frame{} // bounded: a new stack's slice each time
+	}
+	f := make([]trace.Frame, len(pcs))
+	for i, pc := range pcs {
+		f[i].Addr = pc
+	}
+	t.known[key] = f
+	return f
 }
 
 // timeOfDay is the local time of day at CLOCK_MONOTONIC mono, as
 // sp-rtrace's call timestamps are.
 func (d *drainer) timeOfDay(mono uint64) time.Duration {
-	n := time.Unix(0, int64(mono)+d.wallOff)
-	y, m, day := n.Date()
-	return n.Sub(time.Date(y, m, day, 0, 0, 0, 0, n.Location()))
+	wall := int64(mono) + d.wallOff
+	if wall < d.dayStart || wall >= d.dayStart+int64(24*time.Hour) {
+		n := time.Unix(0, wall)
+		y, m, day := n.Date()
+		d.dayStart = time.Date(y, m, day, 0, 0, 0, 0, n.Location()).UnixNano()
+	}
+	return time.Duration(wall - d.dayStart)
 }
 
 // lockedResSink is the resource sink the tracer uses with the fast

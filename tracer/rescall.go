@@ -170,7 +170,7 @@ func (t *Tracer) resExit(th *thread, fr *frame, regs *unix.PtraceRegs) {
 func (t *Tracer) resReport(th *thread, c *resCall, regs *unix.PtraceRegs) {
 	rf := c.f.rf
 	peek := func(addr uint64) (uint64, error) { return ptrace.PeekWord(th.tid, addr) }
-	for _, e := range resEffects(rf, c.args, regs.Rax, peek) {
+	for _, e := range resEffects(nil, rf, c.args, regs.Rax, peek) {
 		tc := &trace.Call{Time: c.time, Tid: th.tid, Res: c.f.res, Alloc: e.alloc, Name: rf.Display(), ID: e.id, Size: e.size, Args: c.recArgs}
 		if e.alloc || t.cfg.BacktraceAll {
 			tc.Frames = c.frames
@@ -197,8 +197,9 @@ type resEvent struct {
 // its resources, in the order they are reported. A failed call does
 // nothing. peek reads a word of the process: the out argument of a call
 // that returns its resource through a pointer, read only when it succeeded.
-func resEffects(rf *ResFunc, args [6]uint64, ret uint64, peek func(addr uint64) (uint64, error)) []resEvent {
-	var out []resEvent
+// The events are appended to out[:0].
+func resEffects(out []resEvent, rf *ResFunc, args [6]uint64, ret uint64, peek func(addr uint64) (uint64, error)) []resEvent {
+	out = out[:0]
 	call := func(alloc bool, id uint64) {
 		e := resEvent{alloc: alloc, id: id}
 		if alloc {

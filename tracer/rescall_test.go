@@ -193,7 +193,7 @@ func TestResEffects(t *testing.T) {
 			peeked = append(peeked, addr)
 			return testPeek(addr)
 		}
-		if got := events(resEffects(rf, c.args, c.ret, peek)); got != c.want {
+		if got := events(resEffects(nil, rf, c.args, c.ret, peek)); got != c.want {
 			t.Errorf("%s%x = %#x: %q, want %q", c.sym, c.args, c.ret, got, c.want)
 		}
 		// The out argument is read only after a call that wrote it.

@@ -55,7 +55,9 @@ type FuncSink interface {
 // ResSink receives a resource trace (-e).
 type ResSink interface {
 	Sink
-	// Call reports a resource call, at its return.
+	// Call reports a resource call, at its return. c is the caller's
+	// after the call returns (the fast engine reuses it): Call keeps
+	// nothing of it but its frames, which nothing changes.
 	Call(c *trace.Call) error
 	// Lost reports n resource calls of thread tid dropped on a full ring.
 	Lost(tid int, n uint64) error

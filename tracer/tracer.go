@@ -264,9 +264,11 @@ func (t *Tracer) onThread(trace func() error) (*Result, error) {
 func (t *Tracer) run(path string) error {
 	timeline.Mark("tracer run")
 	// Pinned where the target stops often: every call with the int3
-	// engine, and a resource call's stops with the fast one (a cross-CPU
-	// wake-up costs about 4x a same-CPU stop: docs/ptrace-costs.md).
-	if t.cfg.Pin && (t.drain == nil || len(t.cfg.Modules) > 0) {
+	// engine, and every resource call with the fast one when those stop
+	// (a function trace beside them, RTRACE_RES_UNWIND=remote). A
+	// cross-CPU wake-up costs about 4x a same-CPU stop
+	// (docs/ptrace-costs.md); without stops the drain wants the other CPU.
+	if t.cfg.Pin && (t.drain == nil || len(t.cfg.Modules) > 0 && (t.funcs != nil || resUnwindRemote)) {
 		ptrace.PinToCurrentCPU()
 	}
 	env := t.cfg.Env

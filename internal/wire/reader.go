@@ -28,6 +28,7 @@ type Reader struct {
 	hbuf    [8]byte     // packet header
 	call    *trace.Call // a call waiting for its BTRC
 	index   int         // calls so far
+	z       czReader    // 3.2's named functions and backtraces
 	buf     []byte
 	err     error
 }
@@ -126,6 +127,11 @@ func (rd *Reader) packet() error {
 	n, err = io.ReadFull(rd.r, body)
 	rd.off += int64(n)
 	if err != nil {
+		if typ == CALZ && n >= 16 {
+			// A batch's calls are whole one by one: those before the cut
+			// are kept (calz stops at the first cut record).
+			rd.calz(&decoder{b: body[:n], ptr: rd.ptr})
+		}
 		return fmt.Errorf("stream cut short in packet %s at offset %d (%d of %d bytes)", typeName(typ), start, n, size)
 	}
 	d := &decoder{b: body, ptr: rd.ptr}
@@ -267,6 +273,12 @@ func (rd *Reader) decode(typ uint32, d *decoder) error {
 		rd.emit(p)
 	case LOST:
 		rd.emit(&trace.Lost{Count: d.u64()})
+	case RFUN:
+		return rd.rfun(d)
+	case STAK:
+		return rd.stak(d)
+	case CALZ:
+		return rd.calz(d)
 	default: // HINF and types of later versions: skipped
 		return nil
 	}

@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
+	"os"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -16,7 +19,7 @@ import (
 
 func sample() []trace.Item {
 	return []trace.Item{
-		&trace.Header{Version: "3.1", Arch: "x86_64", Time: time.Unix(1700000000, 123000), Process: "./leaky", Pid: 42, Depth: 10, OutDir: "out", PostOpts: "-l -c", Functions: true},
+		&trace.Header{Version: "3.2", Arch: "x86_64", Time: time.Unix(1700000000, 123000), Process: "./leaky", Pid: 42, Depth: 10, OutDir: "out", PostOpts: "-l -c", Functions: true},
 		&trace.Module{ID: 0, Name: "main", Major: 1, Minor: 0},
 		&trace.Module{ID: 1, Name: "memory", Major: 1, Minor: 2},
 		&trace.Resource{ID: 1, Name: "memory", Desc: "memory allocation in bytes"},
@@ -27,6 +30,11 @@ func sample() []trace.Item {
 		&trace.Call{Index: 1, Time: 13*time.Hour + 1234567891, Tid: 43, Res: 1, Alloc: true, Name: "malloc", Size: 5 << 32, ID: 0x5555aaaa0000,
 			Args: []trace.Arg{{Name: "path", Value: "/tmp/x"}, {Name: "flags", Value: ""}}, Frames: []trace.Frame{{Addr: 0x401234}, {Addr: 0x7fff00001111}}},
 		&trace.Call{Index: 2, Time: 13 * time.Hour, Tid: 43, Res: 1, Name: "free", ID: 0x5555aaaa0000},
+		// 3.2's batches: a backtrace and a function named again, a call
+		// without a time, a context, another thread, times going back.
+		&trace.Call{Index: 3, Time: 13*time.Hour + 5, Tid: 43, Res: 1, Alloc: true, Name: "malloc", Size: 16, ID: 0x5555aaaa0010, Frames: []trace.Frame{{Addr: 0x401234}, {Addr: 0x7fff00001111}}},
+		&trace.Call{Index: 4, Time: -1, Tid: 43, Res: 2, Alloc: true, Name: "shmget", Size: 1, ID: 7, Context: 3},
+		&trace.Call{Index: 5, Time: 12 * time.Hour, Tid: 47, Res: 1, Name: "free", ID: 0x5555aaaa0010, Frames: []trace.Frame{{Addr: 0x401238}}},
 		&trace.Task{Time: 99, Tid: 44, Pid: 42},
 		&trace.Probe{Time: 100, Tid: 44, Name: "app:step", Args: []string{"1", "0x10"}},
 		&trace.Lost{Count: 7},
@@ -200,6 +208,9 @@ func TestNotWire(t *testing.T) {
 
 func FuzzReader(f *testing.F) {
 	f.Add(encode(f, sample()))
+	if old, err := os.ReadFile("testdata/forkleak-3.1.rtrace"); err == nil {
+		f.Add(old)
+	}
 	f.Add([]byte{0xF0, 10, 2, 0, 4, 'i', '6', '8', '6', 0, 4, 0, 'B', 'T', 'R', 'C', 4, 0, 0, 0, 255, 255, 255, 255})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		r, err := NewReader(bytes.NewReader(data))
@@ -213,4 +224,60 @@ func FuzzReader(f *testing.F) {
 		}
 		t.Fatal("no end after 100000 items")
 	})
+}
+
+// TestReadsVersion31: a raw file rtrace wrote before the compact calls
+// (testdata/forkleak-3.1.rtrace: CALL, CEXT and BTRC per call) still reads.
+func TestReadsVersion31(t *testing.T) {
+	data, err := os.ReadFile("testdata/forkleak-3.1.rtrace")
+	if err != nil {
+		t.Fatal(err)
+	}
+	items, err := decodeAll(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, it := range items {
+		if c, ok := it.(*trace.Call); ok {
+			got = append(got, fmt.Sprintf("%d %s alloc=%v size=%d frames=%d tid=%d", c.Index, c.Name, c.Alloc, c.Size, len(c.Frames), c.Tid))
+		}
+	}
+	want := []string{"1 free alloc=false size=0 frames=0 tid=9437", "2 malloc alloc=true size=200 frames=5 tid=9437"}
+	if !slices.Equal(got, want) {
+		t.Errorf("calls %q, want %q", got, want)
+	}
+	if h := items[0].(*trace.Header); h.Version != "3.1" {
+		t.Errorf("version %q", h.Version)
+	}
+}
+
+// TestCompactCalls: a call of 3.2 takes at most 24 bytes of the stream,
+// its backtrace named once.
+func TestCompactCalls(t *testing.T) {
+	frames := []trace.Frame{{Addr: 0x555555555222}, {Addr: 0x555555555300}, {Addr: 0x5555555553fb}, {Addr: 0x7ffff7cfb24a}, {Addr: 0x7ffff7cfb305}}
+	items := []trace.Item{&trace.Header{Version: Version, Pid: 1}}
+	const n = 10000
+	for i := range n {
+		items = append(items,
+			&trace.Call{Time: time.Duration(i) * 900, Tid: 1, Res: 1, Alloc: true, Name: "malloc", Size: uint64(16 + i%4096), ID: 0x5555aaaa0000 + uint64(i)*64, Frames: frames},
+			&trace.Call{Time: time.Duration(i)*900 + 400, Tid: 1, Res: 1, Name: "free", ID: 0x5555aaaa0000 + uint64(i)*64})
+	}
+	data := encode(t, items)
+	per := float64(len(data)) / (2 * n)
+	t.Logf("%.1f bytes a call", per)
+	if per > 24 {
+		t.Errorf("%.1f bytes a call, want at most 24", per)
+	}
+	out, err := decodeAll(data)
+	if err != nil || len(out) != len(items) {
+		t.Fatalf("%d items back, %v", len(out), err)
+	}
+	for i := range items[1:] {
+		in, got := items[1+i].(*trace.Call), *out[1+i].(*trace.Call)
+		in.Index = got.Index
+		if !reflect.DeepEqual(*in, got) {
+			t.Fatalf("call %d: %+v, want %+v", i, got, *in)
+		}
+	}
 }

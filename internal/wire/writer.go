@@ -5,18 +5,18 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
-	"time"
 
 	"rtrace/internal/trace"
 	"rtrace/internal/uftrace"
 )
 
-// Writer encodes trace items as a 3.0 stream. The first item must be the
+// Writer encodes trace items as a 3.2 stream. The first item must be the
 // *trace.Header. It implements trace.Writer.
 type Writer struct {
 	w       *bufio.Writer
 	p       []byte // the packet being built
 	started bool
+	z       calls // resource calls, batched (calls.go)
 }
 
 // NewWriter returns a Writer on w.
@@ -35,6 +35,13 @@ func (w *Writer) Write(it trace.Item) error {
 	}
 	if !w.started {
 		return fmt.Errorf("wire: %T before the header", it)
+	}
+	if c, ok := it.(*trace.Call); ok {
+		return w.call(c)
+	}
+	// Anything else follows the calls before it.
+	if err := w.flushCalls(); err != nil {
+		return err
 	}
 	switch v := it.(type) {
 	case *trace.Module:
@@ -64,8 +71,6 @@ func (w *Writer) Write(it trace.Item) error {
 	case *trace.Library:
 		w.begin(NLIB)
 		w.str(v.Name)
-	case *trace.Call:
-		return w.call(v)
 	case *trace.Task:
 		w.begin(TASK)
 		kind := uint32(taskStart)
@@ -193,10 +198,15 @@ func (w *Writer) symbols(v *trace.Symbols) error {
 }
 
 // Flush writes buffered packets to the underlying writer.
-func (w *Writer) Flush() error { return w.w.Flush() }
+func (w *Writer) Flush() error {
+	if err := w.flushCalls(); err != nil {
+		return err
+	}
+	return w.w.Flush()
+}
 
 // Close flushes; it does not close the underlying writer.
-func (w *Writer) Close() error { return w.w.Flush() }
+func (w *Writer) Close() error { return w.Flush() }
 
 func (w *Writer) header(h *trace.Header) error {
 	arch := h.Arch
@@ -233,53 +243,6 @@ func (w *Writer) header(h *trace.Header) error {
 
 // call writes CALL, CEXT, ARGS (when any) and BTRC, as sp-rtrace sends
 // them: BTRC follows every call, with 0 frames when there are none.
-func (w *Writer) call(c *trace.Call) error {
-	w.begin(CALL)
-	w.u32(uint32(c.Res))
-	w.u32(c.Context)
-	ms := uint32(0)
-	if c.Time >= 0 {
-		ms = uint32(c.Time / time.Millisecond)
-	}
-	w.u32(ms)
-	typ := uint32(callFree)
-	if c.Alloc {
-		typ = callAlloc
-	}
-	w.u32(typ)
-	w.str(c.Name)
-	w.u32(uint32(min(c.Size, 0xffffffff)))
-	w.u64(c.ID)
-	if err := w.end(); err != nil {
-		return err
-	}
-	w.begin(CEXT)
-	w.u32(uint32(c.Tid))
-	w.u32(0)
-	w.u64(uint64(max(c.Time, 0)))
-	w.u64(c.Size)
-	if err := w.end(); err != nil {
-		return err
-	}
-	if len(c.Args) > 0 {
-		w.begin(ARGS)
-		w.u32(uint32(len(c.Args)))
-		for _, a := range c.Args {
-			w.str(a.Name)
-			w.str(a.Value)
-		}
-		if err := w.end(); err != nil {
-			return err
-		}
-	}
-	w.begin(BTRC)
-	w.u32(uint32(len(c.Frames)))
-	for _, f := range c.Frames {
-		w.u64(f.Addr)
-	}
-	return w.end()
-}
-
 func (w *Writer) begin(typ uint32) {
 	w.p = binary.LittleEndian.AppendUint32(w.p[:0], typ)
 	w.p = append(w.p, 0, 0, 0, 0)

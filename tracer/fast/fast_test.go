@@ -354,9 +354,17 @@ func TestResDecoder(t *testing.T) {
 		var got []string
 		others := 0
 		for _, part := range [][]Rec{recs[:cut], recs[cut:]} {
-			for _, r := range part {
+			// As the drain reads them: a group whole in the part at once
+			// (Group), the others record by record.
+			for i := 0; i < len(part); i++ {
+				r := part[i]
 				if !d.Pending() && !IsRes(r.Word) {
 					others++
+					continue
+				}
+				if c, n, ok := d.Group(part, i); ok {
+					got = append(got, fmt.Sprintf("%d %d %v %v", c.TSC, c.ID, c.Words, c.Stack))
+					i += n - 1
 					continue
 				}
 				c, whole, bad := d.Feed(r)

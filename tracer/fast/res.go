@@ -1,5 +1,7 @@
 package fast
 
+import "unsafe"
+
 // Resource records in a thread's ring (res.S): a record whose word's low
 // two bits are 2 starts a group, a CALL or a STACK, whose payload records
 // follow.
@@ -40,10 +42,34 @@ func (d *ResDecoder) Pending() bool { return d.need > 0 }
 // Reset forgets everything: the state is another thread's now.
 func (d *ResDecoder) Reset() { *d = ResDecoder{} }
 
+// Group decodes, when not Pending, the CALL group whose header is part[i]
+// if its payload lies in part too: the call, its Words the payload in
+// place (valid as long as part is), and the records it took. ok is false
+// for anything else (a STACK, a group the part cuts): Feed takes those.
+func (d *ResDecoder) Group(part []Rec, i int) (c ResCall, n int, ok bool) {
+	h := part[i]
+	if d.need > 0 || h.Word&3 != resType || h.Word&resStackBit != 0 {
+		return ResCall{}, 0, false
+	}
+	k := int(h.Word>>4) & 0xf
+	if i+k >= len(part) {
+		return ResCall{}, 0, false
+	}
+	c = ResCall{TSC: h.TSC, ID: uint32(h.Word >> 16)}
+	if k > 0 {
+		c.Words = unsafe.Slice((*uint64)(unsafe.Pointer(&part[i+1])), 2*k)
+	}
+	if h.Word&resHasStack != 0 {
+		c.Stack = d.slots[int(h.Word>>8)&0xff]
+	}
+	return c, 1 + k, true
+}
+
 // Feed takes the next record of a group: its header (IsRes) or, when
 // Pending, its payload. It returns the call a CALL group makes once whole
-// (a STACK fills its slot). A group the process could not have written (a
-// stack deeper than WalkMax) is dropped, and bad reports it.
+// (a STACK fills its slot), its Words valid until the next Feed. A group
+// the process could not have written (a stack deeper than WalkMax) is
+// dropped, and bad reports it.
 func (d *ResDecoder) Feed(r Rec) (c ResCall, whole, bad bool) {
 	if d.need == 0 {
 		d.hdr, d.words = r, d.words[:0]
@@ -68,7 +94,7 @@ func (d *ResDecoder) Feed(r Rec) (c ResCall, whole, bad bool) {
 		d.slots[slot] = append([]uint64(nil), d.words[:d.hdr.Word>>16]...)
 		return ResCall{}, false, false
 	}
-	c = ResCall{TSC: d.hdr.TSC, ID: uint32(d.hdr.Word >> 16), Words: append([]uint64(nil), d.words...)}
+	c = ResCall{TSC: d.hdr.TSC, ID: uint32(d.hdr.Word >> 16), Words: d.words}
 	if d.hdr.Word&resHasStack != 0 {
 		c.Stack = d.slots[slot]
 	}

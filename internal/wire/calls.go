@@ -1,0 +1,322 @@
+package wire
+
+import (
+	"encoding/binary"
+	"fmt"
+	"time"
+
+	"rtrace/internal/trace"
+)
+
+// Resource calls in version 3.2 (docs/PROTOCOL.md, "Added in 3.2"): a
+// stream names each function (RFUN) and each backtrace (STAK) once, and
+// its calls go in batches (CALZ) of variable-length records that refer to
+// them: 13-20 bytes a call where CALL, CEXT and BTRC took ~200.
+
+// Flags of a CALZ record.
+const (
+	czAlloc   = 1
+	czStack   = 2
+	czArgs    = 4
+	czContext = 8
+	czNoTime  = 16
+)
+
+// czMax bounds a CALZ batch: the calls of one thread in a row, at most
+// this many.
+const czMax = 256
+
+// calls is the Writer's compact encoding of resource calls.
+type calls struct {
+	fns    map[fnKey]uint32
+	stacks map[string]uint32
+	key    []byte // a backtrace as a stacks key
+	// Shortcuts of the two maps: the functions met last, and the
+	// backtraces by their frames' array (callers hand the same slice for
+	// a stack again: the drain's table, the Reader's).
+	recent  [4]recentFn
+	nextFn  int
+	byArray map[*trace.Frame]stackRef
+
+	batch []byte // the CALZ payload being built
+	tid   int
+	n     int
+	last  int64 // the time of the batch's last call (ns of the day)
+}
+
+type fnKey struct {
+	res  int
+	name string
+}
+
+type recentFn struct {
+	key fnKey
+	id  uint32
+	ok  bool
+}
+
+type stackRef struct {
+	n  int
+	id uint32
+}
+
+// call adds c to the batch, naming its function and backtrace first when
+// new (those packets go out before the batch that refers to them).
+func (w *Writer) call(c *trace.Call) error {
+	z := &w.z
+	if z.fns == nil {
+		z.fns, z.stacks = map[fnKey]uint32{}, map[string]uint32{}
+	}
+	fk := fnKey{c.Res, c.Name}
+	var fn uint32
+	ok := false
+	for i := range z.recent {
+		if r := &z.recent[i]; r.ok && r.key.res == fk.res && r.key.name == fk.name {
+			fn, ok = r.id, true
+			break
+		}
+	}
+	if !ok {
+		fn, ok = z.fns[fk]
+		if ok {
+			z.recent[z.nextFn] = recentFn{fk, fn, true}
+			z.nextFn = (z.nextFn + 1) % len(z.recent)
+		}
+	}
+	if !ok {
+		fn = uint32(len(z.fns))
+		z.fns[fk] = fn
+		w.begin(RFUN)
+		w.u32(fn)
+		w.u32(uint32(c.Res))
+		w.str(c.Name)
+		if err := w.end(); err != nil {
+			return err
+		}
+	}
+	var stack uint32
+	if len(c.Frames) > 0 {
+		if r, ok := z.byArray[&c.Frames[0]]; ok && r.n == len(c.Frames) {
+			stack = r.id
+			goto named
+		}
+		z.key = z.key[:0]
+		for _, f := range c.Frames {
+			z.key = binary.LittleEndian.AppendUint64(z.key, f.Addr)
+		}
+		if stack, ok = z.stacks[string(z.key)]; !ok {
+			stack = uint32(len(z.stacks))
+			z.stacks[string(z.key)] = stack
+			w.begin(STAK)
+			w.u32(stack)
+			w.u32(uint32(len(c.Frames)))
+			w.p = append(w.p, z.key...)
+			if err := w.end(); err != nil {
+				return err
+			}
+		}
+		if z.byArray == nil || len(z.byArray) >= 1<<16 {
+			z.byArray = map[*trace.Frame]stackRef{}
+		}
+		z.byArray[&c.Frames[0]] = stackRef{len(c.Frames), stack}
+	}
+named:
+	if z.n > 0 && (z.tid != c.Tid || z.n >= czMax) {
+		if err := w.flushCalls(); err != nil {
+			return err
+		}
+	}
+	t := int64(c.Time)
+	if z.n == 0 {
+		z.batch = binary.LittleEndian.AppendUint32(z.batch[:0], uint32(c.Tid))
+		z.batch = binary.LittleEndian.AppendUint32(z.batch, 0) // the count, at the flush
+		z.batch = binary.LittleEndian.AppendUint64(z.batch, uint64(max(t, 0)))
+		z.tid, z.last = c.Tid, max(t, 0)
+	}
+	var flags byte
+	if c.Alloc {
+		flags |= czAlloc
+	}
+	if len(c.Frames) > 0 {
+		flags |= czStack
+	}
+	if len(c.Args) > 0 {
+		flags |= czArgs
+	}
+	if c.Context != 0 {
+		flags |= czContext
+	}
+	if t < 0 {
+		flags |= czNoTime
+	}
+	b := append(z.batch, flags)
+	b = binary.AppendUvarint(b, uint64(fn))
+	if t >= 0 {
+		b = binary.AppendVarint(b, t-z.last)
+		z.last = t
+	}
+	if c.Alloc {
+		b = binary.AppendUvarint(b, c.Size)
+	}
+	b = binary.AppendUvarint(b, c.ID)
+	if len(c.Frames) > 0 {
+		b = binary.AppendUvarint(b, uint64(stack))
+	}
+	if len(c.Args) > 0 {
+		b = binary.AppendUvarint(b, uint64(len(c.Args)))
+		for _, a := range c.Args {
+			b = binary.AppendUvarint(b, uint64(len(a.Name)))
+			b = append(b, a.Name...)
+			b = binary.AppendUvarint(b, uint64(len(a.Value)))
+			b = append(b, a.Value...)
+		}
+	}
+	if c.Context != 0 {
+		b = binary.AppendUvarint(b, uint64(c.Context))
+	}
+	z.batch = b
+	z.n++
+	return nil
+}
+
+// flushCalls writes the batch of calls, if any.
+func (w *Writer) flushCalls() error {
+	z := &w.z
+	if z.n == 0 {
+		return nil
+	}
+	binary.LittleEndian.PutUint32(z.batch[4:], uint32(z.n))
+	z.n = 0
+	w.begin(CALZ)
+	w.p = append(w.p, z.batch...)
+	for len(w.p)%4 != 0 {
+		w.p = append(w.p, 0)
+	}
+	return w.end()
+}
+
+// czReader is the Reader's state of a 3.2 stream: the functions and
+// backtraces named so far.
+type czReader struct {
+	fns    []fnKey
+	stacks [][]trace.Frame
+}
+
+// rfun decodes RFUN: function id's resource and name. Ids come in order.
+func (rd *Reader) rfun(d *decoder) error {
+	id, res, name := d.u32(), d.u32(), d.str()
+	if d.err != nil {
+		return d.err
+	}
+	if int(id) != len(rd.z.fns) {
+		return fmt.Errorf("function %d named after %d others", id, len(rd.z.fns))
+	}
+	rd.z.fns = append(rd.z.fns, fnKey{int(res), name})
+	return nil
+}
+
+// stak decodes STAK: backtrace id's frames. Ids come in order.
+func (rd *Reader) stak(d *decoder) error {
+	id, n := d.u32(), d.u32()
+	if d.err != nil {
+		return d.err
+	}
+	if int(id) != len(rd.z.stacks) {
+		return fmt.Errorf("backtrace %d named after %d others", id, len(rd.z.stacks))
+	}
+	if uint64(n)*8 > uint64(len(d.b)) {
+		return fmt.Errorf("%d frames do not fit in %d bytes", n, len(d.b))
+	}
+	frames := make([]trace.Frame, n)
+	for i := range frames {
+		frames[i].Addr = d.u64()
+	}
+	rd.z.stacks = append(rd.z.stacks, frames)
+	return d.err
+}
+
+// calz decodes CALZ: a thread's calls. Calls share their backtrace's
+// frames: nothing may change them.
+func (rd *Reader) calz(d *decoder) error {
+	tid, n, base := d.u32(), d.u32(), d.u64()
+	if d.err != nil {
+		return d.err
+	}
+	b := d.b
+	uv := func() uint64 {
+		v, k := binary.Uvarint(b)
+		if k <= 0 {
+			d.err = errShort
+			return 0
+		}
+		b = b[k:]
+		return v
+	}
+	t := int64(base)
+	for i := uint32(0); i < n && d.err == nil; i++ {
+		if len(b) == 0 {
+			return errShort
+		}
+		flags := b[0]
+		b = b[1:]
+		fn := uv()
+		if d.err != nil {
+			break
+		}
+		if fn >= uint64(len(rd.z.fns)) {
+			return fmt.Errorf("call %d: function %d was never named", i, fn)
+		}
+		c := &trace.Call{Tid: int(tid), Res: rd.z.fns[fn].res, Name: rd.z.fns[fn].name, Alloc: flags&czAlloc != 0, Time: -1}
+		if flags&czNoTime == 0 {
+			dt, k := binary.Varint(b)
+			if k <= 0 {
+				return errShort
+			}
+			b = b[k:]
+			t += dt
+			c.Time = time.Duration(t)
+		}
+		if c.Alloc {
+			c.Size = uv()
+		}
+		c.ID = uv()
+		if flags&czStack != 0 {
+			s := uv()
+			if d.err == nil && s >= uint64(len(rd.z.stacks)) {
+				return fmt.Errorf("call %d: backtrace %d was never named", i, s)
+			}
+			if d.err == nil {
+				c.Frames = rd.z.stacks[s]
+			}
+		}
+		if flags&czArgs != 0 {
+			na := uv()
+			if na > uint64(len(b)) {
+				return errShort
+			}
+			str := func() string {
+				l := uv()
+				if d.err != nil || l > uint64(len(b)) {
+					d.err = errShort
+					return ""
+				}
+				s := string(b[:l])
+				b = b[l:]
+				return s
+			}
+			for range na {
+				c.Args = append(c.Args, trace.Arg{Name: str(), Value: str()})
+			}
+		}
+		if flags&czContext != 0 {
+			c.Context = uint32(uv())
+		}
+		if d.err != nil {
+			break
+		}
+		rd.index++
+		c.Index = rd.index
+		rd.emit(c)
+	}
+	return d.err
+}
