@@ -101,11 +101,14 @@ type Options struct {
 	DefaultEngine string // $RTRACE_ENGINE
 
 	// Resource tracing (sp-rtrace's options).
-	Modules      []string // -e
-	Start        bool     // --start: trace resources from the start
-	OutDir       string   // -o: raw <pid>-<n>.rtrace files
-	PostOpts     string   // -P "-l -c": post-process into <pid>-<n>.rtrace.txt
-	Backtrace    int      // -b frames per backtrace
+	Modules []string // -e
+	// Audit lists the functions the audit module records (--audit: names,
+	// or @FILE with one a line); it implies -e audit.
+	Audit        []string
+	Start        bool   // --start: trace resources from the start
+	OutDir       string // -o: raw <pid>-<n>.rtrace files
+	PostOpts     string // -P "-l -c": post-process into <pid>-<n>.rtrace.txt
+	Backtrace    int    // -b frames per backtrace
 	BacktraceAll bool
 	Monitor      []uint64
 	ToggleSignal unix.Signal
@@ -189,8 +192,25 @@ func check(ctx context.Context, o Options) (*config, error) {
 		return nil, &UsageError{"--keep-pid: an attached process keeps its pid anyway"}
 	}
 	var err error
-	if c.mods, err = tracer.ResolveModules(o.Modules); err != nil {
+	mods := o.Modules
+	if len(o.Audit) > 0 && !slices.Contains(mods, "audit") {
+		mods = append(slices.Clip(mods), "audit")
+	}
+	if c.mods, err = tracer.ResolveModules(mods); err != nil {
 		return nil, &UsageError{"-e (--module): " + err.Error()}
+	}
+	for i, m := range c.mods {
+		if m.Name != "audit" {
+			continue
+		}
+		funcs, err := auditList(o.Audit)
+		if err != nil {
+			return nil, &UsageError{"--audit: " + err.Error()}
+		}
+		if len(funcs) == 0 {
+			return nil, &UsageError{"the audit module records the functions --audit names: give them (--audit FUNC,FUNC or --audit @FILE)"}
+		}
+		c.mods[i] = tracer.AuditModule(funcs)
 	}
 	if len(c.mods) == 0 && (o.Start || o.PostOpts != "" || o.Manage || len(o.Monitor) > 0 || o.BacktraceAll) {
 		return nil, &UsageError{"--start, -P OPTS, --monitor, --backtrace-all and --manage-preproc are options of resource tracing: choose modules with -e MODULES (rtrace sp-rtrace) or --module MODULES (rtrace record); --list-modules lists them"}
@@ -921,6 +941,33 @@ func (c *config) env() []string {
 		return nil
 	}
 	return append(os.Environ(), c.Env...)
+}
+
+// auditList reads --audit's items as functracer's audit module reads
+// them: function names, and @FILE for a file of them, one a line.
+func auditList(items []string) ([]string, error) {
+	var out []string
+	for _, it := range items {
+		for _, f := range strings.Split(it, ",") {
+			f = strings.TrimSpace(f)
+			switch {
+			case f == "":
+			case strings.HasPrefix(f, "@"):
+				b, err := os.ReadFile(f[1:])
+				if err != nil {
+					return nil, err
+				}
+				for _, l := range strings.Split(string(b), "\n") {
+					if l = strings.TrimSpace(l); l != "" && !strings.HasPrefix(l, "#") {
+						out = append(out, l)
+					}
+				}
+			default:
+				out = append(out, f)
+			}
+		}
+	}
+	return out, nil
 }
 
 // SplitModules splits a list of resource modules as sp-rtrace writes it

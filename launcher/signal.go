@@ -3,6 +3,7 @@ package launcher
 import (
 	"fmt"
 	"rtrace/tracer"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -86,11 +87,12 @@ func ListModules(w interface{ Write([]byte) (int, error) }) {
 		fmt.Fprintf(w, "  resources: %s\n", strings.Join(res, ", "))
 		var fns []string
 		for _, f := range m.Funcs {
-			n := f.Name
-			if n == "" {
-				n = f.Sym
+			if n := f.Display(); !slices.Contains(fns, n) {
+				fns = append(fns, n)
 			}
-			fns = append(fns, n)
+		}
+		if len(fns) == 0 {
+			fns = []string{"those --audit (sp-rtrace: -a) names"}
 		}
 		fmt.Fprintf(w, "  functions: %s\n", strings.Join(fns, ", "))
 	}

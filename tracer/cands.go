@@ -119,9 +119,14 @@ func libCands(f *elfx.File, sel *Selection, dlopened, nest bool, mods []*ResModu
 		}
 	}
 	if nest && !systemLib(filepath.Base(f.Path)) {
-		cands = append(cands, stubs(f)...)
+		for _, c := range stubs(f) {
+			if !resName(mods, c.name) { // a resource module's caller stub below
+				cands = append(cands, c)
+			}
+		}
 	}
-	return append(cands, resCands(f, mods, ids, picked)...)
+	cands = append(cands, resCands(f, mods, ids, picked)...)
+	return append(cands, callerCands(f, mods, ids, picked)...)
 }
 
 // Selection narrows the functions traced, as uftrace's -P, -U and -Z
@@ -295,6 +300,9 @@ func resCands(f *elfx.File, mods []*ResModule, ids map[*ResType]int, picked map[
 	for _, m := range mods {
 		for i := range m.Funcs {
 			rf := &m.Funcs[i]
+			if rf.AtCallers {
+				continue // callerCands
+			}
 			for _, fn := range f.Funcs {
 				if picked[fn.Value] || !rf.matchFunc(fn) || !f.InExec(fn.Value) {
 					continue
@@ -306,6 +314,46 @@ func resCands(f *elfx.File, mods []*ResModule, ids map[*ResType]int, picked map[
 		}
 	}
 	return out
+}
+
+// callerCands returns the PLT stubs of f through which it calls the
+// functions the resource modules mods record where they are called
+// (ResFunc.AtCallers), skipping those already picked.
+func callerCands(f *elfx.File, mods []*ResModule, ids map[*ResType]int, picked map[uint64]bool) []cand {
+	var out []cand
+	for _, m := range mods {
+		for i := range m.Funcs {
+			rf := &m.Funcs[i]
+			if !rf.AtCallers {
+				continue
+			}
+			for _, c := range stubs(f) {
+				if picked[c.value] || !rf.matchSym(c.name) {
+					continue
+				}
+				picked[c.value] = true
+				c.res = &resFn{rf: rf, res: ids[&m.Resources[rf.Res]]}
+				out = append(out, c)
+			}
+		}
+	}
+	return out
+}
+
+// exeResCands returns the code of executable f the resource modules
+// record, beside cands, its functions and stubs already instrumented: the
+// functions it defines (a static program's malloc, an audited function)
+// and the PLT stubs of the functions recorded at their callers.
+func exeResCands(f *elfx.File, mods []*ResModule, ids map[*ResType]int, cands []cand) []cand {
+	if len(mods) == 0 {
+		return nil
+	}
+	picked := map[uint64]bool{}
+	for _, c := range cands {
+		picked[c.value] = true
+	}
+	out := resCands(f, mods, ids, picked)
+	return append(out, callerCands(f, mods, ids, picked)...)
 }
 
 // resName reports whether a module of mods traces the function name.

@@ -47,6 +47,9 @@ func (t *Tracer) resDesc(c cand, addr uint64) (fast.Desc, bool) {
 			return fast.Desc{}, false
 		}
 	}
+	if rf.Len > 0 {
+		return fast.Desc{}, false // a string's length: read at a stop
+	}
 	s := resStub{res: c.res, nargs: resArgs(rf)}
 	d := fast.Desc{Fn: addr, Args: uint8(s.nargs)}
 	if rf.Effect == allocOutPtr || rf.Effect == allocOutFds {

@@ -301,6 +301,7 @@ func (t *Tracer) setupImage(tid int) (*image, []byte, error) {
 	im.bare = t.untraced(exe)
 	funcs := t.funcs != nil && !im.bare
 	cands, nfuncs := exeCands(f, own, funcs, t.cfg.Libcalls, t.cfg.Modules, &t.cfg.Select, files)
+	cands = append(cands, exeResCands(f, t.cfg.Modules, t.resIDs, cands)...)
 	if f.Stripped && funcs {
 		t.result.Unwound = append(t.result.Unwound, unwound(f, cands))
 	}

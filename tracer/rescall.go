@@ -118,6 +118,9 @@ func (t *Tracer) newResCall(th *thread, f *fn, regs *unix.PtraceRegs, ret uint64
 	for _, a := range f.res.rf.Args {
 		c.recArgs = append(c.recArgs, trace.Arg{Name: a.Name, Value: t.argText(th.tid, a, c.args[a.Arg])})
 	}
+	if rf := f.res.rf; rf.Len > 0 {
+		c.args[argLen] = t.strLen(th.tid, c.args[rf.Len-1], rf.Wide)
+	}
 	if depth := t.cfg.Backtrace; depth > 0 && t.wantBacktrace(f.res.rf, c.args) {
 		pcs := t.backtrace(th, unwind.Regs{PC: ret, SP: regs.Rsp + 8, BP: regs.Rbp}, depth)
 		c.frames = make([]trace.Frame, len(pcs))
@@ -278,6 +281,10 @@ func resEffects(out []resEvent, rf *ResFunc, args [6]uint64, ret uint64, peek fu
 		if uint32(args[1]) == unix.IPC_RMID && uint32(ret) == 0 {
 			call(false, uint64(uint32(args[0])))
 		}
+	case allocArg, transfer:
+		call(true, args[rf.ID])
+	case allocOne:
+		call(true, 1)
 	}
 	return out
 }
@@ -285,12 +292,21 @@ func resEffects(out []resEvent, rf *ResFunc, args [6]uint64, ret uint64, peek fu
 // callSize is the size an allocation reports: its size argument (times
 // another for calloc), 1 for resources without a size.
 func callSize(rf *ResFunc, args [6]uint64) uint64 {
+	if rf.Len > 0 {
+		if rf.Wide {
+			return args[argLen] * 4
+		}
+		return args[argLen]
+	}
 	if rf.Size == 0 {
 		return 1
 	}
 	n := args[rf.Size-1]
 	if rf.SizeMul > 0 {
 		n *= args[rf.SizeMul-1]
+	}
+	if rf.Scale > 0 {
+		n *= uint64(rf.Scale)
 	}
 	return n
 }

@@ -171,6 +171,51 @@ func TestResEffects(t *testing.T) {
 		{"munmap", [6]uint64{p, 8192}, neg(-1), ""},
 		{"mremap", [6]uint64{p, 4096, 8192}, q, "-0x55550000b000 +0x55550000c000/8192"},
 		{"mremap", [6]uint64{p, 4096, 8192}, neg(-1), ""},
+
+		// gobject: refcounted, an unref releases a reference
+		{"g_object_new", [6]uint64{80}, p, "+0x55550000b000/1"},
+		{"g_object_new", [6]uint64{80}, 0, ""},
+		{"g_object_newv", [6]uint64{80}, p, "+0x55550000b000/1"},
+		{"g_object_new_with_properties", [6]uint64{80}, p, "+0x55550000b000/1"},
+		{"g_object_new_valist", [6]uint64{80}, p, "+0x55550000b000/1"},
+		{"g_object_ref", [6]uint64{p}, p, "+0x55550000b000/1"},
+		{"g_object_unref", [6]uint64{p}, 0, "-0x55550000b000"},
+		{"g_type_free_instance", [6]uint64{p}, 0, "-0x55550000b000"},
+
+		// qobject: constructors (void) allocate their this
+		{"_ZN7QObjectC1E*", [6]uint64{p, 0}, 0, "+0x55550000b000/1"},
+		{"_ZN7QObjectC2E*", [6]uint64{p, q}, 0, "+0x55550000b000/1"},
+		{"_ZN7QObjectD0Ev", [6]uint64{p}, 0, "-0x55550000b000"},
+		{"_ZN7QObjectD1Ev", [6]uint64{p}, 0, "-0x55550000b000"},
+		{"_ZN7QObjectD2Ev", [6]uint64{p}, 0, "-0x55550000b000"},
+
+		// memtransfer: the source (memset's, bzero's: the destination),
+		// the size an argument gives (wide: 4 bytes a character) or the
+		// string's length rtrace read (args[argLen])
+		{"strcpy", [6]uint64{q, p, 0, 0, 0, 28}, q, "+0x55550000b000/28"},
+		{"mempcpy", [6]uint64{q, p, 40}, q + 40, "+0x55550000b000/40"},
+		{"memmove", [6]uint64{q, p, 40}, q, "+0x55550000b000/40"},
+		{"memcpy", [6]uint64{q, p, 40}, q, "+0x55550000b000/40"},
+		{"memset", [6]uint64{p, 0, 100}, p, "+0x55550000b000/100"},
+		{"strncpy", [6]uint64{q, p, 16}, q, "+0x55550000b000/16"},
+		{"stpcpy", [6]uint64{q, p, 0, 0, 0, 5}, q + 5, "+0x55550000b000/5"},
+		{"strcat", [6]uint64{q, p, 0, 0, 0, 7}, q, "+0x55550000b000/7"},
+		{"strncat", [6]uint64{q, p, 9}, q, "+0x55550000b000/9"},
+		{"bcopy", [6]uint64{p, q, 12}, 0, "+0x55550000b000/12"},
+		{"bzero", [6]uint64{p, 20}, 0, "+0x55550000b000/20"},
+		{"strdup", [6]uint64{p, 0, 0, 0, 0, 3}, q, "+0x55550000b000/3"},
+		{"strndup", [6]uint64{p, 4}, q, "+0x55550000b000/4"},
+		{"wmemcpy", [6]uint64{q, p, 10}, q, "+0x55550000b000/40"},
+		{"wmempcpy", [6]uint64{q, p, 10}, q, "+0x55550000b000/40"},
+		{"wmemmove", [6]uint64{q, p, 10}, q, "+0x55550000b000/40"},
+		{"wmemset", [6]uint64{p, 'x', 10}, p, "+0x55550000b000/40"},
+		{"wcscpy", [6]uint64{q, p, 0, 0, 0, 10}, q, "+0x55550000b000/40"},
+		{"wcsncpy", [6]uint64{q, p, 10}, q, "+0x55550000b000/40"},
+		{"wcpcpy", [6]uint64{q, p, 0, 0, 0, 10}, q, "+0x55550000b000/40"},
+		{"wcpncpy", [6]uint64{q, p, 10}, q, "+0x55550000b000/40"},
+		{"wcscat", [6]uint64{q, p, 0, 0, 0, 10}, q, "+0x55550000b000/40"},
+		{"wcsncat", [6]uint64{q, p, 10}, q, "+0x55550000b000/40"},
+		{"wcsdup", [6]uint64{p, 0, 0, 0, 0, 3}, q, "+0x55550000b000/12"},
 	}
 	funcs := map[string]*ResFunc{}
 	for i := range resModules {
@@ -248,5 +293,23 @@ func TestWantBacktrace(t *testing.T) {
 		if got := tr.wantBacktrace(rf(c.sym), c.args); got != c.want {
 			t.Errorf("%s: wantBacktrace = %v, want %v", c.name, got, c.want)
 		}
+	}
+}
+
+// TestAuditModule: an audited function's call is an allocation of
+// resource 1, size 1, whatever its arguments and result.
+func TestAuditModule(t *testing.T) {
+	m := AuditModule([]string{"parse", "emit*"})
+	if m == nil || m.Name != "audit" || len(m.Funcs) != 2 || len(m.Resources) != 1 {
+		t.Fatalf("AuditModule: %+v", m)
+	}
+	if !m.Funcs[1].matchSym("emit_line") || m.Funcs[0].matchSym("parser") {
+		t.Error("audited names do not match as -e's patterns do")
+	}
+	if got := events(resEffects(nil, &m.Funcs[0], [6]uint64{7, 8}, 0, testPeek)); got != "+0x1/1" {
+		t.Errorf("an audited call: %q, want +0x1/1", got)
+	}
+	if len(AuditModule(nil).Funcs) != 0 || resModules[len(resModules)-1].Funcs != nil {
+		t.Error("AuditModule changed the catalog's audit module")
 	}
 }

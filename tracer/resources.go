@@ -45,6 +45,9 @@ const (
 	dupFd                         // ret allocated; dup2/dup3 also release arg 1 first
 	fcntlDup                      // fcntl(fd, F_DUPFD*): ret allocated
 	shmctlRmid                    // shmctl(id, IPC_RMID): id released
+	allocArg                      // arg ID is allocated (a constructor's this), whatever ret
+	allocOne                      // resource 1 of size 1 is allocated: a call of an audited function
+	transfer                      // arg ID is allocated, its size Size's (times Scale) or Len's string length
 )
 
 // ResFunc is one traced function of a module.
@@ -63,7 +66,23 @@ type ResFunc struct {
 	// mmap module's): the fast engine records it at its entry and leaves
 	// its return alone.
 	AtEntry bool
+	// Scale multiplies the size argument (wmemcpy's counts wide chars);
+	// Len, when set, is the argument (1-based) whose string length is the
+	// size instead, of wide characters (times 4) with Wide.
+	Scale int
+	Len   int
+	Wide  bool
+	// AtCallers: the calls are recorded where other modules call the
+	// function, at their PLT stubs, as sp-rtrace's preloaded modules saw
+	// them: glibc resolves memcpy, strcpy... at load time among several
+	// versions (IFUNC), and calls them inside itself all the time.
+	AtCallers bool
 }
+
+// argLen is the argument slot where a resource call's string length goes
+// (Len), read at its entry: the functions that have one take fewer
+// arguments.
+const argLen = 5
 
 // ArgRec is an argument record a call reports: its name and how its value
 // is shown.
@@ -155,6 +174,75 @@ var resModules = []ResModule{
 			{Sym: "munmap", Effect: freeArgOK, ID: 0, Args: []ArgRec{{"length", 1, 'd'}}},
 			{Sym: "mremap", Effect: reallocMap, Size: 3},
 		}},
+	{Name: "gobject", Desc: "GObject instances (GLib), reference-counted",
+		Resources: []ResType{{"gobject", "GObject instance", true}},
+		Funcs: []ResFunc{
+			{Sym: "g_object_new", Effect: allocRet},
+			{Sym: "g_object_newv", Effect: allocRet},
+			{Sym: "g_object_new_with_properties", Effect: allocRet},
+			{Sym: "g_object_new_valist", Effect: allocRet},
+			{Sym: "g_object_ref", Effect: allocRet},
+			{Sym: "g_object_unref", Effect: freeArg, ID: 0},
+			{Sym: "g_type_free_instance", Effect: freeArg, ID: 0},
+		}},
+	{Name: "qobject", Desc: "QObject instances (Qt): constructed and destroyed",
+		Resources: []ResType{{"qobject", "QObject instance", false}},
+		Funcs: []ResFunc{
+			{Sym: "_ZN7QObjectC1E*", Name: "QObject::QObject", Effect: allocArg, ID: 0},
+			{Sym: "_ZN7QObjectC2E*", Name: "QObject::QObject", Effect: allocArg, ID: 0},
+			{Sym: "_ZN7QObjectD0Ev", Name: "QObject::~QObject", Effect: freeArg, ID: 0},
+			{Sym: "_ZN7QObjectD1Ev", Name: "QObject::~QObject", Effect: freeArg, ID: 0},
+			{Sym: "_ZN7QObjectD2Ev", Name: "QObject::~QObject", Effect: freeArg, ID: 0},
+		}},
+	{Name: "memtransfer", Desc: "memory transfers (memcpy, strcpy, memset...) called from other modules",
+		Resources: []ResType{{"memtransfer", "memory transfer operations in bytes", false}},
+		Funcs: []ResFunc{
+			{Sym: "strcpy", Effect: transfer, ID: 1, Len: 2, AtCallers: true},
+			{Sym: "mempcpy", Effect: transfer, ID: 1, Size: 3, AtCallers: true},
+			{Sym: "memmove", Effect: transfer, ID: 1, Size: 3, AtCallers: true},
+			{Sym: "memcpy", Effect: transfer, ID: 1, Size: 3, AtCallers: true},
+			{Sym: "memset", Effect: transfer, ID: 0, Size: 3, AtCallers: true},
+			{Sym: "strncpy", Effect: transfer, ID: 1, Size: 3, AtCallers: true},
+			{Sym: "stpcpy", Effect: transfer, ID: 1, Len: 2, AtCallers: true},
+			{Sym: "strcat", Effect: transfer, ID: 1, Len: 2, AtCallers: true},
+			{Sym: "strncat", Effect: transfer, ID: 1, Size: 3, AtCallers: true},
+			{Sym: "bcopy", Effect: transfer, ID: 0, Size: 3, AtCallers: true},
+			{Sym: "bzero", Effect: transfer, ID: 0, Size: 2, AtCallers: true},
+			{Sym: "strdup", Effect: transfer, ID: 0, Len: 1, AtCallers: true},
+			{Sym: "strndup", Effect: transfer, ID: 0, Size: 2, AtCallers: true},
+			{Sym: "wmemcpy", Effect: transfer, ID: 1, Size: 3, Scale: 4, AtCallers: true},
+			{Sym: "wmempcpy", Effect: transfer, ID: 1, Size: 3, Scale: 4, AtCallers: true},
+			{Sym: "wmemmove", Effect: transfer, ID: 1, Size: 3, Scale: 4, AtCallers: true},
+			{Sym: "wmemset", Effect: transfer, ID: 0, Size: 3, Scale: 4, AtCallers: true},
+			{Sym: "wcscpy", Effect: transfer, ID: 1, Len: 2, Wide: true, AtCallers: true},
+			{Sym: "wcsncpy", Effect: transfer, ID: 1, Size: 3, Scale: 4, AtCallers: true},
+			{Sym: "wcpcpy", Effect: transfer, ID: 1, Len: 2, Wide: true, AtCallers: true},
+			{Sym: "wcpncpy", Effect: transfer, ID: 1, Size: 3, Scale: 4, AtCallers: true},
+			{Sym: "wcscat", Effect: transfer, ID: 1, Len: 2, Wide: true, AtCallers: true},
+			{Sym: "wcsncat", Effect: transfer, ID: 1, Size: 3, Scale: 4, AtCallers: true},
+			{Sym: "wcsdup", Effect: transfer, ID: 0, Len: 1, Wide: true, AtCallers: true},
+		}},
+	// audit's functions are the ones --audit names (AuditModule).
+	{Name: "audit", Desc: "calls of the functions --audit names, with backtraces (functracer's audit)",
+		Resources: []ResType{{"virtual", "virtual resource for custom symbol tracking", false}}},
+}
+
+// AuditModule returns the audit module recording calls of funcs (names
+// as their symbols have them, or a prefix ending in '*'), each an
+// allocation of resource 1, size 1, with its backtrace, as functracer's
+// audit module reported them.
+func AuditModule(funcs []string) *ResModule {
+	for i := range resModules {
+		if resModules[i].Name == "audit" {
+			m := resModules[i]
+			m.Funcs = nil
+			for _, f := range funcs {
+				m.Funcs = append(m.Funcs, ResFunc{Sym: f, Effect: allocOne})
+			}
+			return &m
+		}
+	}
+	return nil
 }
 
 // ResModules returns the resource modules rtrace knows, in id order.
@@ -214,7 +302,7 @@ func (rf *ResFunc) matchFunc(fn elfx.Func) bool {
 func (rf *ResFunc) UftraceArgs() []string {
 	var a []string
 	switch rf.Effect {
-	case reallocPtr, reallocMap, freeArg, freeArgOK, shmctlRmid, dupFd, fcntlDup:
+	case reallocPtr, reallocMap, freeArg, freeArgOK, shmctlRmid, dupFd, fcntlDup, allocArg, transfer:
 		if rf.ID >= 0 {
 			a = append(a, fmt.Sprintf("arg%d/x", rf.ID+1))
 		}
@@ -241,6 +329,12 @@ func (rf *ResFunc) UftraceArgs() []string {
 // Void reports whether the function returns nothing (free, operator
 // delete).
 func (rf *ResFunc) Void() bool {
+	switch {
+	case rf.Effect == allocArg:
+		return true // a constructor
+	case rf.Effect == transfer:
+		return rf.Sym == "bcopy" || rf.Sym == "bzero"
+	}
 	return rf.Effect == freeArg && rf.Res == 0 && !strings.HasPrefix(rf.Sym, "pthread")
 }
 

@@ -12,6 +12,7 @@ import (
 	"rtrace/internal/elfx"
 	"rtrace/internal/uftrace"
 	"rtrace/tracer/ptrace"
+	"rtrace/tracer/unwind"
 )
 
 // intArgRegs are the integer argument registers of the SysV x86-64 ABI.
@@ -219,4 +220,40 @@ func (t *Tracer) readString(tid int, addr uint64) string {
 		buf = buf[:i]
 	}
 	return string(buf)
+}
+
+// strLen is the length of the string at addr in tid's memory, in
+// characters (wide: 4-byte ones), as strlen and wcslen count: the size of
+// a memtransfer module's call (strcpy, strdup...). It reads a page at a
+// time, up to 16 MiB; an unreadable string counts what was read.
+func (t *Tracer) strLen(tid int, addr uint64, wide bool) uint64 {
+	if addr == 0 {
+		return 0
+	}
+	mem := unwind.ProcMem(tid)
+	var buf [4096]byte
+	var n uint64
+	for n < 16<<20 {
+		at := addr + n
+		chunk := buf[:elfx.PageSize-at%elfx.PageSize]
+		got, _ := mem.ReadMemory(chunk, at)
+		if got <= 0 {
+			break
+		}
+		if wide {
+			got &^= 3
+			for i := 0; i < got; i += 4 {
+				if binary.LittleEndian.Uint32(chunk[i:]) == 0 {
+					return (n + uint64(i)) / 4
+				}
+			}
+		} else if i := bytes.IndexByte(chunk[:got], 0); i >= 0 {
+			return n + uint64(i)
+		}
+		n += uint64(got)
+	}
+	if wide {
+		return n / 4
+	}
+	return n
 }

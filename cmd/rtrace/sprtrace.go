@@ -39,7 +39,8 @@ sp-rtrace, starts the program: the words after it are its own.
 --backtrace-depth 10 --postproc OPTS -o DIR), beside uftrace's options.`,
 		Flags: []cli.Flag{
 			&cli.BoolFlag{Name: "execute", Aliases: []string{"x"}, Usage: "start PROG (the words after it are PROG's; as sp-rtrace -x)"},
-			&cli.StringSliceFlag{Name: "preload", Aliases: []string{"e", "module"}, Usage: "trace the resource calls of `MODULES` (memory, file, thread, shm, mmap; join with ':')"},
+			&cli.StringSliceFlag{Name: "preload", Aliases: []string{"e", "module"}, Usage: "trace the resource calls of `MODULES` (memory, file, thread, shm, mmap, gobject, qobject, memtransfer, audit; join with ':')"},
+			&cli.StringSliceFlag{Name: "audit", Aliases: []string{"a"}, Usage: "record every call of `FUNCS` (comma-separated, or @FILE: one a line) with its backtrace, as functracer's audit module (implies -e audit)"},
 			&cli.BoolFlag{Name: "start", Aliases: []string{"s"}, Usage: "trace from the start (default: off until toggled)"},
 			&cli.IntFlag{Name: "toggle", Aliases: []string{"t"}, Usage: "toggle the tracing of `PID`, a program running under rtrace, as 'rtrace toggle PID'"},
 			&cli.BoolFlag{Name: "follow-forks", Aliases: []string{"f"}, Usage: "with -t: the children too (always the case: one recording covers the process tree)"},
@@ -96,7 +97,8 @@ sp-rtrace, starts the program: the words after it are its own.
 			for _, m := range c.StringSlice("preload") {
 				o.Modules = append(o.Modules, launcher.SplitModules(m)...)
 			}
-			if len(o.Modules) == 0 {
+			o.Audit = c.StringSlice("audit")
+			if len(o.Modules) == 0 && len(o.Audit) == 0 {
 				return cli.Exit("sp-rtrace: choose the resources with -e MODULES (-l lists them)", 2)
 			}
 			if s := c.String("monitor"); s != "" {

@@ -238,9 +238,14 @@ var table = []option{
 		}},
 
 	// RESOURCE TRACING (sp-rtrace's, by long name).
-	{long: "module", arg: "MODULES", group: resourceGroup, help: "trace the resource calls of MODULES (memory, file, thread, shm, mmap; join with ':')",
+	{long: "module", arg: "MODULES", group: resourceGroup, help: "trace the resource calls of MODULES (memory, file, thread, shm, mmap, gobject, qobject, memtransfer, audit; join with ':')",
 		set: func(c *Cmd, v string) error {
 			c.Options.Modules = append(c.Options.Modules, launcher.SplitModules(v)...)
+			return nil
+		}},
+	{long: "audit", arg: "FUNCS", group: resourceGroup, help: "record every call of FUNCS (comma-separated, or @FILE: one a line) with its backtrace, as functracer's audit module (implies --module audit)",
+		set: func(c *Cmd, v string) error {
+			c.Options.Audit = append(c.Options.Audit, v)
 			return nil
 		}},
 	{long: "start", group: resourceGroup, help: "trace resources from the start (default: off until toggled)",

@@ -1,0 +1,152 @@
+package e2e_test
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"rtrace/internal/testutil"
+)
+
+// pkgConfig returns the compiler flags of a pkg-config package.
+func pkgConfig(t *testing.T, pkg string) []string {
+	t.Helper()
+	pc := testutil.RequireTool(t, "pkg-config")
+	out, err := exec.Command(pc, "--cflags", "--libs", pkg).Output()
+	if err != nil {
+		testutil.RequireCapability(t, "pkg-config %s: %v (Debian: libglib2.0-dev)", pkg, err)
+	}
+	return strings.Fields(string(out))
+}
+
+// qtCore is QtCore's library, which testdata/qobject.c links directly (it
+// needs no Qt headers: Debian's libqt5core5a).
+const qtCore = "/usr/lib/x86_64-linux-gnu/libQt5Core.so.5"
+
+// TestResourceModules: the modules sp-rtrace and functracer have beside
+// memory and file, each on a fixture that uses it, with both engines:
+// gobject (GObject references, refcounted: the object kept is the leak),
+// qobject (QObject constructors and destructors), memtransfer (memcpy,
+// memset, strcpy, strdup, wcscpy where the program calls them, sizes as
+// the program computes them) and audit (the calls of the functions
+// --audit names, with their backtraces).
+func TestResourceModules(t *testing.T) {
+	leaky := testutil.BuildC(t, "leaky.c", "-O0", "-g")
+	type check func(t *testing.T, stdout, report, all string)
+	leakOf := func(fn, marker, src string) check {
+		return func(t *testing.T, stdout, report, all string) {
+			var kept string
+			fmt.Sscanf(stdout, "kept %s", &kept)
+			m := leakSummary.FindStringSubmatch(report)
+			if m == nil || m[1] != "1" {
+				t.Errorf("leak summary %q, want 1 block\n%s", m, report)
+			}
+			for _, w := range []string{"= " + kept, fmt.Sprintf("%s() at %s:%d", fn, src, markerLines(t, src)[marker])} {
+				if !strings.Contains(report, w) {
+					t.Errorf("the leak report lacks %q:\n%s", w, report)
+				}
+			}
+		}
+	}
+	for _, c := range []struct {
+		name  string
+		build func(t *testing.T) string
+		args  []string
+		check check
+	}{
+		{"gobject", func(t *testing.T) string {
+			return testutil.BuildC(t, "gobject.c", append([]string{"-O0", "-g"}, pkgConfig(t, "gobject-2.0")...)...)
+		}, []string{"--module", "gobject"}, leakOf("make", "make", "gobject.c")},
+		{"qobject", func(t *testing.T) string {
+			if _, err := os.Stat(qtCore); err != nil {
+				testutil.RequireCapability(t, "%s: %v (Debian: libqt5core5a)", qtCore, err)
+			}
+			return testutil.BuildC(t, "qobject.c", "-O0", "-g", qtCore)
+		}, []string{"--module", "qobject"}, leakOf("make", "make", "qobject.c")},
+		{"memtransfer", func(t *testing.T) string {
+			return testutil.BuildC(t, "memtransfer.c", "-O0", "-g", "-fno-builtin")
+		}, []string{"--module", "memtransfer"}, func(t *testing.T, stdout, _, all string) {
+			// Each line the program printed is a call the trace holds:
+			// "name size address" for "N. [time] name(size) = address".
+			n := 0
+			for _, l := range strings.Split(strings.TrimSpace(stdout), "\n") {
+				var name, addr string
+				var size int
+				if _, err := fmt.Sscanf(l, "%s %d %s", &name, &size, &addr); err != nil {
+					t.Fatalf("fixture line %q: %v", l, err)
+				}
+				n++
+				if w := fmt.Sprintf("] %s(%d) = %s", name, size, addr); !strings.Contains(all, w) {
+					t.Errorf("no call %q in the trace:\n%s", w, all)
+				}
+			}
+			if got := strings.Count(all, "\n\t0x"); n != 5 || got < 5 {
+				t.Errorf("%d calls printed, %d frames in the trace", n, got)
+			}
+		}},
+		{"audit", func(*testing.T) string { return leaky }, []string{"--audit", "small_block,zeroed_block"}, func(t *testing.T, _, _, all string) {
+			// 1000 blocks: i % 3 == 0 small, == 1 zeroed.
+			for fn, want := range map[string]int{"small_block": 334, "zeroed_block": 333} {
+				if got := strings.Count(all, "] "+fn+"(1) = 0x1\n"); got != want {
+					t.Errorf("%d calls of %s, want %d", got, fn, want)
+				}
+			}
+			for _, w := range []string{"make_block() at leaky.c:", "main() at leaky.c:"} {
+				if !strings.Contains(all, w) {
+					t.Errorf("no frame %q in the calls' backtraces", w)
+				}
+			}
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			prog := c.build(t)
+			for _, engine := range engines {
+				t.Run(engine, func(t *testing.T) {
+					tmp := t.TempDir()
+					args := append([]string{"record", "-q", "--engine=" + engine, "--start", "-o", "D"}, c.args...)
+					r := runCmd(t, tmp, rtraceBin, append(args, prog)...)
+					if r.code != 0 {
+						t.Fatalf("record: exit %d\n%s", r.code, r.stderr)
+					}
+					noResWarnings(t, r.stderr)
+					raw := rawFiles(t, filepath.Join(tmp, "D"), ".rtrace")
+					if len(raw) != 1 {
+						t.Fatalf("raw files %v", raw)
+					}
+					report := runCmd(t, tmp, rtraceBin, "postproc", "-l", "-c", "-r", "-i", raw[0]).stdout
+					all := runCmd(t, tmp, rtraceBin, "postproc", "-r", "-i", raw[0]).stdout
+					c.check(t, r.stdout, report, all)
+				})
+			}
+		})
+	}
+}
+
+// TestResourceStatic: a static program's allocator is its own code: its
+// calls are recorded too (they were not at all).
+func TestResourceStatic(t *testing.T) {
+	prog := testutil.BuildC(t, "leaky.c", "-O2", "-g", "-static")
+	lines := markerLines(t, "leaky.c")
+	for _, engine := range engines {
+		t.Run(engine, func(t *testing.T) {
+			tmp := t.TempDir()
+			r := runCmd(t, tmp, rtraceBin, "record", "-q", "--engine="+engine, "--module", "memory", "--start", "-o", "D", prog)
+			if r.code != 0 {
+				t.Fatalf("record: exit %d\n%s", r.code, r.stderr)
+			}
+			raw := rawFiles(t, filepath.Join(tmp, "D"), ".rtrace")
+			if len(raw) != 1 {
+				t.Fatalf("raw files %v", raw)
+			}
+			rep := runCmd(t, tmp, rtraceBin, "postproc", "-l", "-c", "-r", "-i", raw[0]).stdout
+			for fn, marker := range map[string]string{"small_block": "small", "zeroed_block": "zeroed", "grown_block": "grown"} {
+				if w := fmt.Sprintf("%s() at leaky.c:%d", fn, lines[marker]); !strings.Contains(rep, w) {
+					t.Errorf("no frame %q in the report:\n%s", w, clipLines(rep, 40))
+				}
+			}
+		})
+	}
+}
