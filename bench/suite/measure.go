@@ -34,8 +34,12 @@ type Cmd struct {
 	Env  []string // added to rtrace's environment
 	// Stdin, when not "", is a file the command reads.
 	Stdin string
-	// Prog is the traced program's path: its own memory is not the tool's.
-	Prog string
+	// Prog is the traced program's path: its own memory is not the tool's,
+	// nor that of Children (more of the program's executables).
+	Prog     string
+	Children []string
+	// Stderr, when not nil, receives the command's error output too.
+	Stderr io.Writer
 	// Stdout, when not nil, receives the command's output.
 	Stdout io.Writer
 	// Timeout, when not 0, stops the command (its whole process group)
@@ -61,6 +65,9 @@ func Run(c Cmd) (Sample, error) {
 	cmd.WaitDelay = 10 * time.Second
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
+	if c.Stderr != nil {
+		cmd.Stderr = io.MultiWriter(&stderr, c.Stderr)
+	}
 	if c.Stdin != "" {
 		f, err := os.Open(c.Stdin)
 		if err != nil {
@@ -90,7 +97,7 @@ func Run(c Cmd) (Sample, error) {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		rss = sampleRSS(cmd.Process.Pid, c.Prog, stop)
+		rss = sampleRSS(cmd.Process.Pid, append([]string{c.Prog}, c.Children...), stop)
 	}()
 	err := cmd.Wait()
 	wall := time.Since(start)
@@ -117,13 +124,26 @@ func tail(s string, n int) string {
 }
 
 // sampleRSS follows the process tree under root until stop, and returns
-// the sum over its processes (the traced program's excepted) of the
-// largest VmHWM seen of each.
-func sampleRSS(root int, prog string, stop <-chan struct{}) int64 {
+// the sum over its processes (the traced program's excepted: those
+// running one of progs) of the largest VmHWM seen of each.
+func sampleRSS(root int, progs []string, stop <-chan struct{}) int64 {
 	peak := map[int]int64{}
-	var progID os.FileInfo
-	if prog != "" {
-		progID, _ = os.Stat(prog)
+	var progIDs []os.FileInfo
+	for _, p := range progs {
+		if p == "" {
+			continue
+		}
+		if id, err := os.Stat(p); err == nil {
+			progIDs = append(progIDs, id)
+		}
+	}
+	isProg := func(exe os.FileInfo) bool {
+		for _, id := range progIDs {
+			if os.SameFile(exe, id) {
+				return true
+			}
+		}
+		return false
 	}
 	tick := time.NewTicker(rssPeriod)
 	defer tick.Stop()
@@ -132,7 +152,7 @@ func sampleRSS(root int, prog string, stop <-chan struct{}) int64 {
 			// The program, by file identity (a path may be a symlink);
 			// what its process held before its exec (a fork of the tool)
 			// is not the tool's either.
-			if exe, err := os.Stat(fmt.Sprintf("/proc/%d/exe", pid)); progID != nil && err == nil && os.SameFile(exe, progID) {
+			if exe, err := os.Stat(fmt.Sprintf("/proc/%d/exe", pid)); err == nil && isProg(exe) {
 				delete(peak, pid)
 				continue
 			}
