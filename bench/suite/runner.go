@@ -36,9 +36,18 @@ type Row struct {
 	// in the tool's trace.
 	HotAvg time.Duration
 
+	// Walks is how many backtraces rtrace's resource tracing took, and
+	// WalkStops how many of them needed a stop of the program (its -v
+	// line); Walks is 0 when not known.
+	Walks, WalkStops int64
+	// EveryStop: rtrace recorded every resource call at a stop (no
+	// function on the fast path: rtrace remote).
+	EveryStop bool
+
 	unreleased int       // rtrace: the allocations never freed
 	ownLeaks   int       // rtrace: those the workload's LeakFrom made
 	memcheck   *Memcheck // memcheck: its heap summary
+	stderr     string    // the last run's error output
 }
 
 // Report is one workload's table.
@@ -68,15 +77,18 @@ type Runner struct {
 
 // Run measures w under every tool of its kind.
 func (r *Runner) Run(w *Workload) *Report {
-	rep := &Report{W: w}
+	rep := &Report{W: w, Notes: slices.Clone(w.Notes)}
 	base := r.measure(w, untraced, "")
 	rep.Rows = append(rep.Rows, base)
 	rtIdx := -1
 	pgTrees, uftracePath := []string(nil), ""
 	refErr := errors.New("uftrace -pg did not run")
-	own, err := OwnFuncs(w.Prog.Plain)
-	if err != nil {
-		fmt.Fprintf(r.Log, "bench: %s: %v; comparing whole trees\n", w.Name, err)
+	var own func(string) bool
+	if w.Kind == Functions {
+		var err error
+		if own, err = OwnFuncs(w.Prog.Plain); err != nil {
+			fmt.Fprintf(r.Log, "bench: %s: %v; comparing whole trees\n", w.Name, err)
+		}
 	}
 	for _, t := range r.Tools {
 		if t.Kind != w.Kind || len(w.Tools) > 0 && !slices.Contains(w.Tools, t.Name) {
@@ -115,7 +127,7 @@ func (r *Runner) Run(w *Workload) *Report {
 		if t.Name == "rtrace" {
 			rtIdx = len(rep.Rows) - 1
 		}
-		if t.Name == "rtrace" && row.Err == nil && row.Skipped == "" {
+		if t.Name == "rtrace" && w.Kind == Functions && row.Err == nil && row.Skipped == "" {
 			if note := r.fastFraction(w, t, bin); note != "" {
 				rep.Notes = append(rep.Notes, note)
 			}
@@ -163,9 +175,23 @@ func (r *Runner) Run(w *Workload) *Report {
 				} else {
 					rt.Check = "differs"
 				}
-				rt.Detail = fmt.Sprintf("%d allocations never freed, %d of them from %s(); memcheck: %d lost; the program leaks %d",
-					rt.unreleased, rt.ownLeaks, w.LeakFrom, m.Lost, w.Leaks)
+				rt.Detail = fmt.Sprintf("%d allocations never freed, %d of them from %s; memcheck: %d lost; the program leaks %d",
+					rt.unreleased, rt.ownLeaks, funcList(w.LeakFrom), m.Lost, w.Leaks)
 			}
+		}
+	}
+	// The backtraces rtrace found in the process against those its remote
+	// unwinder took at a stop, in the same layout: equal, call for call.
+	if rm := rowNamed(rep, "rtrace remote"); w.Kind == Memory && rt != nil && rt.Runs > 0 && rt.Err == nil && rm != nil {
+		tr, _ := toolNamed(r.Tools, "rtrace", Memory)
+		tm, _ := toolNamed(r.Tools, "rtrace remote", Memory)
+		check, note := remoteCheck(r.out(tr), r.out(tm))
+		if rt.Check != "" {
+			check = rt.Check + "; " + check
+		}
+		rt.Check = check
+		if note != "" {
+			rep.Notes = append(rep.Notes, "rtrace: backtraces against rtrace remote's: "+note)
 		}
 	}
 	// Timing fidelity of one function: its average call in rtrace's trace
@@ -277,13 +303,16 @@ func (r *Runner) measure(w *Workload, t Tool, bin string) Row {
 	out := r.out(t)
 	var samples []Sample
 	fmt.Fprintf(r.Log, "bench: %s under %s: ", w.Name, t.Name)
+	var stderr bytes.Buffer
 	for i := 0; i < r.Runs; i++ {
+		stderr.Reset()
 		os.RemoveAll(out)
 		if err := os.MkdirAll(out, 0o755); err != nil {
 			row.Err = err
 			break
 		}
-		s, err := Run(Cmd{Argv: t.Argv(bin, prog, w.Args, out), Dir: out, Env: t.Env, Prog: prog, Timeout: r.Timeout})
+		s, err := Run(Cmd{Argv: t.Argv(bin, prog, w.Args, out), Dir: out, Env: t.Env, Prog: prog, Children: w.Children,
+			Stderr: &stderr, Timeout: r.Timeout})
 		if errors.Is(err, ErrTimeout) {
 			row.Skipped = fmt.Sprintf("a run took over %s (the per-run limit); not measured", secs(r.Timeout))
 			break
@@ -306,6 +335,7 @@ func (r *Runner) measure(w *Workload, t Tool, bin string) Row {
 	detail := row.Detail
 	row.Stats = Summarise(samples)
 	row.Detail = detail
+	row.stderr = stderr.String()
 	if t.Name != "untraced" {
 		row.Bytes = duBytes(out)
 	}
@@ -313,8 +343,14 @@ func (r *Runner) measure(w *Workload, t Tool, bin string) Row {
 }
 
 // facts reads what the last run's trace says: its events, main's duration
-// (function traces) and the leaks (memory traces).
+// (function traces) and the leaks (memory traces); and, from rtrace's
+// -v line, the backtraces that needed a stop.
 func (r *Runner) facts(w *Workload, t Tool, out string, row *Row) {
+	if found, all, ok := walkLine(row.stderr); ok {
+		row.Walks, row.WalkStops = all, all-min(found, all)
+	} else {
+		row.EveryStop = noFastFunc.MatchString(row.stderr)
+	}
 	switch {
 	case t.Dir:
 		f, err := traceFacts(filepath.Join(out, "data"), w.Hot)
@@ -329,6 +365,29 @@ func (r *Runner) facts(w *Workload, t Tool, out string, row *Row) {
 		if err != nil {
 			row.Check, row.Detail = "error", err.Error()
 		}
+	case strings.HasPrefix(t.Name, "rtrace") && !t.Dir:
+		// rtrace remote, and the start-up's raw traces: one per process
+		// and exec.
+		_, calls, err := callSet(out, false)
+		row.Events = calls
+		if err != nil {
+			row.Check, row.Detail = "error", err.Error()
+		} else if w.Kind == Startup {
+			row.Detail = fmt.Sprintf("%d calls of the allocator in %d processes", calls, processes(rawTraces(out)))
+		}
+	case w.Kind == Memory && t.Name == "bpftrace":
+		b, err := os.ReadFile(filepath.Join(out, "bpftrace.txt"))
+		if err != nil {
+			row.Check, row.Detail = "error", err.Error()
+			return
+		}
+		mallocs, frees, ok := bpftraceCounts(bytes.NewReader(b))
+		if !ok {
+			row.Check, row.Detail = "error", "no counts in bpftrace's output"
+			return
+		}
+		row.Events = mallocs + frees
+		row.Detail = fmt.Sprintf("its probes counted %d mallocs and %d frees (realloc and calloc, unless they call malloc, are not probed)", mallocs, frees)
 	case w.Kind == Memory && t.Name == "memcheck":
 		b, err := os.ReadFile(filepath.Join(out, "memcheck.txt"))
 		if err != nil {
@@ -414,9 +473,9 @@ func traceFacts(dir, hot string) (f facts, err error) {
 
 // rtraceLeaks counts the calls of a raw memory trace, the allocations
 // its leak filter keeps, and of those the ones whose backtrace passes
-// through the function from (the program's own leaks, not the buffers
-// libc keeps to the end).
-func rtraceLeaks(path, from string) (leaks, own int, calls int64, err error) {
+// through one of the functions from (the program's own leaks, not the
+// buffers libc keeps to the end).
+func rtraceLeaks(path string, from []string) (leaks, own int, calls int64, err error) {
 	if path == "" {
 		return 0, 0, 0, errors.New("rtrace wrote no raw trace")
 	}
@@ -432,7 +491,7 @@ func rtraceLeaks(path, from string) (leaks, own int, calls int64, err error) {
 		}
 		c := &callCounter{from: from}
 		opts := postproc.Options{Leaks: leaksOnly}
-		if from != "" {
+		if len(from) > 0 {
 			opts.Resolve, opts.Resolver = true, resolver.New(resolver.Options{})
 		}
 		err = postproc.Run(rd, c, opts)
@@ -445,8 +504,8 @@ func rtraceLeaks(path, from string) (leaks, own int, calls int64, err error) {
 		} else {
 			calls = c.n
 			// A leak check by a function never seen checks nothing.
-			if from != "" && c.hits == 0 {
-				return 0, 0, calls, fmt.Errorf("no allocation's backtrace passes through %s(): the leak check cannot tell the program's leaks", from)
+			if len(from) > 0 && c.hits == 0 {
+				return 0, 0, calls, fmt.Errorf("no allocation's backtrace passes through %s: the leak check cannot tell the program's leaks", funcList(from))
 			}
 		}
 	}
@@ -454,10 +513,10 @@ func rtraceLeaks(path, from string) (leaks, own int, calls int64, err error) {
 }
 
 // callCounter is a trace.Writer that counts calls, and those with a
-// frame in the function from.
+// frame in one of the functions from.
 type callCounter struct {
 	n    int64
-	from string
+	from []string
 	hits int
 }
 
@@ -468,12 +527,24 @@ func (c *callCounter) Write(it trace.Item) error {
 	}
 	c.n++
 	for _, f := range call.Frames {
-		if c.from != "" && strings.HasPrefix(f.Text, c.from+"(") {
+		if slices.ContainsFunc(c.from, func(fn string) bool { return strings.HasPrefix(f.Text, fn+"(") }) {
 			c.hits++
 			break
 		}
 	}
 	return nil
+}
+
+// funcList names functions for a sentence: "f()", "f() or g()".
+func funcList(fns []string) string {
+	var named []string
+	for _, f := range fns {
+		named = append(named, f+"()")
+	}
+	if len(named) < 2 {
+		return strings.Join(named, "")
+	}
+	return strings.Join(named[:len(named)-1], ", ") + " or " + named[len(named)-1]
 }
 
 func (c *callCounter) Close() error { return nil }

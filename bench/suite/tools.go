@@ -1,10 +1,14 @@
 package suite
 
 import (
+	"bufio"
 	"fmt"
+	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 
 	"rtrace/internal/elfx"
@@ -58,9 +62,13 @@ func Tools(rtrace string) []Tool {
 		}},
 		{Name: "bpftrace", Kind: Functions, Bin: "bpftrace", Pkg: "bpftrace", Argv: bpftraceArgv, Skip: bpftraceSkip,
 			Env: []string{fmt.Sprintf("BPFTRACE_MAX_PROBES=%d", 2*maxUprobeFuncs)}},
-		{Name: "rtrace", Kind: Memory, Bin: rtrace, Argv: func(bin, prog string, args []string, out string) []string {
-			return with(prog, args, bin, "sp-rtrace", "-q", "-e", "memory", "-s", "-o", out, "--")
-		}},
+		// -v for its line on the backtraces that needed a stop; a fixed
+		// layout (setarch -R: sp-rtrace has no --no-randomize-addr) so that
+		// its backtraces' addresses are rtrace remote's.
+		{Name: "rtrace", Kind: Memory, Bin: rtrace, Argv: spRtrace, Env: []string{"RTRACE_RES_UNWIND="}},
+		// Every backtrace taken at a stop by rtrace's remote unwinder: the
+		// reference the in-process walks must equal, address for address.
+		{Name: "rtrace remote", Kind: Memory, Bin: rtrace, Argv: spRtrace, Env: []string{"RTRACE_RES_UNWIND=remote"}},
 		{Name: "ltrace -e", Kind: Memory, Bin: "ltrace", Pkg: "ltrace", Argv: func(bin, prog string, args []string, out string) []string {
 			return with(prog, args, bin, "-e", "malloc+free", "-o", filepath.Join(out, "ltrace.txt"))
 		}},
@@ -70,7 +78,29 @@ func Tools(rtrace string) []Tool {
 		{Name: "memcheck", Kind: Memory, Bin: "valgrind", Pkg: "valgrind", Argv: func(bin, prog string, args []string, out string) []string {
 			return with(prog, args, bin, "--tool=memcheck", "--leak-check=full", "--log-file="+filepath.Join(out, "memcheck.txt"))
 		}},
+		{Name: "bpftrace", Kind: Memory, Bin: "bpftrace", Pkg: "bpftrace", Argv: bpftraceMemArgv, Skip: bpftraceMemSkip},
+		// A big program's start-up: its allocations (sp-rtrace -x, as its
+		// users start a program), and every function entry and exit.
+		{Name: "rtrace", Kind: Startup, Bin: rtrace, Argv: func(bin, prog string, args []string, out string) []string {
+			return with(prog, args, bin, "sp-rtrace", "-v", "-e", "memory", "-s", "-o", out, "-x")
+		}},
+		{Name: "rtrace record", Kind: Startup, Bin: rtrace, Dir: true, Argv: func(bin, prog string, args []string, out string) []string {
+			return with(prog, args, bin, "record", "-q", "-d", filepath.Join(out, "data"), "--")
+		}},
+		{Name: "heaptrack", Kind: Startup, Bin: "heaptrack", Pkg: "heaptrack", Argv: func(bin, prog string, args []string, out string) []string {
+			return with(prog, args, bin, "-o", filepath.Join(out, "heaptrack"))
+		}},
 	}
+}
+
+// spRtrace is rtrace's resource tracing of memory as sp-rtrace's users
+// run it, with -v, and without address space randomization.
+func spRtrace(bin, prog string, args []string, out string) []string {
+	setarch, err := exec.LookPath("setarch")
+	if err != nil {
+		setarch = "setarch"
+	}
+	return with(prog, args, setarch, "x86_64", "-R", bin, "sp-rtrace", "-v", "-e", "memory", "-s", "-o", out, "--")
 }
 
 // duBytes is the size of everything under dir.
@@ -119,6 +149,69 @@ func bpftraceArgv(bin, prog string, args []string, out string) []string {
 	bt := filepath.Join(in, "count.bt")
 	os.WriteFile(bt, []byte(strings.Join(entries, ",\n")+" { @calls = count(); }\n"+strings.Join(exits, ",\n")+" { @returns = count(); }\n"), 0o644)
 	return []string{bin, bt, "-c", "/bin/sh " + script}
+}
+
+// bpftraceMemArgv counts the program's mallocs, by backtrace (ustack(10),
+// as a bpftrace user looking for leaks would), and its frees, with a
+// uprobe on each of libc's two functions: the probes are on libc, for
+// every process, so they keep the program's pid only (cpid: the program
+// runs from a script that execs it, as in bpftraceArgv). The counts go to
+// out/bpftrace.txt at the end.
+func bpftraceMemArgv(bin, prog string, args []string, out string) []string {
+	in := out + ".in"
+	os.MkdirAll(in, 0o755)
+	script := filepath.Join(in, "run.sh")
+	quoted := []string{"exec", shellQuote(prog)}
+	for _, a := range args {
+		quoted = append(quoted, shellQuote(a))
+	}
+	os.WriteFile(script, []byte(strings.Join(quoted, " ")+"\n"), 0o755)
+	libc := libcPath()
+	bt := filepath.Join(in, "malloc.bt")
+	os.WriteFile(bt, []byte(fmt.Sprintf(`uprobe:%[1]s:malloc /pid == cpid/ { @mallocs = count(); @stacks[ustack(10)] = count(); }
+uprobe:%[1]s:free /pid == cpid/ { @frees = count(); }
+`, libc)), 0o644)
+	return []string{bin, "-o", filepath.Join(out, "bpftrace.txt"), bt, "-c", "/bin/sh " + script}
+}
+
+// libcPath is the C library the programs run with, "" if none is found.
+func libcPath() string {
+	for _, p := range []string{"/lib/x86_64-linux-gnu/libc.so.6", "/usr/lib/x86_64-linux-gnu/libc.so.6", "/lib64/libc.so.6", "/usr/lib64/libc.so.6"} {
+		if r, err := filepath.EvalSymlinks(p); err == nil {
+			return r
+		}
+	}
+	return ""
+}
+
+func bpftraceMemSkip(string) string {
+	switch {
+	case os.Geteuid() != 0:
+		return "bpftrace loads BPF programs and uprobes: it needs root"
+	case libcPath() == "":
+		return "no libc.so.6 found to put the uprobes on"
+	}
+	return ""
+}
+
+// bpftraceCounts reads the mallocs and frees bpftraceMemArgv counted;
+// ok is false when its output has neither.
+func bpftraceCounts(r io.Reader) (mallocs, frees int64, ok bool) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
+	for sc.Scan() {
+		for _, c := range []struct {
+			prefix string
+			n      *int64
+		}{{"@mallocs: ", &mallocs}, {"@frees: ", &frees}} {
+			if v, found := strings.CutPrefix(sc.Text(), c.prefix); found {
+				if n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64); err == nil && n >= 0 {
+					*c.n, ok = n, true
+				}
+			}
+		}
+	}
+	return mallocs, frees, ok
 }
 
 // uprobeFuncs lists the functions of prog bpftrace can probe.

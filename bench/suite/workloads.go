@@ -13,6 +13,9 @@ type Kind int
 const (
 	Functions Kind = iota // every function entry and exit
 	Memory                // malloc and free, and the leaks at the end
+	// Startup is a big program's short run: what setting up the tracing
+	// of large modules costs (g++: cc1plus has 49,000 functions).
+	Startup
 )
 
 // Workload is one program run the same way under every tool.
@@ -26,9 +29,16 @@ type Workload struct {
 	// malloc and free), 0 when only a trace can tell.
 	Calls int64
 	// Leaks is the number of blocks the program leaks (Memory), all
-	// allocated under the function LeakFrom.
+	// allocated under one of the functions LeakFrom: the program's own
+	// calls of the allocator, which libc's own allocations (stdio's
+	// buffers) do not pass through.
 	Leaks    int
-	LeakFrom string
+	LeakFrom []string
+	// Children are more executables of the program (a driver's: g++ runs
+	// cc1plus and as): their memory is not the tool's either.
+	Children []string
+	// Notes are said under its table.
+	Notes []string
 	// Hot names a function whose average call the table compares between
 	// the traces (timing fidelity), "" for none.
 	Hot string
@@ -129,7 +139,7 @@ func Workloads(b *Builder, s Scale) ([]*Workload, map[string]error) {
 	if want("churn") {
 		if p, ok := fixture("churn", "churn.c", "-O2", "-g"); ok {
 			list = append(list, &Workload{Name: "churn", Kind: Memory, Prog: p, Args: []string{strconv.Itoa(churnN), "100"},
-				Calls: int64(2*churnN - (churnN+99)/100), Leaks: (churnN + 99) / 100, LeakFrom: "churn_alloc",
+				Calls: int64(2*churnN - (churnN+99)/100), Leaks: (churnN + 99) / 100, LeakFrom: []string{"churn_alloc"},
 				What: fmt.Sprintf("malloc/free churn, %d blocks, 1%% leaked, testdata/churn.c at -O2", churnN)})
 		}
 	}
@@ -184,7 +194,7 @@ func Workloads(b *Builder, s Scale) ([]*Workload, map[string]error) {
 				// sqlite3MemMalloc (src/mem1.c), and frees all it allocates.
 				list = append(list, &Workload{Name: "sqlite3-memory", Kind: Memory, Prog: p, Args: []string{":memory:", ".read " + sql},
 					What:     fmt.Sprintf("sqlite3 shell's allocations, the same %d-insert run", sqlN),
-					LeakFrom: "sqlite3MemMalloc", Inputs: gen})
+					LeakFrom: []string{"sqlite3MemMalloc"}, Inputs: gen})
 			}
 			if want("sqlite3-long") {
 				sql := filepath.Join(b.Dir, "inputs", fmt.Sprintf("work-%d.sql", sqlLongN))
