@@ -3,8 +3,10 @@ package suite
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 )
 
 // Kind is what a workload exercises, and so which tools run it.
@@ -63,7 +65,8 @@ type Scale struct {
 }
 
 // Names are the workloads, in the order they run.
-var Names = []string{"fib", "fib-long", "fib-threads", "fib-threads-long", "churn", "lua", "lua-long", "bzip2", "sqlite3", "sqlite3-memory", "sqlite3-long"}
+var Names = []string{"fib", "fib-long", "fib-threads", "fib-threads-long", "churn", "churn-long", "lua", "lua-long", "lua-memory", "lua-memory-long",
+	"bzip2", "sqlite3", "sqlite3-memory", "sqlite3-long", "g++-compile"}
 
 // fibCalls is how many times fib(n) calls fib.
 func fibCalls(n int) int64 {
@@ -78,16 +81,19 @@ func fibCalls(n int) int64 {
 // workload that cannot be prepared is returned with its error.
 func Workloads(b *Builder, s Scale) ([]*Workload, map[string]error) {
 	fibN, fibLongN, churnN, luaN, bzipKB, sqlN := 25, 30, 200000, 15, 128, 1000
-	luaLongN, sqlLongN := 27, 10000
+	luaLongN, sqlLongN, churnLongN, luaMemN, luaMemLongN := 27, 10000, 2000000, 10, 100
 	if s.Quick {
 		fibN, fibLongN, churnN, luaN, bzipKB, sqlN = 20, 25, 20000, 10, 16, 100
-		luaLongN, sqlLongN = 20, 1000
+		luaLongN, sqlLongN, churnLongN, luaMemN, luaMemLongN = 20, 1000, 200000, 2, 20
 	}
 	// The long workloads run the fast tracers only: long enough that a
 	// tracer's fixed start-up is a small part of its cost per event (the
 	// short ones last 4-15 ms untraced, and a tracer's start-up is as
 	// long), too long for the tracers that stop per event.
 	fast := []string{"untraced", "rtrace", "uftrace -pg", "uftrace -P ."}
+	// The long memory workloads leave out ltrace -e (a stop at each call:
+	// minutes) and rtrace remote (the check of the short ones).
+	memLong := []string{"untraced", "rtrace", "heaptrack", "memcheck", "bpftrace"}
 	var list []*Workload
 	failed := map[string]error{}
 	want := func(names ...string) bool {
@@ -136,11 +142,25 @@ func Workloads(b *Builder, s Scale) ([]*Workload, map[string]error) {
 				Tools: fast, Short: "fib-threads", OneThread: "fib-long"})
 		}
 	}
+	churn := func(name string, n int) *Workload {
+		p, ok := fixture(name, "churn.c", "-O2", "-g")
+		if !ok {
+			return nil
+		}
+		return &Workload{Name: name, Kind: Memory, Prog: p, Args: []string{strconv.Itoa(n), "100"},
+			Calls: int64(2*n - (n+99)/100), Leaks: (n + 99) / 100, LeakFrom: []string{"churn_alloc"},
+			What: fmt.Sprintf("malloc/free churn, %d blocks, 1%% leaked, testdata/churn.c at -O2", n)}
+	}
 	if want("churn") {
-		if p, ok := fixture("churn", "churn.c", "-O2", "-g"); ok {
-			list = append(list, &Workload{Name: "churn", Kind: Memory, Prog: p, Args: []string{strconv.Itoa(churnN), "100"},
-				Calls: int64(2*churnN - (churnN+99)/100), Leaks: (churnN + 99) / 100, LeakFrom: []string{"churn_alloc"},
-				What: fmt.Sprintf("malloc/free churn, %d blocks, 1%% leaked, testdata/churn.c at -O2", churnN)})
+		if w := churn("churn", churnN); w != nil {
+			list = append(list, w)
+		}
+	}
+	if want("churn-long") {
+		if w := churn("churn-long", churnLongN); w != nil {
+			w.What += " (no ltrace -e)"
+			w.Tools, w.Short = memLong, "churn"
+			list = append(list, w)
 		}
 	}
 	// fail records a preparation error under each of the workloads it
@@ -152,9 +172,9 @@ func Workloads(b *Builder, s Scale) ([]*Workload, map[string]error) {
 			}
 		}
 	}
-	if want("lua", "lua-long") {
+	if want("lua", "lua-long", "lua-memory", "lua-memory-long") {
 		if p, err := b.Lua(); err != nil {
-			fail(err, "lua", "lua-long")
+			fail(err, "lua", "lua-long", "lua-memory", "lua-memory-long")
 		} else {
 			script := filepath.Join(b.Root, "bench", "scripts", "work.lua")
 			if want("lua") {
@@ -165,6 +185,22 @@ func Workloads(b *Builder, s Scale) ([]*Workload, map[string]error) {
 				list = append(list, &Workload{Name: "lua-long", Kind: Functions, Prog: p, Args: []string{script, strconv.Itoa(luaLongN)},
 					What:  fmt.Sprintf("Lua 5.4 interpreter running bench/scripts/work.lua %d (the fast tracers only)", luaLongN),
 					Tools: fast, Short: "lua"})
+			}
+			// Lua allocates and frees through l_alloc (lauxlib.c), which
+			// tail-calls realloc: it is in no backtrace. Its callers are:
+			// luaM_malloc_ and luaM_realloc_ (lmem.c), and lua_newstate for
+			// the state itself. lua_close frees all of it: 0 leaks.
+			alloc := filepath.Join(b.Root, "bench", "scripts", "alloc.lua")
+			luaAlloc := []string{"luaM_malloc_", "luaM_realloc_", "lua_newstate"}
+			if want("lua-memory") {
+				list = append(list, &Workload{Name: "lua-memory", Kind: Memory, Prog: p, Args: []string{alloc, strconv.Itoa(luaMemN)},
+					LeakFrom: luaAlloc,
+					What:     fmt.Sprintf("Lua 5.4 interpreter's allocations running bench/scripts/alloc.lua %d (%d,000 rounds of strings, tables, closures)", luaMemN, luaMemN)})
+			}
+			if want("lua-memory-long") {
+				list = append(list, &Workload{Name: "lua-memory-long", Kind: Memory, Prog: p, Args: []string{alloc, strconv.Itoa(luaMemLongN)},
+					LeakFrom: luaAlloc, Tools: memLong, Short: "lua-memory",
+					What: fmt.Sprintf("Lua 5.4 interpreter's allocations running bench/scripts/alloc.lua %d (no ltrace -e)", luaMemLongN)})
 			}
 		}
 	}
@@ -203,6 +239,13 @@ func Workloads(b *Builder, s Scale) ([]*Workload, map[string]error) {
 					Inputs: func() error { return genSQL(sql, sqlLongN) },
 					Tools:  fast, Short: "sqlite3"})
 			}
+		}
+	}
+	if want("g++-compile") {
+		if w, err := gxxCompile(b); err != nil {
+			failed["g++-compile"] = err
+		} else {
+			list = append(list, w)
 		}
 	}
 	for _, w := range list {
@@ -259,3 +302,55 @@ func genSQL(path string, n int) error {
 	}
 	return os.WriteFile(path, s, 0o644)
 }
+
+// gxxCompile is g++ -c of a small C++ file: a short run of big programs
+// (cc1plus: 35 MB, 49,000 functions), which shows what a tracer's
+// start-up costs on large modules. g++ runs cc1plus and as as children.
+func gxxCompile(b *Builder) (*Workload, error) {
+	gxx, err := Need("g++", "g++", b.Log)
+	if err != nil {
+		return nil, err
+	}
+	var children []string
+	for _, name := range []string{"cc1plus", "as"} {
+		out, err := exec.Command(gxx, "-print-prog-name="+name).Output()
+		if err != nil {
+			return nil, fmt.Errorf("g++ -print-prog-name=%s: %v", name, err)
+		}
+		p := strings.TrimSpace(string(out))
+		if !filepath.IsAbs(p) {
+			if p, err = exec.LookPath(p); err != nil {
+				return nil, fmt.Errorf("g++ runs %s: %v", name, err)
+			}
+		}
+		children = append(children, p)
+	}
+	dir := filepath.Join(b.Dir, "inputs")
+	src, obj := filepath.Join(dir, "compile.cc"), filepath.Join(dir, "compile.o")
+	return &Workload{Name: "g++-compile", Kind: Startup, Prog: Program{Plain: gxx}, Args: []string{"-c", src, "-o", obj},
+		Children: children,
+		// libheaptrack_preload.so unsets LD_PRELOAD as it starts.
+		Notes: []string{"heaptrack records the g++ driver alone: its preloaded library unsets LD_PRELOAD, so cc1plus and as run untraced"},
+		What:  "g++ -c of a small C++ file (<string>, <vector>, one function): big modules' start-up (cc1plus: 35 MB)",
+		Inputs: func() error {
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				return err
+			}
+			return os.WriteFile(src, []byte(compileSource), 0o644)
+		}}, nil
+}
+
+// compileSource is what g++-compile compiles: two standard headers and
+// one function. cc1plus parses the headers' templates: 37 million
+// function entries and exits, against 2.3 million for a one-line file.
+const compileSource = `#include <string>
+#include <vector>
+
+// The total length of the words.
+size_t total_length(const std::vector<std::string> &words) {
+	size_t n = 0;
+	for (const std::string &w : words)
+		n += w.size();
+	return n;
+}
+`
