@@ -95,7 +95,9 @@ func PrintMarginals(w io.Writer, ms []Marginal) {
 	tw.Flush()
 	fmt.Fprintln(w, "  start-up: the cost above the untraced run at no events; ns/event: the difference of the")
 	fmt.Fprintln(w, "  costs above the untraced runs over the difference of the events. The fast engine's goal:")
-	fmt.Fprintln(w, "  at most 0.5× of uftrace -pg's cost per event.")
+	fmt.Fprintln(w, "  at most 0.5× of uftrace -pg's cost per event. Memory workloads (churn, lua-memory): an event")
+	fmt.Fprintln(w, "  is a call of the allocator (malloc, free, realloc...), counted in rtrace's trace, or by")
+	fmt.Fprintln(w, "  bpftrace's own probes on its row.")
 }
 
 // ThreadScaling compares, for each report whose workload names a
