@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -146,6 +147,51 @@ func TestResourceStatic(t *testing.T) {
 				if w := fmt.Sprintf("%s() at leaky.c:%d", fn, lines[marker]); !strings.Contains(rep, w) {
 					t.Errorf("no frame %q in the report:\n%s", w, clipLines(rep, 40))
 				}
+			}
+		})
+	}
+}
+
+// TestForeignBreakpoint: a resource function whose entry holds another
+// tracer's breakpoint (a uprobe from bpftrace or perf probe on a shared
+// library puts its int3 into every process mapping it: that is how
+// malloc once went missing from a window, and how a uprobe registered on
+// a function rtrace had patched killed the program with SIGSEGV) is not
+// instrumented, and a warning names it and says why, with both engines.
+func TestForeignBreakpoint(t *testing.T) {
+	if b, err := os.ReadFile("/proc/sys/kernel/yama/ptrace_scope"); err == nil && strings.TrimSpace(string(b)) != "0" && os.Geteuid() != 0 {
+		testutil.RequireCapability(t, "kernel.yama.ptrace_scope = %s: attaching to a non-child needs root", strings.TrimSpace(string(b)))
+	}
+	prog := testutil.BuildC(t, "foreignbp.c", "-O0", "-g")
+	for _, engine := range engines {
+		t.Run(engine, func(t *testing.T) {
+			cmd := exec.Command(prog)
+			in, _ := cmd.StdinPipe()
+			out, _ := cmd.StdoutPipe()
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			defer func() { cmd.Process.Kill(); cmd.Wait() }()
+			lines := newLineLog(out)
+			var pid int
+			fmt.Sscanf(lines.waitFor("ready "), "ready %d", &pid)
+			if pid == 0 {
+				t.Fatal("the fixture did not start")
+			}
+			tmp := t.TempDir()
+			at := exec.Command(rtraceBin, "attach", "--engine="+engine, "--audit", "victim", "--start", "-o", "D", "--duration", "100ms", strconv.Itoa(pid))
+			at.Dir = tmp
+			stderr, err := at.CombinedOutput()
+			if err != nil {
+				t.Fatalf("attach: %v\n%s", err, stderr)
+			}
+			want := "rtrace: warning: victim in " + prog + " is not traced (cannot displace instruction: an int3 is there already: another tracer's breakpoint"
+			if !strings.Contains(string(stderr), want) {
+				t.Errorf("rtrace does not say why victim is not traced:\n%s\nwant %q", stderr, want)
+			}
+			in.Close()
+			if err := cmd.Wait(); err != nil {
+				t.Errorf("the program after the detach: %v", err)
 			}
 		})
 	}

@@ -168,7 +168,7 @@ func TestPlanFuncs(t *testing.T) {
 	if fmt.Sprint(p.int3s) != fmt.Sprint(wantInt3s) {
 		t.Errorf("int3s %v\nwant  %v", p.int3s, wantInt3s)
 	}
-	if len(p.skipped) != 2 || p.skipped[0].Func != "taken" || !strings.Contains(p.skipped[0].Reason, "already an int3") ||
+	if len(p.skipped) != 2 || p.skipped[0].Func != "taken" || !strings.Contains(p.skipped[0].Reason, "an int3 is there already") ||
 		p.skipped[1] != (Skip{"gone", "no code at 0x1009000", false}) {
 		t.Errorf("skipped %+v", p.skipped)
 	}

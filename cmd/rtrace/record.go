@@ -57,7 +57,8 @@ func sessionFlags() []cli.Flag {
 		&cli.BoolFlag{Name: "verbose", Aliases: []string{"v"}, Usage: "list the functions that could not be traced, with the reason"},
 		&cli.StringFlag{Name: "engine", Usage: "how calls are recorded: `ENGINE` fast (the default: recording code injected into the program, no stop per call; functions whose arguments or return value are recorded stop at each call) or int3 (a ptrace stop per call and return, about 11 µs each). Without the option, $RTRACE_ENGINE names the default, and fast falls back to int3 where it cannot apply (-e resource tracing, a CPU whose TSC is not a clock)"},
 		&cli.BoolFlag{Name: "no-pin", Usage: "let the target run on any CPU (default: pin the tracer and the target to one CPU, ~15x cheaper stops on VMs; multi-threaded targets then share that CPU)"},
-		&cli.StringSliceFlag{Name: "module", Aliases: []string{"e"}, Category: "resource tracing", Usage: "trace the resource calls of `MODULES` (memory, file, thread, shm, mmap; join with ':')"},
+		&cli.StringSliceFlag{Name: "module", Aliases: []string{"e"}, Category: "resource tracing", Usage: "trace the resource calls of `MODULES` (memory, file, thread, shm, mmap, gobject, qobject, memtransfer, audit; join with ':')"},
+		&cli.StringSliceFlag{Name: "audit", Category: "resource tracing", Usage: "record every call of `FUNCS` (comma-separated, or @FILE: one a line) with its backtrace, as functracer's audit module (implies -e audit)"},
 		&cli.BoolFlag{Name: "start", Aliases: []string{"s"}, Category: "resource tracing", Usage: "trace resources from the start (default: off until toggled)"},
 		&cli.StringFlag{Name: "output-dir", Aliases: []string{"o"}, Category: "resource tracing", Usage: "write raw streams into `DIR`: resource traces (-e), or the function trace's when there is no -e"},
 		&cli.StringFlag{Name: "postproc", Category: "resource tracing", Usage: "post-process resource traces with these `OPTS` (\"-l -c -r\", split into words as a shell splits them: quote a file name with spaces) into <pid>-<n>.rtrace.txt; -P works too when OPTS start with '-'"},
@@ -100,6 +101,7 @@ func sessionOptions(c *cli.Context) (launcher.Options, error) {
 	for _, m := range c.StringSlice("module") {
 		o.Modules = append(o.Modules, launcher.SplitModules(m)...)
 	}
+	o.Audit = c.StringSlice("audit")
 	o.PostOpts = c.String("postproc")
 	for _, p := range c.StringSlice("patch") {
 		if strings.HasPrefix(p, "-") {

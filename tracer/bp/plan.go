@@ -80,7 +80,7 @@ func Prepare(code []byte, addr, slot uint64) (Plan, error) {
 		return Plan{Action: Jump, Resume: next}, nil
 	case x86asm.INT:
 		if code[0] == Int3 {
-			return Plan{}, fmt.Errorf("%w: already an int3 (another debugger?)", ErrUnsupported)
+			return Plan{}, fmt.Errorf("%w: an int3 is there already: another tracer's breakpoint (a debugger's, or a uprobe's: bpftrace, perf probe)", ErrUnsupported)
 		}
 	case x86asm.JMP:
 		if rel, ok := inst.Args[0].(x86asm.Rel); ok {
@@ -223,7 +223,7 @@ func relocate(t []byte, inst x86asm.Inst, code []byte, addr, base uint64) ([]byt
 	next := addr + uint64(inst.Len)
 	insn := code[:inst.Len]
 	if insn[0] == Int3 {
-		return nil, fmt.Errorf("%w: already an int3 (another debugger?)", ErrUnsupported)
+		return nil, fmt.Errorf("%w: an int3 is there already: another tracer's breakpoint (a debugger's, or a uprobe's: bpftrace, perf probe)", ErrUnsupported)
 	}
 	rel, isRel := inst.Args[0].(x86asm.Rel)
 	switch {
