@@ -473,26 +473,33 @@ func TestResourceJumps(t *testing.T) {
 // table yet, a handler's starts on another stack.
 func TestResourceBacktracesMatch(t *testing.T) {
 	leakyLib := testutil.BuildC(t, "leaky.c", "-DLEAKY_LIB", "-shared", "-fPIC", "-O2", "-g", "-fomit-frame-pointer")
+	leakyO0 := testutil.BuildC(t, "leaky.c", "-O0", "-g")
 	for _, c := range []struct {
 		name string
 		prog string
 		args []string
 		mods []string
+		opts []string // rtrace's options
 	}{
-		{"leaky-O0", testutil.BuildC(t, "leaky.c", "-O0", "-g"), nil, []string{"memory"}},
-		{"leaky-O2-nopie", testutil.BuildC(t, "leaky.c", "-O2", "-g", "-fomit-frame-pointer", "-no-pie", "-fno-PIE"), nil, []string{"memory"}},
-		{"leaky-lib", testutil.BuildC(t, "leakymain.c", "-O2", leakyLib), nil, []string{"memory"}},
-		{"churn", testutil.BuildC(t, "churn.c", "-O2", "-g"), []string{"20000", "100"}, []string{"memory"}},
-		{"allocs", testutil.BuildC(t, "allocs.cc", "-O2", "-g", "-pthread"), nil, []string{"memory"}},
-		{"forkleak", testutil.BuildC(t, "forkleak.c", "-O2", "-g"), []string{"/bin/true"}, []string{"memory"}},
-		{"resjump", testutil.BuildC(t, "resjump.c", "-O2", "-g"), nil, []string{"memory", "file"}},
+		{"leaky-O0", leakyO0, nil, []string{"memory"}, nil},
+		// -b, --backtrace-all (free's backtrace: walked at its return),
+		// --monitor (the drain keeps the frames of those sizes only).
+		{"leaky-b3", leakyO0, nil, []string{"memory"}, []string{"--backtrace-depth", "3"}},
+		{"leaky-all", leakyO0, nil, []string{"memory"}, []string{"--backtrace-all"}},
+		{"leaky-monitor", leakyO0, nil, []string{"memory"}, []string{"--monitor", "16,200"}},
+		{"leaky-O2-nopie", testutil.BuildC(t, "leaky.c", "-O2", "-g", "-fomit-frame-pointer", "-no-pie", "-fno-PIE"), nil, []string{"memory"}, nil},
+		{"leaky-lib", testutil.BuildC(t, "leakymain.c", "-O2", leakyLib), nil, []string{"memory"}, nil},
+		{"churn", testutil.BuildC(t, "churn.c", "-O2", "-g"), []string{"20000", "100"}, []string{"memory"}, nil},
+		{"allocs", testutil.BuildC(t, "allocs.cc", "-O2", "-g", "-pthread"), nil, []string{"memory"}, nil},
+		{"forkleak", testutil.BuildC(t, "forkleak.c", "-O2", "-g"), []string{"/bin/true"}, []string{"memory"}, nil},
+		{"resjump", testutil.BuildC(t, "resjump.c", "-O2", "-g"), nil, []string{"memory", "file"}, nil},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var sets [2][]string
 			var verbose string
 			for i, env := range []string{"", "remote"} {
 				tmp := t.TempDir()
-				args := []string{"record", "-v", "--engine=fast", "--start", "--no-randomize-addr", "-o", "D"}
+				args := append([]string{"record", "-v", "--engine=fast", "--start", "--no-randomize-addr", "-o", "D"}, c.opts...)
 				for _, m := range c.mods {
 					args = append(args, "--module", m)
 				}

@@ -425,3 +425,66 @@ func TestSignalHandlerCalls(t *testing.T) {
 		})
 	}
 }
+
+// TestResourceRingOverflow: resource calls a full ring has no room for
+// (rtrace stopped while the program allocates) are counted, never
+// silently: the summary says how many, and the trace holds the count.
+// The program goes on with its own result, and the calls that fit are
+// whole.
+func TestResourceRingOverflow(t *testing.T) {
+	const pairs = 200000
+	prog := testutil.BuildC(t, "resflood.c", "-O2")
+	dir := t.TempDir()
+	cmd := exec.Command(rtraceBin, "record", "--engine=fast", "--module", "memory", "--start", "-o", filepath.Join(dir, "D"), "--", prog, strconv.Itoa(pairs))
+	in, _ := cmd.StdinPipe()
+	outPipe, _ := cmd.StdoutPipe()
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	out := bufio.NewReader(outPipe)
+	expect := func(prefix string) {
+		t.Helper()
+		if line, err := out.ReadString('\n'); err != nil || !strings.HasPrefix(line, prefix) {
+			t.Fatalf("fixture printed %q (%v), want %q...", line, err, prefix)
+		}
+	}
+	expect("ready")
+	if err := cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	for !allStopped(cmd.Process.Pid) {
+		runtime.Gosched()
+	}
+	io.WriteString(in, "go\n")
+	expect(fmt.Sprintf("done %d", pairs))
+	if err := cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	io.WriteString(in, "end\n")
+	in.Close()
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("rtrace: %v\n%s", err, stderr.String())
+	}
+	var calls, lost int
+	for _, l := range strings.Split(stderr.String(), "\n") {
+		if n, _ := fmt.Sscanf(l, "rtrace: %d resource calls, %d lost", &calls, &lost); n == 2 {
+			break
+		}
+	}
+	// A pair takes 4 records: the ring's 65,536 hold 16,384 pairs, then
+	// the program waits a second at most and the rest is lost.
+	if lost < pairs || calls+lost < 2*pairs || calls < fast.RingCap/4 {
+		t.Errorf("rtrace says %d resource calls, %d lost; want at least %d lost of %d, and the %d that fit:\n%s", calls, lost, pairs, 2*pairs, fast.RingCap/4, stderr.String())
+	}
+	raw := rawFiles(t, filepath.Join(dir, "D"), ".rtrace")
+	if len(raw) != 1 {
+		t.Fatalf("raw files %v", raw)
+	}
+	text := runCmd(t, dir, rtraceBin, "postproc", "-i", raw[0]).stdout
+	if !strings.Contains(text, fmt.Sprintf("## lost %d events", lost)) {
+		t.Errorf("the trace does not say %d calls were lost:\n%s", lost, clipLines(text, 20))
+	}
+}
