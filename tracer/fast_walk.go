@@ -128,17 +128,19 @@ type tableCache struct {
 	tables map[string]*unwind.Table
 }
 
-func (c *tableCache) get(path string) *unwind.Table {
+// get returns the table of module m of unwinder u, compiled from the CFI
+// u parsed of it (Backtrace needs it anyway).
+func (c *tableCache) get(u *unwind.Unwinder, m unwind.ModuleInfo) *unwind.Table {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if tab, ok := c.tables[path]; ok {
+	if tab, ok := c.tables[m.Path]; ok {
 		return tab
 	}
 	if c.tables == nil {
 		c.tables = map[string]*unwind.Table{}
 	}
-	tab := unwind.CompileFile(path)
-	c.tables[path] = tab
+	tab := u.Table(m)
+	c.tables[m.Path] = tab
 	return tab
 }
 
@@ -185,7 +187,7 @@ func (t *Tracer) addTables(th *thread, pcs []uint64) {
 			if pc < m.Lo || pc >= m.Hi || fi.arena.tables[m.Path] != 0 {
 				continue
 			}
-			if addr, ok := fi.arena.put(t.tables.get(m.Path)); ok {
+			if addr, ok := fi.arena.put(t.tables.get(th.proc.image.unwinder, m)); ok {
 				fi.arena.tables[m.Path] = addr
 				added = true
 			}

@@ -32,6 +32,22 @@ func init() {
 func profiled(f func() int) int {
 	timeline.Mark("main")
 	defer timeline.Mark("end")
+	if mem := os.Getenv("RTRACE_MEMPROFILE"); mem != "" {
+		// Where rtrace's memory goes: every allocation's bytes, by stack
+		// (`go tool pprof -sample_index=alloc_space -top rtrace FILE`).
+		defer func() {
+			out, err := os.Create(mem)
+			if err == nil {
+				err = pprof.Lookup("allocs").WriteTo(out, 0)
+				if cerr := out.Close(); err == nil {
+					err = cerr
+				}
+			}
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "rtrace: RTRACE_MEMPROFILE:", err)
+			}
+		}()
+	}
 	path := os.Getenv("RTRACE_CPUPROFILE")
 	if path == "" {
 		return f()

@@ -146,7 +146,11 @@ func (t *Table) Lookup(addr uint64) uint64 {
 // past the location it is reached at. An FDE the compiler cannot follow
 // (DW_CFA_set_loc, whose base delve does not export) stops the walker over
 // its whole range.
-func Compile(fdes frame.FrameDescriptionEntries) *Table {
+func Compile(fdes frame.FrameDescriptionEntries) *Table { return compileAt(fdes, 0) }
+
+// compileAt compiles fdes parsed at load bias bias (runtime addresses):
+// the table's addresses are the link-time ones.
+func compileAt(fdes frame.FrameDescriptionEntries, bias uint64) *Table {
 	// Where the FDE covering a pc can change (frame.FDEForPC): each FDE's
 	// begin and end, and past the begin of an empty one.
 	var cuts []uint64
@@ -160,6 +164,7 @@ func Compile(fdes frame.FrameDescriptionEntries) *Table {
 	cuts = slices.Compact(cuts)
 	t := &Table{}
 	add := func(at, w uint64) {
+		at -= bias
 		if at > math.MaxUint32 {
 			return
 		}
@@ -169,7 +174,10 @@ func Compile(fdes frame.FrameDescriptionEntries) *Table {
 		t.Starts = append(t.Starts, uint32(at))
 		t.Rows = append(t.Rows, w)
 	}
-	progs := map[*frame.FrameDescriptionEntry][]progRow{}
+	// The intervals of one FDE come together (FDEs do not overlap but for
+	// a rare duplicate): its program's rows are kept until another's.
+	var last *frame.FrameDescriptionEntry
+	var rows []progRow
 	for i, lo := range cuts {
 		hi := uint64(math.MaxUint64)
 		if i+1 < len(cuts) {
@@ -180,10 +188,8 @@ func Compile(fdes frame.FrameDescriptionEntries) *Table {
 			add(lo, rowFP)
 			continue
 		}
-		rows, ok := progs[f]
-		if !ok {
-			rows = runFDE(f)
-			progs[f] = rows
+		if f != last {
+			last, rows = f, runFDE(f)
 		}
 		// The rows of f's program within [lo, hi).
 		for j, r := range rows {

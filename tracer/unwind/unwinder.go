@@ -133,13 +133,15 @@ func (u *Unwinder) Modules() []ModuleInfo {
 	return out
 }
 
-// CompileFile compiles the CFI of the ELF object at path into its Table;
-// an object whose CFI cannot be read gets an empty one (every row the
-// rbp chain), as Backtrace then unwinds it with frame pointers.
-func CompileFile(path string) *Table {
-	c, err := loadCFI(path, 0)
-	if err != nil {
-		return &Table{}
+// Table compiles the CFI of the module m holds (its Modules entry) into
+// its Table, from the CFI Backtrace parsed of it (parsed now if not yet):
+// a module whose CFI cannot be read gets an empty one (every row the rbp
+// chain), as Backtrace then unwinds it with frame pointers.
+func (u *Unwinder) Table(m ModuleInfo) *Table {
+	for _, mod := range u.mods {
+		if mod.lo == m.Lo && mod.key.path == m.Path {
+			return compileAt(u.cfiOf(mod).fdes, mod.key.bias)
+		}
 	}
-	return Compile(c.fdes)
+	return &Table{}
 }
