@@ -36,6 +36,7 @@ func profiled(f func() int) int {
 		// Where rtrace's memory goes: every allocation's bytes, by stack
 		// (`go tool pprof -sample_index=alloc_space -top rtrace FILE`).
 		defer func() {
+			runtime.GC() // the profile is as of the last collection
 			out, err := os.Create(mem)
 			if err == nil {
 				err = pprof.Lookup("allocs").WriteTo(out, 0)
