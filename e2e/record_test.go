@@ -58,8 +58,17 @@ type run struct {
 
 func runCmd(t *testing.T, dir, name string, args ...string) run {
 	t.Helper()
+	return runCmdEnv(t, dir, nil, name, args...)
+}
+
+// runCmdEnv is runCmd with env added to the environment.
+func runCmdEnv(t *testing.T, dir string, env []string, name string, args ...string) run {
+	t.Helper()
 	cmd := exec.Command(name, args...)
 	cmd.Dir = dir
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	var so, se bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &so, &se
 	err := cmd.Run()

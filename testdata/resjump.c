@@ -2,8 +2,12 @@
 // whose close function jumps out) must not silence the thread: the
 // allocations after each are reported. The first is a longjmp (rtrace
 // hooks it), the second a __builtin_longjmp (no libc call: rtrace cannot
-// follow it, and the call's frame stays on its shadow stack). It prints
-// the addresses of the blocks it leaks after the jumps.
+// follow it, and the call's frame stays on its shadow stack). Then a
+// call from main and a deeper one: nothing of rtrace's may land in the
+// deeper one's frame, where the dead frame's slot was (victim checks).
+// Then 5000 such jumps: the dead frames must not fill the shadow stack.
+// It prints the addresses of the blocks it leaks after the jumps, and
+// exits 1 when a frame's memory changed under it.
 #define _GNU_SOURCE
 #include <setjmp.h>
 #include <stdio.h>
@@ -41,6 +45,37 @@ __attribute__((noinline)) static void close_builtin(void) {
 		fclose(f); // never returns
 }
 
+__attribute__((noinline)) static void *after_many_jumps(void) {
+	last = malloc(777); // LINE:aftermany
+	return last;
+}
+
+__attribute__((noinline)) static void *deep(int n) {
+	volatile char pad[64];
+	pad[0] = n;
+	void *p = malloc(10 + pad[0]);
+	__asm__ volatile("" ::: "memory");
+	return p;
+}
+
+// victim's frame covers the stack a call from main made below it: a
+// write of rtrace's there shows in arr.
+__attribute__((noinline)) static int victim(void) {
+	volatile unsigned long arr[256];
+	for (int i = 0; i < 256; i++)
+		arr[i] = 0;
+	free(deep(1));
+	int bad = 0;
+	for (int i = 0; i < 256; i++)
+		if (arr[i] != 0) {
+			char line[64];
+			int n = snprintf(line, sizeof line, "arr[%d] = %#lx: corrupted\n", i, arr[i]);
+			write(1, line, n);
+			bad = 1;
+		}
+	return bad;
+}
+
 int main(void) {
 	cookie_io_functions_t io = {.close = jump_out};
 	FILE *f = fopencookie(NULL, "w", io);
@@ -49,8 +84,15 @@ int main(void) {
 	void *p = after_jump();
 	close_builtin();
 	void *q = after_builtin_jump();
-	char line[64];
-	int n = snprintf(line, sizeof line, "leaked %p %p\n", p, q);
+	close_builtin();
+	void *volatile r = malloc(5);
+	free(r);
+	int bad = victim();
+	for (int i = 0; i < 5000; i++)
+		close_builtin();
+	void *s = after_many_jumps();
+	char line[96];
+	int n = snprintf(line, sizeof line, "leaked %p %p %p\n", p, q, s);
 	write(1, line, n);
-	return 0;
+	return bad;
 }

@@ -1,6 +1,7 @@
 package tracer
 
 import (
+	"math"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -50,10 +51,13 @@ type drainer struct {
 	call        trace.Call // the call resCalls hands the sink, reused
 	resEvs      []resEvent
 	frames      frameTable
-	dayStart    int64    // local midnight in wall-clock ns, for timeOfDay
-	btAll       bool     // --backtrace-all
-	monitor     []uint64 // --monitor
-	wallOff     int64    // wall-clock ns less CLOCK_MONOTONIC ns
+	order       resOrder    // the calls decoded and the tracer's events, until their turn
+	resRings    atomic.Bool // resource calls are recorded in the rings
+	resClosed   bool        // the sink said its stream closed (ErrStreamClosed)
+	dayStart    int64       // local midnight in wall-clock ns, for timeOfDay
+	btAll       bool        // --backtrace-all
+	monitor     []uint64    // --monitor
+	wallOff     int64       // wall-clock ns less CLOCK_MONOTONIC ns
 }
 
 // retiree is the state of a thread that exited: its ring to drain, then
@@ -66,10 +70,7 @@ type retiree struct {
 	reuse  bool       // its table entries are gone from the process: reusable
 	exit   bool       // the tracer's Exit call for tid came meanwhile:
 	exitTS uint64     // made once the state is finished
-	// resExit: the same for the resource sink's Exit.
-	resExit   bool
-	resExitTS uint64
-	done      bool
+	done   bool
 }
 
 // ownerOf returns the tid st's records go to (0: none).
@@ -119,9 +120,6 @@ func (d *drainer) retireLocked(r *retiree) {
 	if r.exit {
 		d.noteErr(d.sink.Exit(r.exitTS, r.tid))
 		delete(d.latest, r.tid) // a reused tid starts afresh
-	}
-	if r.resExit {
-		d.resErr(d.res.Exit(r.resExitTS, r.tid))
 	}
 	delete(d.owner, st)
 	delete(d.decoders, st)
@@ -273,6 +271,8 @@ func (d *drainer) remove(st *fast.State) {
 	d.mu.Lock()
 	d.drainLocked(st, d.owner[st])
 	delete(d.owner, st)
+	delete(d.decoders, st)
+	delete(d.seenResLost, st)
 	d.mu.Unlock()
 }
 
@@ -314,6 +314,8 @@ func (d *drainer) sync() {
 // drainAllLocked drains every ring, a batch from each in turn: a thread
 // waiting for room in its ring sees it move while the others are drained.
 func (d *drainer) drainAllLocked() bool {
+	wm := fast.ReadTSC()
+	defer d.flushResLocked(wm)
 	d.retireAllLocked()
 	any := false
 	for range fast.RingCap / drainBatch {
@@ -335,6 +337,7 @@ func (d *drainer) drainAllLocked() bool {
 // batch only: the tracer, which takes it to hand on what a stopped thread
 // did, waits for one batch at most, not for every ring to be empty.
 func (d *drainer) drainRound(least uint64) bool {
+	wm := fast.ReadTSC() // before the list: a ring added later has nothing older
 	d.mu.Lock()
 	d.states = d.states[:0]
 	d.tids = d.tids[:0]
@@ -356,6 +359,11 @@ func (d *drainer) drainRound(least uint64) bool {
 		}
 		d.mu.Unlock()
 	}
+	d.mu.Lock()
+	if !d.closed {
+		d.flushResLocked(wm)
+	}
+	d.mu.Unlock()
 	return any
 }
 
@@ -438,10 +446,10 @@ func (d *drainer) drainBatchLocked(st *fast.State, tid int) bool {
 				// A resource call's records, none of them a function's:
 				// handed on here, while the part is the thread's.
 				if c, n, ok := dec.Group(part, i); ok {
-					d.resCall(tid, c, sc)
+					d.resCall(st, tid, c)
 					i += n - 1
 				} else if c, whole, _ := dec.Feed(r); whole {
-					d.resCall(tid, c, sc)
+					d.resCall(st, tid, c)
 				}
 				continue
 			}
@@ -512,6 +520,12 @@ func (d *drainer) run() {
 		retired := d.retireRound()
 		if d.drainRound(least) || retired {
 			idle, least = 50*time.Microsecond, drainLeast
+			if d.resRings.Load() {
+				// Every ring each round: the resource calls wait for the
+				// slowest ring's (resOrder), and a few records left in a
+				// ring would hold the others' back.
+				least = 1
+			}
 			continue
 		}
 		d.nap(idle)
@@ -531,6 +545,7 @@ func (d *drainer) close() error {
 	d.mu.Lock()
 	d.closed = true
 	d.drainAllLocked()
+	d.flushResLocked(math.MaxUint64) // every thread is done
 	err := d.err
 	d.mu.Unlock()
 	close(d.stop)

@@ -117,7 +117,9 @@ func fastRecoverCaller(th *thread, st *fast.State) {
 	fi := th.proc.image.fast
 	for i := n - 2; i >= 0; i-- {
 		if fr := st.Frame(i); !fi.isExit(fr.Ret) {
-			if fr.Slot > slot {
+			// Only over an exit (as entry_recover): a frame a jump rtrace
+			// could not follow left may have its slot in a live frame.
+			if v, err := ptrace.PeekWord(th.tid, fr.Slot); err == nil && fr.Slot > slot && fi.isExit(v) {
 				ptrace.PokeWord(th.tid, fr.Slot, fr.Ret)
 			}
 			return
@@ -126,10 +128,37 @@ func fastRecoverCaller(th *thread, st *fast.State) {
 }
 
 // fastRehook aims the return of st's top frame at the exit stub again
-// when its slot is at least min (rehook).
+// when its slot is at least min, over its own return address only
+// (rehook).
 func fastRehook(th *thread, st *fast.State, min uint64) {
-	if n := st.Depth(); n > 0 && !th.unhooked && !th.backtrace && st.Frame(n-1).Slot >= min {
-		ptrace.PokeWord(th.tid, st.Frame(n-1).Slot, th.proc.image.fast.sites[0].Exit)
+	n := st.Depth()
+	if n == 0 || th.unhooked || th.backtrace {
+		return
+	}
+	fr := st.Frame(n - 1)
+	if fr.Slot < min {
+		return
+	}
+	fi := th.proc.image.fast
+	v, err := ptrace.PeekWord(th.tid, fr.Slot)
+	if err != nil {
+		return
+	}
+	// What rtrace left there (as REHOOK): the frame's return address, or
+	// for a tail-called frame (its return address an exit) that of the
+	// frame below it at the same slot.
+	for i := n - 1; i >= 0; i-- {
+		f := st.Frame(i)
+		if f.Slot != fr.Slot {
+			return
+		}
+		if v == f.Ret {
+			ptrace.PokeWord(th.tid, fr.Slot, fi.sites[0].Exit)
+			return
+		}
+		if !fi.isExit(f.Ret) {
+			return
+		}
 	}
 }
 

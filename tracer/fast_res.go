@@ -2,6 +2,7 @@ package tracer
 
 import (
 	"errors"
+	"math"
 	"os"
 	"time"
 
@@ -66,6 +67,11 @@ func (t *Tracer) resDesc(c cand, addr uint64) (fast.Desc, bool) {
 	if rf.AtEntry && !t.cfg.BacktraceAll && !t.moduleSelected("mmap") {
 		s.release = true
 		d.Flags |= fast.DescRelease
+	} else if !rf.allocates() {
+		// A release recorded at its return takes its entry's time: what
+		// it releases may be another thread's before it returns, and the
+		// calls reach the sink in time order (resOrder).
+		d.Flags |= fast.DescEntryTime
 	}
 	d.ID = t.drain.addResStub(s)
 	return d, true
@@ -102,6 +108,7 @@ func (d *drainer) addResStub(s resStub) uint32 {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.resStubs = append(d.resStubs, s)
+	d.resRings.Store(true)
 	return uint32(len(d.resStubs) - 1)
 }
 
@@ -118,8 +125,8 @@ func (d *drainer) decoder(st *fast.State) *fast.ResDecoder {
 	return dec
 }
 
-// resLostLocked hands the resource sink the calls tid's thread dropped on
-// a full ring since the last time.
+// resLostLocked queues, for the resource sink, the calls tid's thread
+// dropped on a full ring since the last time.
 func (d *drainer) resLostLocked(tid int, st *fast.State) {
 	if d.res == nil {
 		return
@@ -131,27 +138,83 @@ func (d *drainer) resLostLocked(tid int, st *fast.State) {
 		lost := n - d.seenResLost[st]
 		d.seenResLost[st] = n
 		d.resLost += lost
-		d.resErr(d.res.Lost(tid, lost))
+		d.order.pushLost(st, tid, lost)
 	}
 }
 
-// resCall hands the resource sink what a call tid's ring held did.
-func (d *drainer) resCall(tid int, rc fast.ResCall, sc fast.Scale) {
+// resCall queues a call tid's ring st held, for the resource sink.
+func (d *drainer) resCall(st *fast.State, tid int, rc fast.ResCall) {
 	if d.res == nil {
 		return
 	}
 	if rc.Stack != nil {
 		d.walks++
 	}
-	d.resCalls(tid, rc, sc)
+	d.order.push(st, tid, rc)
+}
+
+// resMargin lowers the watermark by the TSC readings of different CPUs'
+// disagreement, at most (a few ticks on one host; some more in virtual
+// machines): about 50 µs at 2.5 GHz, and the calls wait one more round.
+const resMargin = 1 << 17
+
+// flushResLocked hands the resource sink the calls and events queued
+// below the watermark wm (math.MaxUint64: all of them), lowered to the
+// last call read from each ring that has more to read.
+func (d *drainer) flushResLocked(wm uint64) {
+	if d.res == nil || len(d.order.queues) == 0 {
+		return
+	}
+	if wm != math.MaxUint64 {
+		wm = max(wm, resMargin) - resMargin
+		for st := range d.owner {
+			if st.Pending() {
+				wm = min(wm, d.order.last(st))
+			}
+		}
+		for _, r := range d.retiring {
+			if !r.done && r.st.Pending() {
+				wm = min(wm, d.order.last(r.st))
+			}
+		}
+	}
+	sc := d.clock.Scale()
+	d.order.flush(wm, func(p *resPend) {
+		switch {
+		case p.ev != nil:
+			d.resErr(p.ev(d.res))
+		case p.lost > 0:
+			d.resErr(d.res.Lost(p.tid, p.lost))
+		default:
+			d.resCalls(p.tid, fast.ResCall{TSC: p.tsc, ID: p.id, Words: p.words[:p.n], Stack: p.stack}, sc)
+		}
+	})
+	for st, q := range d.order.queues {
+		if q.empty() && st != nil && d.owner[st] == 0 && !d.isRetiring(st) {
+			delete(d.order.queues, st) // its ring is gone
+		}
+	}
+}
+
+// isRetiring reports whether st is a retired state not finished yet.
+func (d *drainer) isRetiring(st *fast.State) bool {
+	for _, r := range d.retiring {
+		if r.st == st && !r.done {
+			return true
+		}
+	}
+	return false
 }
 
 // resErr keeps a sink error; a closed stream (its reader gone) is said
-// once by the sink, and the calls go nowhere until a toggle.
+// once by the sink, and the calls go nowhere until a toggle: the tracer
+// learns it at its next call (lockedResSink.Call).
 func (d *drainer) resErr(err error) {
-	if !errors.Is(err, ErrStreamClosed) {
-		d.noteErr(err)
+	if errors.Is(err, ErrStreamClosed) {
+		d.resClosed = true
+		return
 	}
+	d.noteErr(err)
 }
 
 // resCalls hands the resource sink the calls a resource call's records
@@ -235,70 +298,56 @@ func (d *drainer) timeOfDay(mono uint64) time.Duration {
 }
 
 // lockedResSink is the resource sink the tracer uses with the fast
-// engine: each call runs under the drainer's lock, after the records of
-// the thread it is about (all of them for a toggle or a session), as
-// lockedSink does for the function sink; the drainer hands the sink the
-// calls the rings hold under the same lock.
+// engine: what the tracer says (a stop's resource call, a thread's start
+// or end, a fork, a toggle...) is queued with the time it is said, among
+// the calls the rings hold (resOrder), and reaches the sink in time order:
+// after every call the thread made before it stopped, and every other
+// thread's made before.
 type lockedResSink struct {
 	d *drainer
 }
 
-func (l *lockedResSink) do(tid int, f func(ResSink) error) error {
+func (l *lockedResSink) event(f func(ResSink) error) error {
 	l.d.mu.Lock()
 	defer l.d.mu.Unlock()
-	switch tid {
-	case drainNone:
-	case drainAll:
-		l.d.drainAllLocked()
-	default:
-		l.d.drainTidLocked(tid)
-	}
-	return f(l.d.res)
+	l.d.order.pushEvent(fast.ReadTSC(), f)
+	return nil
 }
 
 func (l *lockedResSink) Session(s Session) error {
-	return l.do(drainAll, func(r ResSink) error { return r.Session(s) })
+	return l.event(func(r ResSink) error { return r.Session(s) })
 }
 func (l *lockedResSink) Maps(sid string, maps []byte) error {
-	return l.do(drainAll, func(r ResSink) error { return r.Maps(sid, maps) })
+	return l.event(func(r ResSink) error { return r.Maps(sid, maps) })
 }
 func (l *lockedResSink) Dlopen(time uint64, tid int, sid string, base uint64, path string) error {
-	return l.do(tid, func(r ResSink) error { return r.Dlopen(time, tid, sid, base, path) })
+	return l.event(func(r ResSink) error { return r.Dlopen(time, tid, sid, base, path) })
 }
 func (l *lockedResSink) Task(time uint64, tid, pid int) error {
-	return l.do(tid, func(r ResSink) error { return r.Task(time, tid, pid) })
+	return l.event(func(r ResSink) error { return r.Task(time, tid, pid) })
 }
 func (l *lockedResSink) Fork(time uint64, pid, ppid int) error {
-	return l.do(ppid, func(r ResSink) error { return r.Fork(time, pid, ppid) })
+	return l.event(func(r ResSink) error { return r.Fork(time, pid, ppid) })
 }
 func (l *lockedResSink) Exit(time uint64, tid int) error {
-	l.d.mu.Lock()
-	deferred := l.d.deferResExit(time, tid)
-	l.d.mu.Unlock()
-	if deferred {
-		return nil
-	}
-	return l.do(tid, func(r ResSink) error { return r.Exit(time, tid) })
+	return l.event(func(r ResSink) error { return r.Exit(time, tid) })
 }
 func (l *lockedResSink) Toggle(on bool, pid int) error {
-	return l.do(drainAll, func(r ResSink) error { return r.Toggle(on, pid) })
-}
-func (l *lockedResSink) Call(c *trace.Call) error {
-	return l.do(c.Tid, func(r ResSink) error { return r.Call(c) })
-}
-func (l *lockedResSink) Lost(tid int, n uint64) error {
-	return l.do(tid, func(r ResSink) error { return r.Lost(tid, n) })
+	return l.event(func(r ResSink) error { return r.Toggle(on, pid) })
 }
 
-// deferResExit keeps the resource sink's Exit call for tid until its
-// retired state is finished (its ring's last calls first), and reports
-// whether it did.
-func (d *drainer) deferResExit(time uint64, tid int) bool {
-	for _, r := range d.retiring {
-		if r.tid == tid && !r.done && !r.resExit {
-			r.resExit, r.resExitTS = true, time
-			return true
-		}
+// Call queues c (the tracer's, not reused) and says ErrStreamClosed once
+// when a call handed on found the stream closed.
+func (l *lockedResSink) Call(c *trace.Call) error {
+	l.d.mu.Lock()
+	defer l.d.mu.Unlock()
+	l.d.order.pushEvent(fast.ReadTSC(), func(r ResSink) error { return r.Call(c) })
+	if l.d.resClosed {
+		l.d.resClosed = false
+		return ErrStreamClosed
 	}
-	return false
+	return nil
+}
+func (l *lockedResSink) Lost(tid int, n uint64) error {
+	return l.event(func(r ResSink) error { return r.Lost(tid, n) })
 }

@@ -58,10 +58,13 @@ func (t *Tracer) fastDisable(th *thread, fi *fastImage) {
 // fastFork sets up the fast engine in a forked child, stopped: its memory
 // is a copy of its parent's but for the thread states (MADV_DONTFORK), so
 // it gets a fresh table holding one thread, whose state starts with the
-// frames its parent had at the fork.
-func (t *Tracer) fastFork(th *thread, frames []fast.Frame) {
+// frames its parent had at the fork and the resource call it was making
+// (a fork in a signal handler, inside accept: the child returns from it
+// through exit_res). The unwind arena is its parent's, inherited.
+func (t *Tracer) fastFork(th *thread, frames []fast.Frame, res fast.PendingRes) {
 	parent := th.proc.image.fast
-	fi := &fastImage{tableAddr: parent.tableAddr, rdfsbase: parent.rdfsbase, sites: slices.Clip(parent.sites)}
+	fi := &fastImage{tableAddr: parent.tableAddr, rdfsbase: parent.rdfsbase, sites: slices.Clip(parent.sites),
+		arena: parent.arena, walkIndex: parent.walkIndex}
 	th.proc.image.fast = fi
 	th.fs = nil
 	// Kept until cleared: the entries stay in the child's memory, and a
@@ -82,4 +85,5 @@ func (t *Tracer) fastFork(th *thread, frames []fast.Frame) {
 	for _, fr := range frames {
 		th.fs.Push(fr)
 	}
+	th.fs.SetPendingRes(res)
 }

@@ -94,7 +94,7 @@ func (t *Tracer) fastEntry(th *thread, f *fn, regs *unix.PtraceRegs, ts uint64, 
 func (t *Tracer) fastValues(th *thread, f *fn, regs *unix.PtraceRegs, ts uint64) {
 	fi := th.proc.image.fast
 	st := t.fastState(th, regs)
-	if st == nil || st.Guarded() || st.Depth() >= fast.MaxStack || len(fi.sites) == 0 {
+	if st == nil || st.Guarded() || len(fi.sites) == 0 {
 		return
 	}
 	ret, err := ptrace.PeekWord(th.tid, regs.Rsp)
@@ -104,6 +104,21 @@ func (t *Tracer) fastValues(th *thread, f *fn, regs *unix.PtraceRegs, ts uint64)
 	if th.unhooked {
 		// As the stub's entry_unhooked.
 		t.fastPopBelow(th, unwoundBelow(regs.Rsp, fi.isExit(ret)), ts)
+	} else if f.res != nil {
+		// As res_entry's res_dead: the frames a jump left go, those below
+		// this call's slot and the one at it but for a tail call's caller.
+		if lo, hi := st.Stack(); regs.Rsp >= lo && regs.Rsp <= hi {
+			for st.Depth() > 0 {
+				s := st.Frame(st.Depth() - 1).Slot
+				if s > regs.Rsp || s == regs.Rsp && fi.isExit(ret) || s < lo {
+					break
+				}
+				t.fastPop(th, st, ts)
+			}
+		}
+	}
+	if st.Depth() >= fast.MaxStack {
+		return
 	}
 	var rc *resCall
 	if f.res != nil {
@@ -126,6 +141,9 @@ func (t *Tracer) fastValues(th *thread, f *fn, regs *unix.PtraceRegs, ts uint64)
 	}
 	if rc != nil {
 		th.fastRes = &pendingRes{key: frameKey{regs.Rsp, d}, call: rc}
+		// The stubs leave the calls nested in it untraced (res_entry).
+		st.SetMakingRes(regs.Rsp, uint64(d+1), fi.sites[0].Exit)
+		t.resAtEntry(th, rc, regs)
 	}
 	fastRecoverCaller(th, st)
 	var payload []byte
@@ -160,7 +178,9 @@ func (t *Tracer) fastExitValue(th *thread, regs *unix.PtraceRegs, ts uint64) {
 	}
 	if p := th.fastRes; p != nil && p.key == (frameKey{fr.Slot, fr.Depth}) {
 		th.fastRes = nil
-		t.resReport(th, p.call, regs)
+		if !p.call.reported {
+			t.resReport(th, p.call, regs)
+		}
 	}
 	var payload []byte
 	if f != nil && len(f.rets) > 0 {

@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"rtrace/internal/elfx"
 	"rtrace/internal/uftrace"
 	"rtrace/tracer/fast"
 	"rtrace/tracer/unwind"
@@ -125,22 +126,35 @@ func (a *walkArena) index(mods []unwind.ModuleInfo) (uint64, bool) {
 // compiled once for every process that maps it.
 type tableCache struct {
 	mu     sync.Mutex
-	tables map[string]*unwind.Table
+	tables map[tableKey]*unwind.Table
+}
+
+// tableKey names a module's file by its path and its contents' identity:
+// a program rebuilt at the same path during a traced tree (build, run,
+// rebuild, run) has another table.
+type tableKey struct {
+	path string
+	id   elfx.FileID
 }
 
 // get returns the table of module m of unwinder u, compiled from the CFI
 // u parsed of it (Backtrace needs it anyway).
 func (c *tableCache) get(u *unwind.Unwinder, m unwind.ModuleInfo) *unwind.Table {
+	id, ok := elfx.StatID(m.Path)
+	if !ok {
+		return u.Table(m) // not kept: nothing names its contents
+	}
+	k := tableKey{m.Path, id}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if tab, ok := c.tables[m.Path]; ok {
+	if tab, ok := c.tables[k]; ok {
 		return tab
 	}
 	if c.tables == nil {
-		c.tables = map[string]*unwind.Table{}
+		c.tables = map[tableKey]*unwind.Table{}
 	}
 	tab := u.Table(m)
-	c.tables[m.Path] = tab
+	c.tables[k] = tab
 	return tab
 }
 

@@ -305,7 +305,10 @@ func (th *thread) recoverCaller() {
 		// A caller that was tail-called has no return address of its
 		// own: its caller's is in the slot they share.
 		if fr := th.stack[i]; !im.isRet(fr.ret) {
-			if fr.slot > slot {
+			// Only over the return breakpoint: a frame a jump rtrace
+			// could not follow left (__builtin_longjmp) may have its slot
+			// in a live frame now, holding another call's return address.
+			if v, err := ptrace.PeekWord(th.tid, fr.slot); err == nil && fr.slot > slot && im.isRet(v) {
 				ptrace.PokeWord(th.tid, fr.slot, fr.ret)
 			}
 			return
@@ -316,10 +319,29 @@ func (th *thread) recoverCaller() {
 // rehook aims the return of th's top frame at the return breakpoint
 // again (recoverCaller put its real return address back) when its slot is
 // at least min, unless the real ones are to stay (an exception unwinds, a
-// backtrace walks).
+// backtrace walks), and only over its own return address: a frame a jump
+// rtrace could not follow left may have its slot in a live frame now.
 func (th *thread) rehook(min uint64) {
-	if n := len(th.stack); n > 0 && !th.unhooked && !th.backtrace && th.stack[n-1].slot >= min {
-		ptrace.PokeWord(th.tid, th.stack[n-1].slot, th.proc.image.retAddr)
+	n := len(th.stack)
+	if n == 0 || th.unhooked || th.backtrace || th.stack[n-1].slot < min {
+		return
+	}
+	slot := th.stack[n-1].slot
+	v, err := ptrace.PeekWord(th.tid, slot)
+	if err != nil {
+		return
+	}
+	// The frame's return address, or for a tail-called frame (its return
+	// address the breakpoint) that of the frame below it at the same slot.
+	im := th.proc.image
+	for i := n - 1; i >= 0 && th.stack[i].slot == slot; i-- {
+		if v == th.stack[i].ret {
+			ptrace.PokeWord(th.tid, slot, im.retAddr)
+			return
+		}
+		if !im.isRet(th.stack[i].ret) {
+			return
+		}
 	}
 }
 

@@ -144,7 +144,7 @@ func (t *Tracer) stopped(th *thread, ws unix.WaitStatus, regs *unix.PtraceRegs, 
 	if th.forkNeeded && event == unix.PTRACE_EVENT_STOP {
 		// A forked child's first stop, after its parent's fork event.
 		th.forkNeeded = false
-		t.fastFork(th, th.forkFrames)
+		t.fastFork(th, th.forkFrames, th.forkRes)
 		th.forkFrames = nil
 	}
 	switch event {
@@ -298,6 +298,9 @@ func (t *Tracer) entry(th *thread, b *bp.Breakpoint, regs *unix.PtraceRegs, ts u
 	// does). But the unwinder's calls of the personality routine are not
 	// recorded, as uftrace does not.
 	hidden := f.personality && (ret < im.textLo || ret >= im.textHi) || t.funcs == nil || !t.on
+	if f.res != nil && t.res != nil && !th.unhooked {
+		t.popDead(th, regs.Rsp, im.isRet(ret), ts)
+	}
 	fr, rec := th.enter(f, ret, regs.Rsp, hidden)
 	if !f.jump {
 		th.recoverCaller()
@@ -317,6 +320,38 @@ func (t *Tracer) entry(th *thread, b *bp.Breakpoint, regs *unix.PtraceRegs, ts u
 		if rec {
 			th.setjmp = setjmpCall{rsp: regs.Rsp, addr: f.addr, depth: fr.depth}
 		}
+	}
+}
+
+// popDead ends, at the entry of a resource function whose return address
+// is at slot, the frames a jump rtrace could not follow left
+// (__builtin_longjmp, a context switch): those whose slot is below it on
+// the thread's stack, and the one at it unless the call is a tail call
+// (tail: the slot holds rtrace's return address), as the fast engine's
+// res_entry does (res.S, res_dead). Their calls went untraced otherwise
+// (nested in a call that had ended), and a return would write into their
+// slots, live memory of other frames now. Not on another stack (a
+// signal's alternate one).
+func (t *Tracer) popDead(th *thread, slot uint64, tail bool, ts uint64) {
+	if len(th.stack) == 0 || th.stack[len(th.stack)-1].slot > slot || th.stack[len(th.stack)-1].slot == slot && tail {
+		return
+	}
+	if th.stackHi == 0 {
+		lo, hi, ok := stackRange(th.proc.pid, th.tid, slot)
+		if !ok {
+			return
+		}
+		th.stackLo, th.stackHi = lo, hi
+	}
+	if slot < th.stackLo || slot > th.stackHi {
+		return
+	}
+	for len(th.stack) > 0 {
+		top := th.stack[len(th.stack)-1].slot
+		if top > slot || top == slot && tail || top < th.stackLo {
+			return
+		}
+		t.exit(th, ts, nil)
 	}
 }
 
@@ -376,6 +411,9 @@ func (t *Tracer) spawned(th *thread, event int, ts uint64) error {
 		t.procs[child] = p
 		nc := th.clone(child, p)
 		nc.vforked = event == unix.PTRACE_EVENT_VFORK
+		if nc.vforked {
+			nc.dropCalls()
+		}
 		// posix_spawn's child runs on a stack of its own: it never returns
 		// through its parent's frames, and starts with none.
 		fresh := ownStack(th)
@@ -418,6 +456,7 @@ func (t *Tracer) spawned(th *thread, event int, ts uint64) error {
 					for i := range st.Depth() {
 						nc.forkFrames = append(nc.forkFrames, st.Frame(i))
 					}
+					nc.forkRes = st.PendingRes() // a resource call's frame among them
 				}
 				p.image.fast = &fastImage{tableAddr: fi.tableAddr, rdfsbase: fi.rdfsbase, sites: slices.Clip(fi.sites), inherited: append(fi.table.Offsets(), fi.inherited...),
 					arena: fi.arena, walkIndex: fi.walkIndex} // the arena's mapping is inherited
@@ -425,7 +464,7 @@ func (t *Tracer) spawned(th *thread, event int, ts uint64) error {
 					fi.arena.users++
 				}
 				if earlyStop {
-					t.fastFork(nc, nc.forkFrames)
+					t.fastFork(nc, nc.forkFrames, nc.forkRes)
 					nc.forkFrames = nil
 				} else {
 					nc.forkNeeded = true

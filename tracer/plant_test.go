@@ -284,17 +284,19 @@ func TestCommitPlan(t *testing.T) {
 }
 
 func TestScratchSize(t *testing.T) {
-	// The return breakpoint's 16 bytes, the fast engine's code, then slots.
-	onePage := int(4096-16-fast.CodeSize) / bp.MaxSlot
+	// The return breakpoint's 16 bytes, the fast engine's code, then slots
+	// (each with room for a descriptor), in whole pages.
+	code := (16 + fast.CodeSize + 4095) &^ 4095 // the pages the code starts
+	fit := int(code-16-fast.CodeSize) / (bp.MaxSlot + fast.DescSize)
 	cases := []struct {
 		slots int
 		want  uint64
 	}{
-		{0, 4096},
-		{1, 4096},
-		{onePage, 4096},
-		{onePage + 1, 8192},
-		{hookSlots, (16 + fast.CodeSize + hookSlots*bp.MaxSlot + 4095) &^ 4095},
+		{0, code},
+		{1, (16 + fast.CodeSize + bp.MaxSlot + fast.DescSize + 4095) &^ 4095},
+		{fit, code},
+		{fit + 1, code + 4096},
+		{hookSlots, (16 + fast.CodeSize + hookSlots*(bp.MaxSlot+fast.DescSize) + 4095) &^ 4095},
 	}
 	for _, c := range cases {
 		if got := scratchSize(c.slots); got != c.want {

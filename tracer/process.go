@@ -38,6 +38,9 @@ type thread struct {
 	stack     []frame
 	batch     []Rec // not yet handed to the sink
 	depth     int   // recorded frames open
+	// stackLo, stackHi: the thread's stack (stackRange), once a resource
+	// call needed it (popDead); 0, 0: not known yet.
+	stackLo, stackHi uint64
 	// unhooked: the real return addresses are back on the stack while an
 	// exception unwinds it (see hookUnwind).
 	unhooked bool
@@ -79,6 +82,7 @@ type thread struct {
 	vforked     bool // a vfork child, in its parent's memory until it execs
 	// forkFrames: a forked child not set up yet, with its parent's frames.
 	forkFrames []fast.Frame
+	forkRes    fast.PendingRes // and its resource call being made
 	forkNeeded bool
 	// held: signals that came while the thread was inside a stub's
 	// critical section, delivered when it leaves it (fastHold).
@@ -190,7 +194,9 @@ func (t *Tracer) leaveOpen(th *thread, ts uint64) {
 }
 
 // clone copies the shadow stack for a forked child: its memory holds the
-// same hijacked return addresses.
+// same hijacked return addresses, and a resource call being made returns
+// in the child too, which reports what it did there (as the fast
+// engine's child does, through its copy of the call's frame).
 func (th *thread) clone(tid int, p *process) *thread {
 	c := *th
 	c.tid, c.proc = tid, p
@@ -199,11 +205,18 @@ func (th *thread) clone(tid int, p *process) *thread {
 	c.jmpbufs = maps.Clone(th.jmpbufs) // a longjmp in the child may use them
 	c.fastReads = maps.Clone(th.fastReads)
 	c.unwinds = slices.Clone(th.unwinds)
-	c.started, c.fastRes = false, nil
+	c.started = false
 	c.fsKeys, c.vforkFrames, c.vforkShared = nil, nil, 0
 	c.fs, c.fsKey, c.vfork, c.vforkParent, c.forkFrames, c.forkNeeded, c.vforked = nil, 0, nil, nil, nil, false, false
-	for i := range c.stack {
-		c.stack[i].call = nil // the parent reports it
-	}
+	c.forkRes = fast.PendingRes{}
 	return &c
+}
+
+// dropCalls forgets the resource calls being made: a vfork child's, which
+// its parent reports (the child returns through none of its frames).
+func (th *thread) dropCalls() {
+	th.fastRes = nil
+	for i := range th.stack {
+		th.stack[i].call = nil
+	}
 }

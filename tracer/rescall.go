@@ -30,6 +30,10 @@ type resCall struct {
 	// recArgs are the argument records, read at the entry (a path may be
 	// freed by the time the call returns).
 	recArgs []trace.Arg
+	// reported: a release whose effect does not depend on its result
+	// (ResFunc.AtEntry), reported at its entry, before what it releases
+	// can be another thread's; its frame stays for the calls nested in it.
+	reported bool
 }
 
 // resIDs numbers the resource types of the selected modules in order,
@@ -56,13 +60,27 @@ func (t *Tracer) resEntry(th *thread, fr *frame, f *fn, regs *unix.PtraceRegs, r
 	}
 	for i := len(th.stack) - 2; i >= 0; i-- {
 		if out := &th.stack[i]; out.call != nil {
-			if nestedIn(out.slot, regs.Rsp, th.proc.image.isRet(ret)) {
+			// Its slot holds the return breakpoint or its return address
+			// put back; another call's when a jump left it.
+			v, err := ptrace.PeekWord(th.tid, out.slot)
+			live := err != nil || th.proc.image.isRet(v) || v == out.ret
+			if live && nestedIn(out.slot, regs.Rsp, th.proc.image.isRet(ret)) {
 				return
 			}
 			out.call = nil // left without returning
 		}
 	}
 	fr.call = t.newResCall(th, f, regs, ret)
+	t.resAtEntry(th, fr.call, regs)
+}
+
+// resAtEntry reports at its entry a release whose effect does not depend
+// on its result.
+func (t *Tracer) resAtEntry(th *thread, c *resCall, regs *unix.PtraceRegs) {
+	if c != nil && c.f.rf.AtEntry {
+		t.resReport(th, c, regs)
+		c.reported = true
+	}
 }
 
 // nestedIn decides whether a call whose return address is at slot is
@@ -85,27 +103,17 @@ type pendingRes struct {
 
 // fastResEntry starts a resource call at the entry of f on the fast
 // engine, stopped at its int3 with its return address ret; nil when it is
-// not reported (tracing off, or nested in the call being made).
+// not reported (tracing off, or nested in the call being made: the
+// state's, a stub's or one made at a stop, decides as res_entry does).
 func (t *Tracer) fastResEntry(th *thread, st *fast.State, f *fn, regs *unix.PtraceRegs, ret uint64) *resCall {
 	if !t.on || t.res == nil {
 		return nil
 	}
-	if p := th.fastRes; p != nil {
-		if resNested(p.key, st, regs.Rsp, th.proc.image.fast.isExit(ret)) {
-			return nil
-		}
-		th.fastRes = nil // left without returning
+	if st.NestedRes(regs.Rsp, ret, func(a uint64) (uint64, error) { return ptrace.PeekWord(th.tid, a) }) {
+		return nil
 	}
+	th.fastRes = nil // left without returning, if any
 	return t.newResCall(th, f, regs, ret)
-}
-
-// resNested: the call is nested in the fast engine's call being made,
-// whose frame is outer, when st still holds that frame (nestedIn).
-func resNested(outer frameKey, st *fast.State, slot uint64, tail bool) bool {
-	if outer.depth >= st.Depth() || st.Frame(outer.depth).Slot != outer.slot {
-		return false // popped
-	}
-	return nestedIn(outer.slot, slot, tail)
 }
 
 // newResCall reads a resource call at the entry of f: its arguments, the
@@ -162,7 +170,7 @@ func (rf *ResFunc) allocates() bool {
 // resExit finishes the resource call of fr at its return (regs non-nil)
 // and reports what it did; a call cut short (longjmp, exit) reports nothing.
 func (t *Tracer) resExit(th *thread, fr *frame, regs *unix.PtraceRegs) {
-	if fr.call == nil || regs == nil {
+	if fr.call == nil || regs == nil || fr.call.reported {
 		return
 	}
 	t.resReport(th, fr.call, regs)

@@ -70,6 +70,20 @@ type fileKey struct {
 	mode               uint32
 }
 
+// FileID names the contents of a file as Open's cache does: comparable,
+// another for a file replaced or rewritten at the same path.
+type FileID struct{ k fileKey }
+
+// StatID returns the FileID of the file at path now (false: no file).
+func StatID(path string) (FileID, bool) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return FileID{}, false
+	}
+	k, ok := identity(st)
+	return FileID{k}, ok
+}
+
 func identity(st os.FileInfo) (fileKey, bool) {
 	sys, ok := st.Sys().(*syscall.Stat_t)
 	if !ok {

@@ -16,6 +16,12 @@ func nanotime() int64
 
 func rdtsc() uint64
 
+// ReadTSC reads the TSC once every instruction before it has completed,
+// and before any after it starts (lfence, Intel SDM vol. 2, RDTSC): what
+// the program wrote to memory before a stub read the TSC at an earlier
+// value is visible to the loads that follow.
+func ReadTSC() uint64
+
 // Clock converts the TSC readings the stubs write to CLOCK_MONOTONIC
 // nanoseconds, the clock of uftrace and of rtrace's other records. The
 // conversion is piecewise linear and continuous: the first piece's ratio

@@ -40,6 +40,7 @@ const (
 	offWalkEx   = 0x180
 	offResPay   = 0x188
 	offInResX   = 0x1c8
+	offResTSC   = 0x1d0
 	offWalkBuf  = 0x800
 	offFrames   = 0x1000
 	frameSize   = 32
@@ -193,6 +194,10 @@ const (
 	DescOut = 2
 	// DescBacktrace: the record carries the call's backtrace.
 	DescBacktrace = 4
+	// DescEntryTime: the record, written at the return, carries the time
+	// of the entry (a release: what it releases may be another thread's
+	// before it returns).
+	DescEntryTime = 8
 )
 
 // DescSize is the size of a resource function's descriptor.

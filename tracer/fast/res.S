@@ -14,6 +14,7 @@
 	.set DF_REL,  1       # a release whose effect does not depend on its result (free): recorded at its entry, its return left alone
 	.set DF_OUT,  2       # the call's record carries the word an argument points at, read when the call returned 0
 	.set DF_BT,   4       # the call's record carries its backtrace
+	.set DF_ETIME, 8      # the call's record, written at its return, carries its entry's time
 #
 # Ring records of resource calls (type 2 in a word's low two bits):
 #   CALL:  {time, id << 16 | stack slot << 8 | payload records << 4 | HASSTACK? | RESCALL},
@@ -34,9 +35,11 @@
 # still on the shadow stack and above this call's on the stack, or is
 # this call's for a tail call (its slot holds the exit address that
 # hijacked it, another module's code copy's maybe: operator delete
-# tail-calls free). A frame a
-# jump left without returning is below the stack pointer then: the
-# thread's calls are recorded again. A release (DF_REL) writes its record
+# tail-calls free). A frame a jump left without returning is below the
+# stack pointer then: the thread's calls are recorded again, and the
+# frames below this call's slot are popped (res_dead). The resource calls
+# rtrace makes at stops (string arguments) set INRES too (State.SetInRes):
+# their nested calls run untraced the same way. A release (DF_REL) writes its record
 # at once and leaves its return alone; any other call keeps its arguments
 # and descriptor, pushes a FLAGRES frame and hijacks its return: exit_res
 # writes its record.
@@ -64,7 +67,19 @@ res_hooked:
 	shl $5, %rdx
 	cmp FRAMES-32+8(%rdi,%rdx), %rcx
 	jne res_stale           # another frame there now
-	lea 0x40(%rsp), %rax    # this call's return address slot
+	# Its slot holds the exit that hijacked it, or its return address put
+	# back; another call's return address when a jump left it (the call
+	# now there is not nested in it). Read on the thread's stack only.
+	cmp STACKLO(%rdi), %rcx
+	jb 1f
+	cmp STACKHI(%rdi), %rcx
+	jae 1f
+	mov (%rcx), %rax
+	cmp INRESX(%rdi), %rax
+	je 1f
+	cmp FRAMES-32(%rdi,%rdx), %rax
+	jne res_stale
+1:	lea 0x40(%rsp), %rax    # this call's return address slot
 	cmp %rax, %rcx
 	ja entry_out            # nested
 	jb res_stale
@@ -74,9 +89,56 @@ res_hooked:
 res_stale:
 	movq $0, INRES(%rdi)    # left without returning
 res_fresh:
+	movq $1, GUARD(%rdi)
+# Frames a jump left (their slot below this call's on the thread's stack:
+# __builtin_longjmp, a context switch rtrace does not follow) go first, as
+# exit_skipped ends them: nothing else would (with resource calls only, no
+# outer frame returns through exit), and a return must not find them
+# (REHOOK). Not from another stack (a signal's alternate one), whose
+# place tells nothing of the thread's frames.
+	lea 0x40(%rsp), %rax
+	cmp STACKLO(%rdi), %rax
+	jb res_live
+	cmp STACKHI(%rdi), %rax
+	ja res_live
+res_dead:
+	mov DEPTH(%rdi), %rcx
+	test %rcx, %rcx
+	jz res_live
+	dec %rcx
+	shl $5, %rcx
+	lea FRAMES(%rdi,%rcx), %rcx
+	lea 0x40(%rsp), %rax
+	cmp 8(%rcx), %rax
+	jb res_live             # above this call's slot
+	ja 2f
+	lea exit(%rip), %rax    # at it: a tail call's caller (the slot holds an
+	xor 0x40(%rsp), %rax    # exit, any code copy's: walk_real), else dead
+	test $0xfff, %eax
+	jz res_live
+2:	mov STACKLO(%rdi), %rax
+	cmp %rax, 8(%rcx)
+	jb res_live             # on another stack
+	testq $FLAGRES, 24(%rcx)
+	jnz 1f                  # a resource call's: no record
+	push %rsi
+	CALLCLEAR room
+	mov DEPTH(%rdi), %rcx
+	dec %rcx
+	shl $5, %rcx
+	mov FRAMES+16(%rdi,%rcx), %rsi
+	or $1, %rsi             # its EXIT, now
+	rdtsc
+	shl $32, %rdx
+	or %rdx, %rax
+	mov %rax, %r8
+	CALLCLEAR emit
+	pop %rsi
+1:	decq DEPTH(%rdi)
+	jmp res_dead
+res_live:
 	testb $DF_REL, D_FLAGS(%rsi)
 	jnz res_release
-	movq $1, GUARD(%rdi)
 	mov DEPTH(%rdi), %rcx
 	cmp $MAXSTACK, %rcx
 	jae entry_unguard
@@ -110,7 +172,13 @@ res_fresh:
 	inc %rcx
 	mov %rcx, DEPTH(%rdi)
 	mov %rcx, INRESD(%rdi)
-	lea exit(%rip), %rax
+	testb $DF_ETIME, D_FLAGS(%rsi)
+	jz 1f
+	rdtsc
+	shl $32, %rdx
+	or %rdx, %rax
+	mov %rax, RESTSC(%rdi)
+1:	lea exit(%rip), %rax
 	mov %rax, 0x40(%rsp)    # the return goes to exit
 	mov %rax, INRESX(%rdi)
 	jmp entry_unguard
@@ -118,8 +186,7 @@ res_fresh:
 # free(NULL)).
 res_release:
 	cmpq $0, 0x10(%rsp)
-	je entry_out
-	movq $1, GUARD(%rdi)
+	je entry_unguard
 	movq $2, ROOMNEED(%rdi)
 	CALLCLEAR roomn
 	mov HEAD(%rdi), %rax
@@ -165,8 +232,12 @@ exit_res:
 	push %r14
 	push %r15
 	.set XF, 0x40           # exit's frame, past the pushes
-	mov %r8, %r14           # the time
+	mov %r8, %r14           # the time: the return's
 	mov RESDESC(%rdi), %r13
+	testb $DF_ETIME, D_FLAGS(%r13)
+	jz 1f
+	mov RESTSC(%rdi), %r14  # or the entry's
+1:
 	# The payload words: the arguments, the result, the out word.
 	movzbl D_NARGS(%r13), %ecx
 	xor %eax, %eax
@@ -318,7 +389,8 @@ res_done:
 	pop %r10
 	pop %r9
 	pop %rbx
-	REHOOK
+	# No REHOOK: res_entry did not put its caller's return address back,
+	# and a frame below this one may be a dead one a jump left.
 	EXIT_RESTORE
 	lea 8(%rsp), %rsp
 	jmp *-8(%rsp)

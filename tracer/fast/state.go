@@ -192,6 +192,9 @@ func (s *State) SetStack(lo, hi uint64) {
 	s.store(offStackHi, hi)
 }
 
+// Stack returns the range SetStack set (0, 0: none).
+func (s *State) Stack() (lo, hi uint64) { return s.load(offStackLo), s.load(offStackHi) }
+
 // SetBacktraceDepth sets the frames of a resource call's backtrace (-b).
 func (s *State) SetBacktraceDepth(n int) { s.store(offBTDepth, uint64(max(n, 0))) }
 
@@ -325,4 +328,74 @@ func (s *State) Len() uint64 { return s.load(offHead) - s.load(offTail) }
 // Pending reports whether the ring holds records not drained yet.
 func (s *State) Pending() bool {
 	return s.load(offHead) != s.load(offTail) || s.load(offLost) != s.seenLost || len(s.losses) > 0
+}
+
+// PendingRes is the resource call a thread is making, as res.S keeps it:
+// its return address slot (INRES, 0: none), its frame's depth plus 1
+// (INRESD), the exit address that hijacked the slot (INRESX), its
+// descriptor, arguments and entry time (RESDESC, RESARG, RESTSC).
+type PendingRes struct {
+	Slot, Depth, Exit, Desc, TSC uint64
+	Args                         [6]uint64
+}
+
+// PendingRes returns the resource call being made. The thread must be
+// stopped.
+func (s *State) PendingRes() PendingRes {
+	p := PendingRes{Slot: s.load(offInRes), Depth: s.load(offInResD), Exit: s.load(offInResX), Desc: s.load(offResDesc), TSC: s.load(offResTSC)}
+	for i := range p.Args {
+		p.Args[i] = s.load(offResArg + 8*i)
+	}
+	return p
+}
+
+// SetPendingRes makes p the resource call being made: a forked child's,
+// whose shadow stack holds its parent's frames; the call rtrace makes at
+// a stop, whose nested calls the stubs then leave untraced. The thread
+// must be stopped.
+func (s *State) SetPendingRes(p PendingRes) {
+	s.store(offInRes, p.Slot)
+	s.store(offInResD, p.Depth)
+	s.store(offInResX, p.Exit)
+	s.store(offResDesc, p.Desc)
+	s.store(offResTSC, p.TSC)
+	for i, a := range p.Args {
+		s.store(offResArg+8*i, a)
+	}
+}
+
+// NestedRes decides as res_entry does whether a resource call whose
+// return address is at slot, holding word, is nested in the call being
+// made: that call's frame is still on the shadow stack, its slot (read
+// with peek, on the thread's stack) holds the exit that hijacked it or its
+// return address, and it is above slot on the stack, or at slot for a
+// tail call (word is the exit). A call being made that a jump left is
+// forgotten. The thread must be stopped.
+func (s *State) NestedRes(slot, word uint64, peek func(uint64) (uint64, error)) bool {
+	p := s.PendingRes()
+	if p.Slot == 0 {
+		return false
+	}
+	if p.Depth >= 1 && p.Depth <= uint64(s.Depth()) && s.Frame(int(p.Depth)-1).Slot == p.Slot {
+		live := true
+		if lo, hi := s.Stack(); p.Slot >= lo && p.Slot < hi {
+			v, err := peek(p.Slot)
+			live = err != nil || v == p.Exit || v == s.Frame(int(p.Depth)-1).Ret
+		}
+		if live && (p.Slot > slot || p.Slot == slot && word == p.Exit) {
+			return true
+		}
+	}
+	s.store(offInRes, 0) // left without returning
+	return false
+}
+
+// SetMakingRes makes the call whose frame is at depth-1, its return
+// address at slot hijacked with exit, the resource call being made (one
+// rtrace records at stops), its descriptor and arguments left as they
+// are. The thread must be stopped.
+func (s *State) SetMakingRes(slot, depth, exit uint64) {
+	s.store(offInRes, slot)
+	s.store(offInResD, depth)
+	s.store(offInResX, exit)
 }

@@ -39,6 +39,7 @@
 	.set WALKEX,  0x180
 	.set RESPAY,  0x188   # a resource call's record payload: 8 words
 	.set INRESX,  0x1c8   # the exit address that hijacked INRES's slot (this code copy's)
+	.set RESTSC,  0x1d0   # the TSC at its entry (DF_ETIME)
 	.set WALKBUF, 0x800   # the frames of a walk (WALKMAX)
 	.set WALKMAX, 256
 	.set SPIN,    0x100   # pauses before a wait for room sleeps
@@ -103,7 +104,12 @@ nap:	.quad 0, 1000000            # a futex wait's timeout: 1 ms
 # handler's call, returns meanwhile). Only into a slot above the one the
 # ret consumed (0x38 in exit's frame): the same slot is a tail call's,
 # already exit's; one below it belongs to a frame a jump left, dead, whose
-# memory is the live code's now. Clobbers rax, rcx.
+# memory is the live code's now. And only over what rtrace left there: an
+# exit, or the return address entry_recover put back (the frame's own, or
+# for a tail-called frame, whose return address is an exit, the one of
+# the frame below it at the same slot); a frame a jump left may be above
+# too (__builtin_longjmp to a shallower frame, then deeper calls), its
+# slot another call's now. Clobbers rax, rcx.
 .macro REHOOK
 	cmpq $0, UNHOOK(%rdi)
 	jne 1f
@@ -114,12 +120,29 @@ nap:	.quad 0, 1000000            # a futex wait's timeout: 1 ms
 	jz 1f
 	dec %rcx
 	shl $5, %rcx
-	mov FRAMES+8(%rdi,%rcx), %rcx
+	lea FRAMES(%rdi,%rcx), %rcx
 	lea 0x38(%rsp), %rax
-	cmp %rax, %rcx
+	cmp %rax, 8(%rcx)
 	jbe 1f
+	push %rdx
+	mov 8(%rcx), %rdx       # the slot
+2:	mov 0(%rcx), %rax
+	cmp %rax, (%rdx)
+	je 3f                   # the frame's return address (or its exit)
 	lea exit(%rip), %rax
-	mov %rax, (%rcx)
+	xor 0(%rcx), %rax
+	test $0xfff, %eax
+	jnz 4f                  # not what rtrace left
+	lea FRAMES(%rdi), %rax  # a tail-called frame: the one below, at the same slot
+	cmp %rax, %rcx
+	jbe 4f
+	cmp -32+8(%rcx), %rdx
+	jne 4f
+	sub $32, %rcx
+	jmp 2b
+3:	lea exit(%rip), %rax
+	mov %rax, (%rdx)
+4:	pop %rdx
 1:
 .endm
 
@@ -217,6 +240,10 @@ entry_recover:
 	lea 0x40(%rsp), %rcx    # our slot
 	cmp %rcx, %rax
 	jbe entry_record
+	mov (%rax), %rcx        # an exit's address (any code copy's: walk_real) but for
+	xor %r8, %rcx           # a frame a jump left, whose slot is a live frame's now
+	test $0xfff, %ecx
+	jnz entry_record
 	mov %rdx, (%rax)
 entry_record:
 	rdtsc

@@ -7,3 +7,13 @@ TEXT ·rdtsc(SB), NOSPLIT, $0-8
 	ORQ DX, AX
 	MOVQ AX, ret+0(FP)
 	RET
+
+// func ReadTSC() uint64
+TEXT ·ReadTSC(SB), NOSPLIT, $0-8
+	LFENCE
+	RDTSC
+	LFENCE
+	SHLQ $32, DX
+	ORQ DX, AX
+	MOVQ AX, ret+0(FP)
+	RET

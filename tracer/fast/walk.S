@@ -78,8 +78,9 @@ walk_cfa:
 	lea (%rcx,%rdx,8), %rdx # the return address's slot
 	cmp %r15, %rdx
 	jb walk_stop
-	lea 8(%rdx), %rsi
-	cmp STACKHI(%rdi), %rsi
+	mov STACKHI(%rdi), %rsi
+	sub $8, %rsi            # no wrap: STACKHI is above r9, itself above 8
+	cmp %rsi, %rdx
 	ja walk_stop
 	mov (%rdx), %r12
 	CALLCLEAR walk_real
@@ -101,8 +102,9 @@ walk_cfa:
 	jmp 2f
 1:	cmp %r15, %rdx          # saved at CFA + offset
 	jb walk_stop
-	lea 8(%rdx), %rsi
-	cmp STACKHI(%rdi), %rsi
+	mov STACKHI(%rdi), %rsi
+	sub $8, %rsi
+	cmp %rsi, %rdx
 	ja walk_stop
 	mov (%rdx), %r10
 2:	mov %rcx, %r9
@@ -138,23 +140,44 @@ walk_fp:
 	jmp walk_frame
 
 # walk_real: %r12, the word at the slot %rdx, is the real return address
-# unless it is exit's (a hijacked return): then the shadow stack's frame
-# of that slot holds it; without one, the walk stops. Clobbers rsi.
+# unless it is a hijacked one, as rtrace's shadowMem reads it: an exit
+# address in a slot of the shadow stack is replaced with the real one of
+# the first (lowest) frame of that slot. Every code copy starts 16 bytes
+# into a mapping of its own (tracer/plant.go, planFuncs): each copy's exit
+# has the same low 12 bits, and a word without them is no exit. A word
+# that may be another copy's exit in a frame's slot (a stop-path call's
+# frame, hijacked with the first copy's), or this copy's exit without a
+# frame, stops the walk: rtrace reads it. Clobbers rsi.
 walk_real:
 	lea exit(%rip), %rsi
+	xor %r12, %rsi
+	test $0xfff, %esi
+	jnz 9f                  # no exit's: a real return address
+	push %rax
+	xor %esi, %esi
+1:	cmp DEPTH(%rdi), %rsi
+	jae 3f
+	mov %rsi, %rax
+	shl $5, %rax
+	cmp %rdx, FRAMES+8(%rdi,%rax)
+	je 2f
+	inc %rsi
+	jmp 1b
+2:	mov FRAMES(%rdi,%rax), %rax # the frame's real return address
+	cmp %rax, %r12
+	je 8f                   # put back already
+	lea exit(%rip), %rsi
 	cmp %rsi, %r12
-	jne 2f
-	mov DEPTH(%rdi), %rsi
-1:	test %rsi, %rsi
-	jz 3f
-	dec %rsi
-	mov %rsi, %r12
-	shl $5, %r12
-	cmp %rdx, FRAMES+8(%rdi,%r12)
-	jne 1b
-	mov FRAMES(%rdi,%r12), %r12
-2:	ret
-3:	pop %rsi                # the caller's return: stop from its frame
+	jne 4f                  # another copy's exit, or a dead frame's slot reused
+	mov %rax, %r12
+	jmp 8f
+3:	lea exit(%rip), %rsi    # no frame of the slot
+	cmp %rsi, %r12
+	je 4f
+8:	pop %rax
+9:	ret
+4:	pop %rax
+	pop %rsi                # the caller's return: stop from its frame
 	movq $0, -8(%rsp)
 	jmp walk_stop
 

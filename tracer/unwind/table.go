@@ -93,7 +93,10 @@ func packRow(r row) uint64 {
 	case kExpr:
 		return rowStop
 	default:
-		return rowFP
+		// Backtrace stops where the CFA does not grow before it falls
+		// back to the rbp chain for such a rule (same value, register):
+		// rtrace walks it.
+		return rowStop
 	}
 	bp, off := uint64(bpZero), int64(0)
 	switch r.bp.kind {

@@ -1,0 +1,161 @@
+package e2e_test
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"rtrace/internal/testutil"
+)
+
+// resModes are the ways rtrace records resource calls: the int3 engine at
+// stops, the fast engine in the process, and the fast engine at stops
+// with rtrace's walker (RTRACE_RES_UNWIND=remote).
+var resModes = []struct{ name, engine, unwind string }{
+	{"int3", "int3", ""}, {"fast", "fast", ""}, {"fast-remote", "fast", "remote"},
+}
+
+// recordRes records prog's resource calls of mods in mode m, in a new
+// directory; it fails the test unless rtrace and the program exit 0.
+func recordRes(t *testing.T, m struct{ name, engine, unwind string }, opts []string, prog string, args ...string) (tmp string, r run) {
+	t.Helper()
+	tmp = t.TempDir()
+	cmdArgs := append([]string{"record", "-q", "--engine=" + m.engine, "--start", "-o", "D"}, opts...)
+	r = runCmdEnv(t, tmp, []string{"RTRACE_RES_UNWIND=" + m.unwind}, rtraceBin, append(append(cmdArgs, prog), args...)...)
+	if r.code != 0 {
+		t.Fatalf("record: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	noResWarnings(t, r.stderr)
+	return tmp, r
+}
+
+// TestResourceThreadsOrder: a block allocated by one thread and freed by
+// another, and handed back to the first by glibc, is reported in the
+// order it happened: the calls of every thread reach the report in time
+// order (the fast engine's rings are merged by their TSC readings), so no
+// block is reported leaked, with every engine. memcheck's view: "All
+// heap blocks were freed" but for pthread_create's own (272 bytes, its
+// DTV, reported "possibly lost").
+func TestResourceThreadsOrder(t *testing.T) {
+	prog := testutil.BuildC(t, "prodcons.c", "-O2", "-g", "-pthread")
+	for _, m := range resModes {
+		t.Run(m.name, func(t *testing.T) {
+			tmp, _ := recordRes(t, m, []string{"--module", "memory"}, prog, "20000")
+			raw := rawFiles(t, filepath.Join(tmp, "D"), ".rtrace")
+			if len(raw) != 1 {
+				t.Fatalf("raw files %v", raw)
+			}
+			all := runCmd(t, tmp, rtraceBin, "postproc", "-i", raw[0]).stdout
+			if n, f := countCalls(all, `malloc(<memory>)?\(64\)`), countCalls(all, `free(<memory>)?\(0x`); n != 20000 || f < 20000 {
+				t.Fatalf("%d malloc(64) and %d free calls recorded, want 20000 and 20000 or more", n, f)
+			}
+			rep := runCmd(t, tmp, rtraceBin, "postproc", "-l", "-c", "-i", raw[0]).stdout
+			if countCalls(rep, `malloc(<memory>)?\(64\)`) > 0 {
+				t.Errorf("blocks freed by the other thread reported leaked (calls out of order):\n%s", clipLines(rep, 30))
+			}
+		})
+	}
+}
+
+// TestResourceForkInCall: a process forking inside a resource call (spawn,
+// traced with --audit) has a child that returns from the call through
+// rtrace's code: the child runs on and exits 0, and each process's trace
+// holds the call and its own allocation, with every engine.
+func TestResourceForkInCall(t *testing.T) {
+	prog := testutil.BuildC(t, "forkres.c", "-O2", "-g")
+	for _, m := range resModes {
+		t.Run(m.name, func(t *testing.T) {
+			tmp, r := recordRes(t, m, []string{"--audit", "spawn", "--module", "memory"}, prog)
+			var pid int
+			var how string
+			var code int
+			if _, err := fmt.Sscanf(r.stdout, "child %d %s %d", &pid, &how, &code); err != nil || how != "exited" || code != 0 {
+				t.Fatalf("the child did not exit 0: %q", r.stdout)
+			}
+			for _, f := range rawFiles(t, filepath.Join(tmp, "D"), ".rtrace") {
+				size := "111"
+				if strings.HasPrefix(filepath.Base(f), strconv.Itoa(pid)+"-") {
+					size = "222"
+				}
+				out := runCmd(t, tmp, rtraceBin, "postproc", "-i", f).stdout
+				for _, w := range []string{`spawn(<\w+>)?\(`, `malloc(<memory>)?\(` + size + `\)`} {
+					if countCalls(out, w) == 0 {
+						t.Errorf("%s lacks %s:\n%s", filepath.Base(f), w, clipLines(out, 20))
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestResourceForkThreads: a forked child exits while a thread of its own
+// is allocating: every call of the child, the thread's last ones
+// included, is in the child's trace, none in its parent's.
+func TestResourceForkThreads(t *testing.T) {
+	prog := testutil.BuildC(t, "forkthreads.c", "-O2", "-g", "-pthread")
+	for _, m := range resModes {
+		t.Run(m.name, func(t *testing.T) {
+			tmp, r := recordRes(t, m, []string{"--module", "memory"}, prog)
+			var child int
+			fmt.Sscanf(r.stdout, "child %d", &child)
+			var inChild int
+			for _, f := range rawFiles(t, filepath.Join(tmp, "D"), ".rtrace") {
+				n := countCalls(runCmd(t, tmp, rtraceBin, "postproc", "-i", f).stdout, `malloc(<memory>)?\(12345\)`)
+				if strings.HasPrefix(filepath.Base(f), strconv.Itoa(child)+"-") {
+					inChild += n
+				} else if n > 0 {
+					t.Errorf("%d of the child's calls in %s, another process's trace", n, filepath.Base(f))
+				}
+			}
+			if inChild < 1000 {
+				t.Errorf("%d of the child thread's calls in its trace, want 1000 or more", inChild)
+			}
+		})
+	}
+}
+
+// TestResourceRebuilt: a program rebuilt at the same path between two runs
+// in one traced tree gets the backtraces of its new code (the in-process
+// walker's unwind tables are cached by file identity, not path): equal to
+// rtrace's walker's.
+func TestResourceRebuilt(t *testing.T) {
+	v1 := testutil.BuildC(t, "leaky.c", "-O0", "-g")
+	v2 := testutil.BuildC(t, "leaky.c", "-O2", "-g", "-fomit-frame-pointer")
+	dir := t.TempDir()
+	script := filepath.Join(dir, "run.sh")
+	prog := filepath.Join(dir, "prog")
+	body := fmt.Sprintf("#!/bin/sh\ncp %s %s && %s\nrm -f %s && cp %s %s && %s\n", v1, prog, prog, prog, v2, prog, prog)
+	if err := os.WriteFile(script, []byte(body), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var sets [2]string
+	for i, m := range resModes[1:] {
+		tmp, _ := recordRes(t, m, []string{"--module", "memory", "--no-randomize-addr"}, "/bin/sh", script)
+		var calls []string
+		for _, f := range rawFiles(t, filepath.Join(tmp, "D"), ".rtrace") {
+			for _, c := range readCalls(t, f) {
+				var frames []string
+				for _, fr := range c.Frames {
+					frames = append(frames, fmt.Sprintf("%#x", fr.Addr))
+				}
+				calls = append(calls, fmt.Sprintf("%s(%d) %s", c.Name, c.Size, strings.Join(frames, " ")))
+			}
+		}
+		sets[i] = strings.Join(calls, "\n")
+	}
+	if !regexp.MustCompile(`malloc\(\d+\) 0x`).MatchString(sets[0]) {
+		t.Fatalf("no backtraces recorded:\n%s", clipLines(sets[0], 20))
+	}
+	if sets[0] != sets[1] {
+		t.Errorf("backtraces in the process differ from rtrace's walker's:\n in the process:\n%s\n rtrace's:\n%s", clipLines(sets[0], 40), clipLines(sets[1], 40))
+	}
+}
+
+// countCalls counts the matches of the regular expression re in a report.
+func countCalls(report, re string) int {
+	return len(regexp.MustCompile(re).FindAllStringIndex(report, -1))
+}
