@@ -437,6 +437,9 @@ func (d *drainer) drainBatchLocked(st *fast.State, tid int) bool {
 	d.resLostLocked(tid, st)
 	lost := st.Drain(drainBatch, func(part []fast.Rec) {
 		drained = drained || len(part) > 0
+		// Decided once the part is read: what its calls depend on was
+		// written before them, so before this (resDirectLocked).
+		direct := d.resDirectLocked(st)
 		at := len(d.recs)
 		d.recs = slices.Grow(d.recs, len(part)+1)[:at+len(part)]
 		out, t, j := d.recs[at:], last, 0
@@ -446,10 +449,10 @@ func (d *drainer) drainBatchLocked(st *fast.State, tid int) bool {
 				// A resource call's records, none of them a function's:
 				// handed on here, while the part is the thread's.
 				if c, n, ok := dec.Group(part, i); ok {
-					d.resCall(st, tid, c)
+					d.resCall(st, tid, c, direct, sc)
 					i += n - 1
 				} else if c, whole, _ := dec.Feed(r); whole {
-					d.resCall(st, tid, c)
+					d.resCall(st, tid, c, direct, sc)
 				}
 				continue
 			}

@@ -63,6 +63,7 @@ func (q *resQueue) pop() {
 type resOrder struct {
 	queues map[*fast.State]*resQueue
 	merge  resHeap // flush's, reused
+	n      int     // calls and events queued
 }
 
 // queue returns st's queue, its consumed head moved out when it is the
@@ -87,6 +88,7 @@ func (o *resOrder) queue(st *fast.State) *resQueue {
 // push queues call c of tid's ring st.
 func (o *resOrder) push(st *fast.State, tid int, c fast.ResCall) {
 	q := o.queue(st)
+	o.n++
 	q.items = append(q.items, resPend{tsc: c.TSC, tid: tid, id: c.ID, stack: c.Stack})
 	p := &q.items[len(q.items)-1]
 	p.n = uint8(copy(p.words[:], c.Words))
@@ -97,6 +99,7 @@ func (o *resOrder) push(st *fast.State, tid int, c fast.ResCall) {
 // before it.
 func (o *resOrder) pushEvent(tsc uint64, ev func(ResSink) error) {
 	q := o.queue(nil)
+	o.n++
 	tsc = max(tsc, q.last)
 	q.items = append(q.items, resPend{tsc: tsc, ev: ev})
 	q.last = tsc
@@ -106,6 +109,7 @@ func (o *resOrder) pushEvent(tsc uint64, ev func(ResSink) error) {
 // of tid's ring st.
 func (o *resOrder) pushLost(st *fast.State, tid int, n uint64) {
 	q := o.queue(st)
+	o.n++
 	q.items = append(q.items, resPend{tsc: q.last, tid: tid, lost: n})
 	q.owner = tid
 }
@@ -133,6 +137,7 @@ func (o *resOrder) flush(wm uint64, emit func(p *resPend)) {
 		for !q.empty() && q.items[q.head].tsc < wm {
 			emit(&q.items[q.head])
 			q.pop()
+			o.n--
 		}
 		return
 	}
@@ -141,6 +146,7 @@ func (o *resOrder) flush(wm uint64, emit func(p *resPend)) {
 		q := h.qs[0]
 		emit(&q.items[q.head])
 		q.pop()
+		o.n--
 		if q.empty() || q.items[q.head].tsc >= wm {
 			heap.Pop(h) // its later ones are later still
 		} else {
