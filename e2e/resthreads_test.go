@@ -33,31 +33,54 @@ func recordRes(t *testing.T, m struct{ name, engine, unwind string }, opts []str
 	return tmp, r
 }
 
-// TestResourceThreadsOrder: a block allocated by one thread and freed by
-// another, and handed back to the first by glibc, is reported in the
-// order it happened: the calls of every thread reach the report in time
+// TestResourceThreadsOrder: a block allocated by one thread and released
+// by another, and handed back to the first by the allocator, is reported in
+// the order it happened: the calls of every thread reach the report in time
 // order (the fast engine's rings are merged by their TSC readings), so no
-// block is reported leaked, with every engine. memcheck's view: "All
-// heap blocks were freed" but for pthread_create's own (272 bytes, its
-// DTV, reported "possibly lost").
+// block is reported leaked. memcheck's view: "All heap blocks were freed"
+// but for pthread_create's own (272 bytes, its DTV, "possibly lost").
+// Released by free, by operator delete (recorded at its entry, its frame
+// kept for its free), by free with --backtrace-all (recorded at its
+// return, at its entry's time) and by realloc(p, 0) (a call that releases
+// and allocates: its release at its entry's time). At stops (the int3
+// engine, RTRACE_RES_UNWIND=remote) realloc is reported at its return:
+// another thread's call may come first (docs/FAST-PATH.md).
 func TestResourceThreadsOrder(t *testing.T) {
-	prog := testutil.BuildC(t, "prodcons.c", "-O2", "-g", "-pthread")
-	for _, m := range resModes {
-		t.Run(m.name, func(t *testing.T) {
-			tmp, _ := recordRes(t, m, []string{"--module", "memory"}, prog, "20000")
-			raw := rawFiles(t, filepath.Join(tmp, "D"), ".rtrace")
-			if len(raw) != 1 {
-				t.Fatalf("raw files %v", raw)
+	prog := testutil.BuildC(t, "prodcons.cc", "-O2", "-g", "-pthread")
+	for _, c := range []struct {
+		how   string
+		opts  []string
+		stops bool // also at stops
+	}{
+		{"free", nil, true},
+		{"delete", nil, true},
+		{"free", []string{"--backtrace-all"}, true},
+		{"realloc0", nil, false},
+	} {
+		for _, m := range resModes {
+			if !c.stops && m.name != "fast" {
+				continue
 			}
-			all := runCmd(t, tmp, rtraceBin, "postproc", "-i", raw[0]).stdout
-			if n, f := countCalls(all, `malloc(<memory>)?\(64\)`), countCalls(all, `free(<memory>)?\(0x`); n != 20000 || f < 20000 {
-				t.Fatalf("%d malloc(64) and %d free calls recorded, want 20000 and 20000 or more", n, f)
-			}
-			rep := runCmd(t, tmp, rtraceBin, "postproc", "-l", "-c", "-i", raw[0]).stdout
-			if countCalls(rep, `malloc(<memory>)?\(64\)`) > 0 {
-				t.Errorf("blocks freed by the other thread reported leaked (calls out of order):\n%s", clipLines(rep, 30))
-			}
-		})
+			t.Run(strings.Join(append([]string{c.how, m.name}, c.opts...), " "), func(t *testing.T) {
+				blocks := 20000
+				if m.name != "fast" {
+					blocks = 5000 // a stop each call
+				}
+				tmp, _ := recordRes(t, m, append([]string{"--module", "memory"}, c.opts...), prog, strconv.Itoa(blocks), c.how)
+				raw := rawFiles(t, filepath.Join(tmp, "D"), ".rtrace")
+				if len(raw) != 1 {
+					t.Fatalf("raw files %v", raw)
+				}
+				all := runCmd(t, tmp, rtraceBin, "postproc", "-i", raw[0]).stdout
+				if n := countCalls(all, `(malloc|operator new)(<memory>)?\(64\)`); n != blocks {
+					t.Fatalf("%d allocations of 64 bytes recorded, want %d", n, blocks)
+				}
+				rep := runCmd(t, tmp, rtraceBin, "postproc", "-l", "-c", "-i", raw[0]).stdout
+				if n := countCalls(rep, `(malloc|operator new)(<memory>)?\(64\)`); n > 0 {
+					t.Errorf("%d blocks released by the other thread reported leaked (calls out of order):\n%s", n, clipLines(rep, 30))
+				}
+			})
+		}
 	}
 }
 
@@ -158,4 +181,44 @@ func TestResourceRebuilt(t *testing.T) {
 // countCalls counts the matches of the regular expression re in a report.
 func countCalls(report, re string) int {
 	return len(regexp.MustCompile(re).FindAllStringIndex(report, -1))
+}
+
+// TestResourceAltStackInFrame: a handler on an alternate stack that lies
+// on the thread's own stack, above the frames of the call it interrupted
+// (a buffer in main's frame), allocates: those frames are live, not left
+// by a jump, and the program runs to its end with every engine.
+func TestResourceAltStackInFrame(t *testing.T) {
+	prog := testutil.BuildC(t, "altframe.c", "-O2", "-g")
+	for _, m := range resModes {
+		t.Run(m.name, func(t *testing.T) {
+			tmp, r := recordRes(t, m, []string{"--audit", "slow", "--module", "memory"}, prog)
+			if strings.TrimSpace(r.stdout) != "hits 100" {
+				t.Fatalf("the program printed %q, want hits 100", r.stdout)
+			}
+			raw := rawFiles(t, filepath.Join(tmp, "D"), ".rtrace")
+			out := runCmd(t, tmp, rtraceBin, "postproc", "-i", raw[0]).stdout
+			if n := countCalls(out, `slow(<\w+>)?\(`); n != 100 {
+				t.Errorf("%d calls of slow recorded, want 100", n)
+			}
+		})
+	}
+}
+
+// TestResourceSameSlot: with a function trace (-d), resource calls are
+// made at stops; a call at the same place on the stack and depth as one
+// that returned is not nested in it: g's malloc(77) is recorded.
+func TestResourceSameSlot(t *testing.T) {
+	prog := testutil.BuildC(t, "sameslot.c", "-O2", "-g")
+	for _, m := range resModes {
+		t.Run(m.name, func(t *testing.T) {
+			tmp, _ := recordRes(t, m, []string{"--module", "memory", "-d", "U"}, prog)
+			raw := rawFiles(t, filepath.Join(tmp, "D"), ".rtrace")
+			out := runCmd(t, tmp, rtraceBin, "postproc", "-i", raw[0]).stdout
+			for _, size := range []string{"11", "5", "77"} {
+				if countCalls(out, `malloc(<memory>)?\(`+size+`\)`) != 1 {
+					t.Errorf("malloc(%s) not recorded once:\n%s", size, clipLines(out, 30))
+				}
+			}
+		})
+	}
 }

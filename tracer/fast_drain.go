@@ -314,7 +314,7 @@ func (d *drainer) sync() {
 // drainAllLocked drains every ring, a batch from each in turn: a thread
 // waiting for room in its ring sees it move while the others are drained.
 func (d *drainer) drainAllLocked() bool {
-	wm := fast.ReadTSC()
+	wm := d.relHoldLocked(fast.ReadTSC())
 	defer d.flushResLocked(wm)
 	d.retireAllLocked()
 	any := false
@@ -339,6 +339,7 @@ func (d *drainer) drainAllLocked() bool {
 func (d *drainer) drainRound(least uint64) bool {
 	wm := fast.ReadTSC() // before the list: a ring added later has nothing older
 	d.mu.Lock()
+	wm = d.relHoldLocked(wm)
 	d.states = d.states[:0]
 	d.tids = d.tids[:0]
 	for st, tid := range d.owner {
@@ -354,7 +355,7 @@ func (d *drainer) drainRound(least uint64) bool {
 		}
 		// The state may have gone (unmapped: not to be read) or changed
 		// owner since the list was made.
-		if tid, ok := d.owner[st]; ok && tid == d.tids[i] && st.Len() >= least && !d.retiringBefore(tid, st) && d.drainBatchLocked(st, tid) {
+		if tid, ok := d.owner[st]; ok && tid == d.tids[i] && (st.Len() >= least || least <= 1 && st.Pending()) && !d.retiringBefore(tid, st) && d.drainBatchLocked(st, tid) {
 			any = true
 		}
 		d.mu.Unlock()

@@ -24,6 +24,7 @@ type resStub struct {
 	nargs   int  // the arguments its records carry
 	release bool // recorded at its entry: no result
 	out     bool // its records carry the word its Out argument points at
+	both    bool // releases and allocates: its records carry the entry's time last
 }
 
 // resUnwindRemote (RTRACE_RES_UNWIND=remote) keeps every resource
@@ -61,17 +62,27 @@ func (t *Tracer) resDesc(c cand, addr uint64) (fast.Desc, bool) {
 	if t.cfg.Backtrace > 0 && (rf.allocates() || t.cfg.BacktraceAll) {
 		d.Flags |= fast.DescBacktrace
 	}
-	// free is recorded at its entry, its return left alone, unless a
-	// module whose functions it calls is traced (its munmap would then be
-	// reported as a call of its own) or its backtrace is wanted.
-	if rf.AtEntry && !t.cfg.BacktraceAll && !t.moduleSelected("mmap") {
+	// A release is recorded before what it releases can be another
+	// thread's, as the calls reach the sink in time order (resOrder):
+	// free at its entry, its return left alone, unless a module whose
+	// functions it calls is traced (its munmap would be reported as a call
+	// of its own); a release that always releases (operator delete) at its
+	// entry too, its frame kept for the calls nested in it; unless its
+	// backtrace is wanted (the walk is at the return). Any other release,
+	// recorded at its return, takes its entry's time, and holds the calls
+	// other threads make meanwhile back until its record is written.
+	switch {
+	case rf.AtEntry && !t.cfg.BacktraceAll && !t.moduleSelected("mmap"):
 		s.release = true
 		d.Flags |= fast.DescRelease
-	} else if !rf.allocates() {
-		// A release recorded at its return takes its entry's time: what
-		// it releases may be another thread's before it returns, and the
-		// calls reach the sink in time order (resOrder).
+	case rf.Effect == freeArg && !t.cfg.BacktraceAll:
+		s.release = true
+		d.Flags |= fast.DescReleaseFrame
+	case !rf.allocates():
 		d.Flags |= fast.DescEntryTime
+	case rf.releases():
+		s.both = true
+		d.Flags |= fast.DescBoth
 	}
 	d.ID = t.drain.addResStub(s)
 	return d, true
@@ -135,9 +146,21 @@ func (d *drainer) resDirectLocked(st *fast.State) bool {
 	if d.res == nil || d.order.n > 0 {
 		return false
 	}
+	var now, hold uint64
 	for o := range d.owner {
-		if o != st && o.Pending() {
+		if o == st {
+			continue
+		}
+		if o.Pending() {
 			return false
+		}
+		if since := o.ReleasingSince(); since != 0 {
+			if now == 0 {
+				now, hold = fast.ReadTSC(), d.clock.Scale().Ticks(uint64(relHoldMax))
+			}
+			if since > now || now-since < hold {
+				return false // relHoldLocked
+			}
 		}
 	}
 	for _, r := range d.retiring {
@@ -147,6 +170,29 @@ func (d *drainer) resDirectLocked(st *fast.State) bool {
 	}
 	return true
 }
+
+// relHoldLocked lowers the watermark wm, read now, to the time since
+// which a thread is making a release whose record is not written yet
+// (State.ReleasingSince): a call another thread makes after what it
+// released is another's again has a later time, and waits for it. Not for
+// longer than relHoldMax: a release that blocks (fclose flushing to a
+// pipe, pthread_join) would hold every thread's calls back meanwhile, and
+// what it releases is seldom taken before it returns.
+func (d *drainer) relHoldLocked(wm uint64) uint64 {
+	if !d.resRings.Load() {
+		return wm
+	}
+	hold := d.clock.Scale().Ticks(uint64(relHoldMax))
+	for st := range d.owner {
+		if since := st.ReleasingSince(); since != 0 && since < wm && wm-since < hold {
+			wm = since
+		}
+	}
+	return wm
+}
+
+// relHoldMax bounds relHoldLocked's hold.
+const relHoldMax = 20 * time.Millisecond
 
 // resLostLocked queues, for the resource sink, the calls tid's thread
 // dropped on a full ring since the last time.
@@ -179,10 +225,15 @@ func (d *drainer) resCall(st *fast.State, tid int, rc fast.ResCall, direct bool,
 		d.walks++
 	}
 	if direct {
-		d.resCalls(tid, rc, sc)
+		d.resCalls(tid, rc, sc, resAll)
 		return
 	}
-	d.order.push(st, tid, rc)
+	if int(rc.ID) < len(d.resStubs) && d.resStubs[rc.ID].both && len(rc.Words) > 0 {
+		d.order.push(st, tid, rc, rc.Words[len(rc.Words)-1], resReleases)
+		d.order.push(st, tid, rc, rc.TSC, resAllocs)
+		return
+	}
+	d.order.push(st, tid, rc, rc.TSC, resAll)
 }
 
 // resMargin lowers the watermark by the TSC readings of different CPUs'
@@ -197,7 +248,7 @@ func (d *drainer) flushResLocked(wm uint64) {
 	if d.res == nil || len(d.order.queues) == 0 {
 		return
 	}
-	if wm != math.MaxUint64 {
+	if wm != math.MaxUint64 && d.resRings.Load() {
 		wm = max(wm, resMargin) - resMargin
 		for st := range d.owner {
 			if st.Pending() {
@@ -218,7 +269,7 @@ func (d *drainer) flushResLocked(wm uint64) {
 		case p.lost > 0:
 			d.resErr(d.res.Lost(p.tid, p.lost))
 		default:
-			d.resCalls(p.tid, fast.ResCall{TSC: p.tsc, ID: p.id, Words: p.words[:p.n], Stack: p.stack}, sc)
+			d.resCalls(p.tid, fast.ResCall{TSC: p.callTSC, ID: p.id, Words: p.words[:p.n], Stack: p.stack}, sc, p.part)
 		}
 	})
 	for st, q := range d.order.queues {
@@ -254,7 +305,7 @@ func (d *drainer) resErr(err error) {
 // at its time of day, with its backtrace where one goes. The sink gets
 // one Call value, reused (ResSink.Call keeps nothing), and the frames of
 // a backtrace the stack table already holds.
-func (d *drainer) resCalls(tid int, rc fast.ResCall, sc fast.Scale) {
+func (d *drainer) resCalls(tid int, rc fast.ResCall, sc fast.Scale, part resPart) {
 	if int(rc.ID) >= len(d.resStubs) {
 		return // not a record the stubs wrote
 	}
@@ -263,6 +314,7 @@ func (d *drainer) resCalls(tid int, rc fast.ResCall, sc fast.Scale) {
 	var args [6]uint64
 	copy(args[:s.nargs], rc.Words)
 	var ret, out uint64
+	relTSC := rc.TSC
 	if !s.release {
 		if len(rc.Words) <= s.nargs {
 			return
@@ -271,9 +323,12 @@ func (d *drainer) resCalls(tid int, rc fast.ResCall, sc fast.Scale) {
 		if s.out && len(rc.Words) > s.nargs+1 {
 			out = rc.Words[s.nargs+1]
 		}
+		if s.both {
+			relTSC = rc.Words[len(rc.Words)-1]
+		}
 	}
 	c := &d.call
-	*c = trace.Call{Time: d.timeOfDay(sc.Nanos(rc.TSC)), Tid: tid, Res: s.res.res, Name: rf.Display(), Args: c.Args[:0]}
+	*c = trace.Call{Tid: tid, Res: s.res.res, Name: rf.Display(), Args: c.Args[:0]}
 	for _, a := range rf.Args {
 		c.Args = append(c.Args, trace.Arg{Name: a.Name, Value: argValue(a, args[a.Arg])})
 	}
@@ -286,6 +341,14 @@ func (d *drainer) resCalls(tid int, rc fast.ResCall, sc fast.Scale) {
 	}
 	d.resEvs = resEffects(d.resEvs[:0], rf, args, ret, func(uint64) (uint64, error) { return out, nil })
 	for _, e := range d.resEvs {
+		if part == resAllocs && !e.alloc || part == resReleases && e.alloc {
+			continue
+		}
+		tsc := rc.TSC
+		if !e.alloc {
+			tsc = relTSC
+		}
+		c.Time = d.timeOfDay(sc.Nanos(tsc))
 		c.Alloc, c.ID, c.Size, c.Frames = e.alloc, e.id, e.size, nil
 		if e.alloc || d.btAll {
 			c.Frames = frames
@@ -293,6 +356,17 @@ func (d *drainer) resCalls(tid int, rc fast.ResCall, sc fast.Scale) {
 		d.resErr(d.res.Call(c))
 	}
 }
+
+// resPart is what of a call's effects resCalls hands on: a call that
+// releases and allocates (realloc) waits in the queues as its releases,
+// at its entry's time, and its allocations, at its return's.
+type resPart uint8
+
+const (
+	resAll resPart = iota
+	resReleases
+	resAllocs
+)
 
 // frameTable converts the backtraces the decoders hand (the same slice
 // for each call of a stack their cache holds) into frames once each.
@@ -346,8 +420,20 @@ func (l *lockedResSink) event(f func(ResSink) error) error {
 	return nil
 }
 
+// sync hands the sink everything queued and then f's call, at once: a
+// window opened or closed (a toggle, the first session) says at once
+// whether it could be, and calls that come after it go to it.
+func (l *lockedResSink) sync(f func(ResSink) error) error {
+	l.d.mu.Lock()
+	defer l.d.mu.Unlock()
+	l.d.drainAllLocked()
+	l.d.flushResLocked(math.MaxUint64)
+	l.d.resClosed = false
+	return f(l.d.res)
+}
+
 func (l *lockedResSink) Session(s Session) error {
-	return l.event(func(r ResSink) error { return r.Session(s) })
+	return l.sync(func(r ResSink) error { return r.Session(s) })
 }
 func (l *lockedResSink) Maps(sid string, maps []byte) error {
 	return l.event(func(r ResSink) error { return r.Maps(sid, maps) })
@@ -365,7 +451,7 @@ func (l *lockedResSink) Exit(time uint64, tid int) error {
 	return l.event(func(r ResSink) error { return r.Exit(time, tid) })
 }
 func (l *lockedResSink) Toggle(on bool, pid int) error {
-	return l.event(func(r ResSink) error { return r.Toggle(on, pid) })
+	return l.sync(func(r ResSink) error { return r.Toggle(on, pid) })
 }
 
 // Call queues c (the tracer's, not reused) and says ErrStreamClosed once

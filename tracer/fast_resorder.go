@@ -26,14 +26,16 @@ import (
 // resPend is a call a ring held, decoded, waiting for its turn; or, with
 // lost set, the calls its thread dropped on a full ring.
 type resPend struct {
-	tsc   uint64
-	tid   int
-	id    uint32
-	n     uint8 // payload words
-	words [resPayloadMax]uint64
-	stack []uint64 // the decoder's (a slot's slice is never written again)
-	lost  uint64
-	ev    func(ResSink) error // an event of the tracer's instead
+	tsc     uint64 // its place in time: the call's, or its releases' (part)
+	callTSC uint64 // the call's record's
+	tid     int
+	id      uint32
+	part    resPart
+	n       uint8 // payload words
+	words   [resPayloadMax]uint64
+	stack   []uint64 // the decoder's (a slot's slice is never written again)
+	lost    uint64
+	ev      func(ResSink) error // an event of the tracer's instead
 }
 
 // resPayloadMax is the most payload words a call carries: six arguments,
@@ -56,6 +58,9 @@ func (q *resQueue) pop() {
 	q.items[q.head].stack, q.items[q.head].ev = nil, nil
 	if q.head++; q.head == len(q.items) {
 		q.items, q.head = q.items[:0], 0
+		if cap(q.items) > 1<<13 {
+			q.items = nil // a burst's room goes back
+		}
 	}
 }
 
@@ -85,11 +90,11 @@ func (o *resOrder) queue(st *fast.State) *resQueue {
 	return q
 }
 
-// push queues call c of tid's ring st.
-func (o *resOrder) push(st *fast.State, tid int, c fast.ResCall) {
+// push queues part of call c of tid's ring st, at TSC tsc.
+func (o *resOrder) push(st *fast.State, tid int, c fast.ResCall, tsc uint64, part resPart) {
 	q := o.queue(st)
 	o.n++
-	q.items = append(q.items, resPend{tsc: c.TSC, tid: tid, id: c.ID, stack: c.Stack})
+	q.items = append(q.items, resPend{tsc: tsc, callTSC: c.TSC, tid: tid, id: c.ID, part: part, stack: c.Stack})
 	p := &q.items[len(q.items)-1]
 	p.n = uint8(copy(p.words[:], c.Words))
 	q.last, q.owner = max(q.last, c.TSC), tid

@@ -64,5 +64,6 @@ func (t *Tracer) fastDeliver(th *thread) {
 	if ptrace.SetSigInfo(th.tid, &h.info) != nil {
 		return // it died meanwhile: wait4 reports it
 	}
+	t.signalInRes(th)
 	resume(th.tid, h.sig)
 }

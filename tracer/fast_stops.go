@@ -109,9 +109,17 @@ func (t *Tracer) fastValues(th *thread, f *fn, regs *unix.PtraceRegs, ts uint64)
 		// this call's slot and the one at it but for a tail call's caller.
 		if lo, hi := st.Stack(); regs.Rsp >= lo && regs.Rsp <= hi {
 			for st.Depth() > 0 {
-				s := st.Frame(st.Depth() - 1).Slot
-				if s > regs.Rsp || s == regs.Rsp && fi.isExit(ret) || s < lo {
+				fr := st.Frame(st.Depth() - 1)
+				if fr.Slot > regs.Rsp || fr.Slot == regs.Rsp && fi.isExit(ret) || fr.Slot < lo {
 					break
+				}
+				if fr.Slot < regs.Rsp {
+					// A live frame a signal interrupted keeps what rtrace
+					// left in its slot (its handler on an alternate stack
+					// above it).
+					if v, err := ptrace.PeekWord(th.tid, fr.Slot); err != nil || v == fr.Ret || fi.isExit(v) {
+						break
+					}
 				}
 				t.fastPop(th, st, ts)
 			}
@@ -176,6 +184,7 @@ func (t *Tracer) fastExitValue(th *thread, regs *unix.PtraceRegs, ts uint64) {
 		delete(th.fastReads, frameKey{fr.Slot, fr.Depth})
 		recordReads(th, ts, fr.Depth+1, f.reads, old, t.fastRecord)
 	}
+	st.DoneRes(fr.Slot, uint64(fr.Depth+1))
 	if p := th.fastRes; p != nil && p.key == (frameKey{fr.Slot, fr.Depth}) {
 		th.fastRes = nil
 		if !p.call.reported {

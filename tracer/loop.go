@@ -127,7 +127,29 @@ func (t *Tracer) deliver(th *thread, sig unix.Signal) {
 	if sig != 0 && t.fastHold(th, sig) {
 		return
 	}
+	if sig != 0 {
+		t.signalInRes(th)
+	}
 	resume(th.tid, sig)
+}
+
+// signalInRes notes, as th gets a signal, the resource call it
+// interrupts: its handler's calls are nested in it, wherever the
+// handler's stack lies (State.SignalInRes; the int3 engine's resEntry).
+func (t *Tracer) signalInRes(th *thread) {
+	if t.res == nil {
+		return
+	}
+	if st := th.fastView(); st != nil {
+		st.SignalInRes()
+	}
+	th.sigRes = 0
+	for i := len(th.stack) - 1; i >= 0; i-- {
+		if th.stack[i].call != nil {
+			th.sigRes = th.stack[i].slot
+			break
+		}
+	}
 }
 
 func (t *Tracer) stopped(th *thread, ws unix.WaitStatus, regs *unix.PtraceRegs, ts uint64) error {
@@ -326,9 +348,10 @@ func (t *Tracer) entry(th *thread, b *bp.Breakpoint, regs *unix.PtraceRegs, ts u
 // popDead ends, at the entry of a resource function whose return address
 // is at slot, the frames a jump rtrace could not follow left
 // (__builtin_longjmp, a context switch): those whose slot is below it on
-// the thread's stack, and the one at it unless the call is a tail call
-// (tail: the slot holds rtrace's return address), as the fast engine's
-// res_entry does (res.S, res_dead). Their calls went untraced otherwise
+// the thread's stack whose slot holds neither rtrace's return address nor
+// their own, and the one at it unless the call is a tail call (tail: the
+// slot holds rtrace's return address), as the fast engine's res_entry
+// does (res.S, res_dead). Their calls went untraced otherwise
 // (nested in a call that had ended), and a return would write into their
 // slots, live memory of other frames now. Not on another stack (a
 // signal's alternate one).
@@ -347,9 +370,17 @@ func (t *Tracer) popDead(th *thread, slot uint64, tail bool, ts uint64) {
 		return
 	}
 	for len(th.stack) > 0 {
-		top := th.stack[len(th.stack)-1].slot
-		if top > slot || top == slot && tail || top < th.stackLo {
+		top := th.stack[len(th.stack)-1]
+		if top.slot > slot || top.slot == slot && tail || top.slot < th.stackLo {
 			return
+		}
+		// Below this call's slot, a frame whose slot still holds the
+		// breakpoint or its return address is a live one a signal
+		// interrupted, whose handler runs on an alternate stack above it.
+		if top.slot < slot {
+			if v, err := ptrace.PeekWord(th.tid, top.slot); err != nil || v == top.ret || th.proc.image.isRet(v) {
+				return
+			}
 		}
 		t.exit(th, ts, nil)
 	}

@@ -41,6 +41,9 @@ type thread struct {
 	// stackLo, stackHi: the thread's stack (stackRange), once a resource
 	// call needed it (popDead); 0, 0: not known yet.
 	stackLo, stackHi uint64
+	// sigRes: the slot of the resource call a signal interrupted
+	// (signalInRes): its handler's calls are nested in it.
+	sigRes uint64
 	// unhooked: the real return addresses are back on the stack while an
 	// exception unwinds it (see hookUnwind).
 	unhooked bool

@@ -64,8 +64,8 @@ func (t *Tracer) resEntry(th *thread, fr *frame, f *fn, regs *unix.PtraceRegs, r
 			// put back; another call's when a jump left it.
 			v, err := ptrace.PeekWord(th.tid, out.slot)
 			live := err != nil || th.proc.image.isRet(v) || v == out.ret
-			if live && nestedIn(out.slot, regs.Rsp, th.proc.image.isRet(ret)) {
-				return
+			if live && (nestedIn(out.slot, regs.Rsp, th.proc.image.isRet(ret)) || out.slot < regs.Rsp && out.slot == th.sigRes) {
+				return // a handler's, on an alternate stack above it, too
 			}
 			out.call = nil // left without returning
 		}
@@ -75,9 +75,11 @@ func (t *Tracer) resEntry(th *thread, fr *frame, f *fn, regs *unix.PtraceRegs, r
 }
 
 // resAtEntry reports at its entry a release whose effect does not depend
-// on its result.
+// on its result (free, operator delete): before what it releases can be
+// another thread's, whose call of a stop handled before its return's
+// would come first.
 func (t *Tracer) resAtEntry(th *thread, c *resCall, regs *unix.PtraceRegs) {
-	if c != nil && c.f.rf.AtEntry {
+	if c != nil && (c.f.rf.AtEntry || c.f.rf.Effect == freeArg) {
 		t.resReport(th, c, regs)
 		c.reported = true
 	}
@@ -163,6 +165,16 @@ func wantBacktrace(rf *ResFunc, args [6]uint64, all bool, monitor []uint64) bool
 
 // allocates reports whether rf's calls allocate (release functions only
 // release).
+// releases reports whether a call of rf may release a resource as well
+// as allocate one (realloc, mremap, freopen, dup2).
+func (rf *ResFunc) releases() bool {
+	switch rf.Effect {
+	case freeArg, freeArgOK, shmctlRmid, reallocPtr, reallocMap, freopenFp, dupFd:
+		return true
+	}
+	return false
+}
+
 func (rf *ResFunc) allocates() bool {
 	return rf.Effect != freeArg && rf.Effect != freeArgOK && rf.Effect != shmctlRmid
 }

@@ -153,6 +153,14 @@ func (c *Clock) refine() {
 	c.next = ns + 3*(ns-c.ns0)
 }
 
+// Ticks converts a duration in nanoseconds to TSC ticks.
+func (s Scale) Ticks(ns uint64) uint64 {
+	if s.nsPerTick <= 0 {
+		return ns
+	}
+	return uint64(float64(ns) / s.nsPerTick)
+}
+
 // Nanos converts a TSC reading.
 func (s Scale) Nanos(tsc uint64) uint64 {
 	return uint64(s.ns0 + int64(float64(int64(tsc-s.tsc0))*s.nsPerTick))

@@ -41,6 +41,9 @@ const (
 	offResPay   = 0x188
 	offInResX   = 0x1c8
 	offResTSC   = 0x1d0
+	offInResW   = 0x1d8
+	offRelSince = 0x1e0
+	offSigRes   = 0x1e8
 	offWalkBuf  = 0x800
 	offFrames   = 0x1000
 	frameSize   = 32
@@ -194,10 +197,19 @@ const (
 	DescOut = 2
 	// DescBacktrace: the record carries the call's backtrace.
 	DescBacktrace = 4
-	// DescEntryTime: the record, written at the return, carries the time
-	// of the entry (a release: what it releases may be another thread's
-	// before it returns).
+	// DescEntryTime: a release recorded at its return; its record's time
+	// is its entry's (what it releases may be another thread's before it
+	// returns), and the thread's state says a release is being made
+	// (State.ReleasingSince) until the record is written.
 	DescEntryTime = 8
+	// DescBoth: a call that releases and allocates (realloc, dup2): its
+	// record carries its entry's time as a last payload word, the time
+	// of its releases; the state says so as for DescEntryTime.
+	DescBoth = 16
+	// DescReleaseFrame: a release recorded at its entry (as DescRelease)
+	// whose frame stays for the calls nested in it (operator delete's
+	// free); its return writes nothing.
+	DescReleaseFrame = 32
 )
 
 // DescSize is the size of a resource function's descriptor.

@@ -14,7 +14,9 @@
 	.set DF_REL,  1       # a release whose effect does not depend on its result (free): recorded at its entry, its return left alone
 	.set DF_OUT,  2       # the call's record carries the word an argument points at, read when the call returned 0
 	.set DF_BT,   4       # the call's record carries its backtrace
-	.set DF_ETIME, 8      # the call's record, written at its return, carries its entry's time
+	.set DF_ETIME, 8      # a release recorded at its return: its record's time is its entry's
+	.set DF_BOTH, 16      # a call that releases and allocates (realloc): its record carries its entry's time too
+	.set DF_RELF, 32      # a release recorded at its entry, as DF_REL, whose frame stays for the calls nested in it
 #
 # Ring records of resource calls (type 2 in a word's low two bits):
 #   CALL:  {time, id << 16 | stack slot << 8 | payload records << 4 | HASSTACK? | RESCALL},
@@ -35,7 +37,8 @@
 # still on the shadow stack and above this call's on the stack, or is
 # this call's for a tail call (its slot holds the exit address that
 # hijacked it, another module's code copy's maybe: operator delete
-# tail-calls free). A frame a jump left without returning is below the
+# tail-calls free), or below this call's when a signal interrupted it
+# (SIGRES) and its handler runs on an alternate stack above it. A frame a jump left without returning is below the
 # stack pointer then: the thread's calls are recorded again, and the
 # frames below this call's slot are popped (res_dead). The resource calls
 # rtrace makes at stops (string arguments) set INRES too (State.SetInRes):
@@ -67,6 +70,9 @@ res_hooked:
 	shl $5, %rdx
 	cmp FRAMES-32+8(%rdi,%rdx), %rcx
 	jne res_stale           # another frame there now
+	mov FRAMES-32+16(%rdi,%rdx), %rax
+	cmp INRESW(%rdi), %rax
+	jne res_stale           # another call's, at the same slot and depth
 	# Its slot holds the exit that hijacked it, or its return address put
 	# back; another call's return address when a jump left it (the call
 	# now there is not nested in it). Read on the thread's stack only.
@@ -82,20 +88,27 @@ res_hooked:
 1:	lea 0x40(%rsp), %rax    # this call's return address slot
 	cmp %rax, %rcx
 	ja entry_out            # nested
-	jb res_stale
+	jb 2f
 	mov INRESX(%rdi), %rdx  # the exit of the copy that hijacked it
 	cmp %rdx, (%rax)
 	je entry_out            # a tail call of the call being made
+	jmp res_stale
+2:	cmp SIGRES(%rdi), %rcx  # above it: a handler of a signal that
+	je entry_out            # interrupted it, on an alternate stack
 res_stale:
 	movq $0, INRES(%rdi)    # left without returning
 res_fresh:
 	movq $1, GUARD(%rdi)
-# Frames a jump left (their slot below this call's on the thread's stack:
-# __builtin_longjmp, a context switch rtrace does not follow) go first, as
-# exit_skipped ends them: nothing else would (with resource calls only, no
-# outer frame returns through exit), and a return must not find them
-# (REHOOK). Not from another stack (a signal's alternate one), whose
-# place tells nothing of the thread's frames.
+	movq $0, RELSINCE(%rdi) # a release being made is over (or was left)
+# Frames a jump left (__builtin_longjmp, a context switch rtrace does not
+# follow) go first, as exit_skipped ends them: nothing else would (with
+# resource calls only, no outer frame returns through exit), and a return
+# must not find them (REHOOK). Dead: the frame at this call's slot unless
+# the slot holds an exit (a tail call's caller), and those below it on the
+# thread's stack whose slot holds neither an exit nor their return address
+# (live frames of a call a signal interrupted, whose handler runs on an
+# alternate stack that lies above them, keep theirs). Not from another
+# stack, whose place tells nothing of the thread's frames.
 	lea 0x40(%rsp), %rax
 	cmp STACKLO(%rdi), %rax
 	jb res_live
@@ -116,10 +129,19 @@ res_dead:
 	xor 0x40(%rsp), %rax    # exit, any code copy's: walk_real), else dead
 	test $0xfff, %eax
 	jz res_live
+	jmp 3f
 2:	mov STACKLO(%rdi), %rax
 	cmp %rax, 8(%rcx)
 	jb res_live             # on another stack
-	testq $FLAGRES, 24(%rcx)
+	mov 8(%rcx), %rax
+	mov (%rax), %rax        # what its slot holds
+	cmp 0(%rcx), %rax
+	je res_live             # its return address
+	lea exit(%rip), %rdx
+	xor %rdx, %rax
+	test $0xfff, %eax
+	jz res_live             # an exit
+3:	testq $FLAGRES, 24(%rcx)
 	jnz 1f                  # a resource call's: no record
 	push %rsi
 	CALLCLEAR room
@@ -139,6 +161,10 @@ res_dead:
 res_live:
 	testb $DF_REL, D_FLAGS(%rsi)
 	jnz res_release
+	testb $DF_RELF, D_FLAGS(%rsi)
+	jz res_push
+	CALLCLEAR res_record
+res_push:
 	mov DEPTH(%rdi), %rcx
 	cmp $MAXSTACK, %rcx
 	jae entry_unguard
@@ -162,31 +188,40 @@ res_live:
 	lea 0x40(%rsp), %rax
 	mov %rax, 8(%rdx)       # its slot
 	mov %rax, INRES(%rdi)
+	movq $0, SIGRES(%rdi)
 	mov D_FN(%rsi), %rax
 	shl $16, %rax
 	mov %rcx, %r8
 	shl $2, %r8
 	or %r8, %rax
 	mov %rax, 16(%rdx)      # the function and depth, as entry's frames
+	mov %rax, INRESW(%rdi)
 	movq $FLAGRES, 24(%rdx)
 	inc %rcx
 	mov %rcx, DEPTH(%rdi)
 	mov %rcx, INRESD(%rdi)
-	testb $DF_ETIME, D_FLAGS(%rsi)
+	testb $(DF_ETIME | DF_BOTH), D_FLAGS(%rsi)
 	jz 1f
-	rdtsc
-	shl $32, %rdx
-	or %rdx, %rax
+	rdtsc                   # a release being made, since: the drain holds
+	shl $32, %rdx           # back the calls made after until its record
+	or %rdx, %rax           # is written (tracer/fast_res.go, relHold)
 	mov %rax, RESTSC(%rdi)
+	mov %rax, RELSINCE(%rdi)
 1:	lea exit(%rip), %rax
 	mov %rax, 0x40(%rsp)    # the return goes to exit
 	mov %rax, INRESX(%rdi)
 	jmp entry_unguard
-# A release: its CALL record now, the pointer its payload (none for
-# free(NULL)).
+# A release: its CALL record now (res_record), its return left alone.
 res_release:
-	cmpq $0, 0x10(%rsp)
-	je entry_unguard
+	CALLCLEAR res_record
+	jmp entry_unguard
+# res_record writes the CALL record of the release res_entry's frame (0x48
+# from here) holds, the pointer its payload; none for free(NULL).
+# Preserves rsi (the descriptor).
+res_record:
+	cmpq $0, 0x18(%rsp)
+	je 2f
+	push %rsi
 	movq $2, ROOMNEED(%rdi)
 	CALLCLEAR roomn
 	mov HEAD(%rdi), %rax
@@ -202,12 +237,14 @@ res_release:
 	shl $16, %rsi
 	or $(1 << 4 | RESCALL), %rsi
 	CALLCLEAR emit
-	mov 0x10(%rsp), %r8
+	mov 0x20(%rsp), %r8
 	xor %esi, %esi
 	CALLCLEAR emit
-	jmp entry_unguard
+	pop %rsi
+2:	ret
 1:	incq RESLOST(%rdi)      # no room (a stalled ring)
-	jmp entry_unguard
+	pop %rsi
+	ret
 res_miss:
 	int3                    # rtrace registers the thread (key in %rcx)
 	jmp res_miss_retry
@@ -234,6 +271,8 @@ exit_res:
 	.set XF, 0x40           # exit's frame, past the pushes
 	mov %r8, %r14           # the time: the return's
 	mov RESDESC(%rdi), %r13
+	testb $DF_RELF, D_FLAGS(%r13)
+	jnz res_done            # recorded at its entry
 	testb $DF_ETIME, D_FLAGS(%r13)
 	jz 1f
 	mov RESTSC(%rdi), %r14  # or the entry's
@@ -260,7 +299,12 @@ exit_res:
 	mov (%rsi), %rsi
 4:	mov %rsi, RESPAY(%rdi,%rax,8)
 	inc %rax
-3:	mov %rax, %r15          # payload words
+3:	testb $DF_BOTH, D_FLAGS(%r13)
+	jz 5f
+	mov RESTSC(%rdi), %rdx  # the entry's time: its releases'
+	mov %rdx, RESPAY(%rdi,%rax,8)
+	inc %rax
+5:	mov %rax, %r15          # payload words
 	xor %ebx, %ebx          # frames
 	testb $DF_BT, D_FLAGS(%r13)
 	jz 5f
@@ -381,6 +425,7 @@ exit_res:
 res_lost:
 	incq RESLOST(%rdi)      # no room (a stalled ring): the slot keeps its stack
 res_done:
+	movq $0, RELSINCE(%rdi) # its record is written
 	pop %r15
 	pop %r14
 	pop %r13

@@ -173,7 +173,7 @@ func (s *State) Shared() bool { return s.load(offShared) != 0 }
 // resource call, empty caches.
 func (s *State) Reset() {
 	for _, off := range []int{offGuard, offDepth, offUnhook, offShared, offWatch, offLastCPU, offReal, offHead, offTail, offLost, offStall, offHeld, offWaiting,
-		offInRes, offInResD, offStackLo, offStackHi, offUnwind, offBTDepth, offPCGen, offResDesc, offResLost, offWalkN} {
+		offInRes, offInResD, offStackLo, offStackHi, offUnwind, offBTDepth, offPCGen, offResDesc, offResLost, offWalkN, offInResW, offRelSince, offSigRes} {
 		s.store(off, 0)
 	}
 	for i := range 256 {
@@ -336,13 +336,17 @@ func (s *State) Pending() bool {
 // descriptor, arguments and entry time (RESDESC, RESARG, RESTSC).
 type PendingRes struct {
 	Slot, Depth, Exit, Desc, TSC uint64
+	Word                         uint64 // its frame's (Word): function and depth
+	RelSince                     uint64 // ReleasingSince
+	SigRes                       uint64 // SignalInRes
 	Args                         [6]uint64
 }
 
 // PendingRes returns the resource call being made. The thread must be
 // stopped.
 func (s *State) PendingRes() PendingRes {
-	p := PendingRes{Slot: s.load(offInRes), Depth: s.load(offInResD), Exit: s.load(offInResX), Desc: s.load(offResDesc), TSC: s.load(offResTSC)}
+	p := PendingRes{Slot: s.load(offInRes), Depth: s.load(offInResD), Exit: s.load(offInResX), Desc: s.load(offResDesc), TSC: s.load(offResTSC),
+		Word: s.load(offInResW), RelSince: s.load(offRelSince), SigRes: s.load(offSigRes)}
 	for i := range p.Args {
 		p.Args[i] = s.load(offResArg + 8*i)
 	}
@@ -359,6 +363,9 @@ func (s *State) SetPendingRes(p PendingRes) {
 	s.store(offInResX, p.Exit)
 	s.store(offResDesc, p.Desc)
 	s.store(offResTSC, p.TSC)
+	s.store(offInResW, p.Word)
+	s.store(offRelSince, p.RelSince)
+	s.store(offSigRes, p.SigRes)
 	for i, a := range p.Args {
 		s.store(offResArg+8*i, a)
 	}
@@ -369,20 +376,22 @@ func (s *State) SetPendingRes(p PendingRes) {
 // made: that call's frame is still on the shadow stack, its slot (read
 // with peek, on the thread's stack) holds the exit that hijacked it or its
 // return address, and it is above slot on the stack, or at slot for a
-// tail call (word is the exit). A call being made that a jump left is
+// tail call (word is the exit), or below it when a signal interrupted it
+// (SignalInRes). A call being made that a jump left is
 // forgotten. The thread must be stopped.
 func (s *State) NestedRes(slot, word uint64, peek func(uint64) (uint64, error)) bool {
 	p := s.PendingRes()
 	if p.Slot == 0 {
 		return false
 	}
-	if p.Depth >= 1 && p.Depth <= uint64(s.Depth()) && s.Frame(int(p.Depth)-1).Slot == p.Slot {
+	off := offFrames + (int(p.Depth)-1)*frameSize
+	if p.Depth >= 1 && p.Depth <= uint64(s.Depth()) && s.load(off+8) == p.Slot && s.load(off+16) == p.Word {
 		live := true
 		if lo, hi := s.Stack(); p.Slot >= lo && p.Slot < hi {
 			v, err := peek(p.Slot)
 			live = err != nil || v == p.Exit || v == s.Frame(int(p.Depth)-1).Ret
 		}
-		if live && (p.Slot > slot || p.Slot == slot && word == p.Exit) {
+		if live && (p.Slot > slot || p.Slot == slot && word == p.Exit || p.Slot < slot && p.Slot == p.SigRes) {
 			return true
 		}
 	}
@@ -395,7 +404,30 @@ func (s *State) NestedRes(slot, word uint64, peek func(uint64) (uint64, error)) 
 // rtrace records at stops), its descriptor and arguments left as they
 // are. The thread must be stopped.
 func (s *State) SetMakingRes(slot, depth, exit uint64) {
+	s.store(offSigRes, 0)
 	s.store(offInRes, slot)
 	s.store(offInResD, depth)
 	s.store(offInResX, exit)
+	s.store(offInResW, s.load(offFrames+(int(depth)-1)*frameSize+16))
 }
+
+// DoneRes forgets the resource call being made if its frame is the one at
+// depth-1 with its return address at slot (it returned).
+func (s *State) DoneRes(slot, depth uint64) {
+	if s.load(offInRes) == slot && s.load(offInResD) == depth {
+		s.store(offInRes, 0)
+	}
+}
+
+// SignalInRes notes, as rtrace delivers a signal to the thread, the
+// resource call it interrupts, if any: its handler's calls are nested in
+// that call even on an alternate stack that lies above its frame on the
+// thread's stack (res_entry). The thread must be stopped.
+func (s *State) SignalInRes() {
+	s.store(offSigRes, s.load(offInRes))
+}
+
+// ReleasingSince is the TSC since which the thread is making a release
+// whose record is not written yet (DescEntryTime, DescBoth), 0 for none:
+// another thread's call made since may depend on what it released.
+func (s *State) ReleasingSince() uint64 { return s.load(offRelSince) }

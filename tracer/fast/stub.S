@@ -39,7 +39,10 @@
 	.set WALKEX,  0x180
 	.set RESPAY,  0x188   # a resource call's record payload: 8 words
 	.set INRESX,  0x1c8   # the exit address that hijacked INRES's slot (this code copy's)
-	.set RESTSC,  0x1d0   # the TSC at its entry (DF_ETIME)
+	.set RESTSC,  0x1d0   # the TSC at its entry (DF_ETIME, DF_BOTH)
+	.set INRESW,  0x1d8   # its frame's word (function and depth): another call at its slot and depth is not it
+	.set RELSINCE, 0x1e0  # nonzero: a release is being made since this TSC, its record not written yet
+	.set SIGRES,  0x1e8   # the INRES a signal interrupted (rtrace sets it as it delivers one)
 	.set WALKBUF, 0x800   # the frames of a walk (WALKMAX)
 	.set WALKMAX, 256
 	.set SPIN,    0x100   # pauses before a wait for room sleeps
