@@ -44,13 +44,12 @@ type drainer struct {
 	// the calls of a batch, and the losses seen.
 	res         ResSink
 	resStubs    []resStub
-	decoders    map[*fast.State]*fast.ResDecoder
+	decoders    map[*fast.State]*ringRes
 	seenResLost map[*fast.State]uint64
 	resLost     uint64
 	walks       uint64     // calls whose record carried a backtrace
 	call        trace.Call // the call resCalls hands the sink, reused
 	resEvs      []resEvent
-	frames      frameTable
 	order       resOrder    // the calls decoded and the tracer's events, until their turn
 	resRings    atomic.Bool // resource calls are recorded in the rings
 	resClosed   bool        // the sink said its stream closed (ErrStreamClosed)
@@ -433,7 +432,8 @@ func (d *drainer) drainBatchLocked(st *fast.State, tid int) bool {
 	sc := d.clock.Scale()
 	last := d.last[tid]
 	d.recs = d.recs[:0]
-	dec := d.decoder(st)
+	rr := d.ring(st)
+	dec := &rr.dec
 	drained := false
 	d.resLostLocked(tid, st)
 	lost := st.Drain(drainBatch, func(part []fast.Rec) {
@@ -450,10 +450,10 @@ func (d *drainer) drainBatchLocked(st *fast.State, tid int) bool {
 				// A resource call's records, none of them a function's:
 				// handed on here, while the part is the thread's.
 				if c, n, ok := dec.Group(part, i); ok {
-					d.resCall(st, tid, c, direct, sc)
+					d.resCall(st, rr, tid, c, direct, sc)
 					i += n - 1
 				} else if c, whole, _ := dec.Feed(r); whole {
-					d.resCall(st, tid, c, direct, sc)
+					d.resCall(st, rr, tid, c, direct, sc)
 				}
 				continue
 			}

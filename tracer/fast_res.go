@@ -123,17 +123,45 @@ func (d *drainer) addResStub(s resStub) uint32 {
 	return uint32(len(d.resStubs) - 1)
 }
 
-// decoder returns st's resource record decoder.
-func (d *drainer) decoder(st *fast.State) *fast.ResDecoder {
-	dec := d.decoders[st]
-	if dec == nil {
-		if d.decoders == nil {
-			d.decoders = map[*fast.State]*fast.ResDecoder{}
-		}
-		dec = &fast.ResDecoder{}
-		d.decoders[st] = dec
+// ringRes is what the drain keeps of a ring's resource records: its
+// decoder, and each stack cache slot's stack as frames, made once per
+// stack the decoder holds (a new slice for each STACK record).
+type ringRes struct {
+	dec    fast.ResDecoder
+	frames [256]struct {
+		key *uint64
+		f   []trace.Frame
 	}
-	return dec
+}
+
+// framesOf returns the frames of rc's stack (nil: none).
+func (r *ringRes) framesOf(rc fast.ResCall) []trace.Frame {
+	if len(rc.Stack) == 0 {
+		return nil
+	}
+	e := &r.frames[rc.Slot]
+	if e.key == &rc.Stack[0] && len(e.f) == len(rc.Stack) {
+		return e.f
+	}
+	f := make([]trace.Frame, len(rc.Stack))
+	for i, pc := range rc.Stack {
+		f[i].Addr = pc
+	}
+	e.key, e.f = &rc.Stack[0], f
+	return f
+}
+
+// ring returns st's resource record state.
+func (d *drainer) ring(st *fast.State) *ringRes {
+	r := d.decoders[st]
+	if r == nil {
+		if d.decoders == nil {
+			d.decoders = map[*fast.State]*ringRes{}
+		}
+		r = &ringRes{}
+		d.decoders[st] = r
+	}
+	return r
 }
 
 // resDirectLocked reports whether the calls just read from st's ring may
@@ -216,24 +244,25 @@ func (d *drainer) resLostLocked(tid int, st *fast.State) {
 }
 
 // resCall hands the resource sink, at once (direct: resDirectLocked) or
-// once its turn comes, a call tid's ring st held.
-func (d *drainer) resCall(st *fast.State, tid int, rc fast.ResCall, direct bool, sc fast.Scale) {
+// once its turn comes, a call tid's ring st (its state r) held.
+func (d *drainer) resCall(st *fast.State, r *ringRes, tid int, rc fast.ResCall, direct bool, sc fast.Scale) {
 	if d.res == nil {
 		return
 	}
 	if rc.Stack != nil {
 		d.walks++
 	}
+	frames := r.framesOf(rc)
 	if direct {
-		d.resCalls(tid, rc, sc, resAll)
+		d.resCalls(tid, rc, frames, sc, resAll)
 		return
 	}
 	if int(rc.ID) < len(d.resStubs) && d.resStubs[rc.ID].both && len(rc.Words) > 0 {
-		d.order.push(st, tid, rc, rc.Words[len(rc.Words)-1], resReleases)
-		d.order.push(st, tid, rc, rc.TSC, resAllocs)
+		d.order.push(st, tid, rc, frames, rc.Words[len(rc.Words)-1], resReleases)
+		d.order.push(st, tid, rc, frames, rc.TSC, resAllocs)
 		return
 	}
-	d.order.push(st, tid, rc, rc.TSC, resAll)
+	d.order.push(st, tid, rc, frames, rc.TSC, resAll)
 }
 
 // resMargin lowers the watermark by the TSC readings of different CPUs'
@@ -269,7 +298,7 @@ func (d *drainer) flushResLocked(wm uint64) {
 		case p.lost > 0:
 			d.resErr(d.res.Lost(p.tid, p.lost))
 		default:
-			d.resCalls(p.tid, fast.ResCall{TSC: p.callTSC, ID: p.id, Words: p.words[:p.n], Stack: p.stack}, sc, p.part)
+			d.resCalls(p.tid, fast.ResCall{TSC: p.callTSC, ID: p.id, Words: p.words[:p.n]}, p.frames, sc, p.part)
 		}
 	})
 	for st, q := range d.order.queues {
@@ -305,7 +334,7 @@ func (d *drainer) resErr(err error) {
 // at its time of day, with its backtrace where one goes. The sink gets
 // one Call value, reused (ResSink.Call keeps nothing), and the frames of
 // a backtrace the stack table already holds.
-func (d *drainer) resCalls(tid int, rc fast.ResCall, sc fast.Scale, part resPart) {
+func (d *drainer) resCalls(tid int, rc fast.ResCall, stack []trace.Frame, sc fast.Scale, part resPart) {
 	if int(rc.ID) >= len(d.resStubs) {
 		return // not a record the stubs wrote
 	}
@@ -336,8 +365,8 @@ func (d *drainer) resCalls(tid int, rc fast.ResCall, sc fast.Scale, part resPart
 		c.Args = nil
 	}
 	var frames []trace.Frame
-	if len(rc.Stack) > 0 && wantBacktrace(rf, args, d.btAll, d.monitor) {
-		frames = d.frames.of(rc.Stack)
+	if wantBacktrace(rf, args, d.btAll, d.monitor) {
+		frames = stack
 	}
 	d.resEvs = resEffects(d.resEvs[:0], rf, args, ret, func(uint64) (uint64, error) { return out, nil })
 	for _, e := range d.resEvs {
@@ -367,29 +396,6 @@ const (
 	resReleases
 	resAllocs
 )
-
-// frameTable converts the backtraces the decoders hand (the same slice
-// for each call of a stack their cache holds) into frames once each.
-type frameTable struct {
-	last  []uint64
-	known map[*uint64][]trace.Frame
-}
-
-func (t *frameTable) of(pcs []uint64) []trace.Frame {
-	key := &pcs[0]
-	if f, ok := t.known[key]; ok && len(f) == len(pcs) {
-		return f
-	}
-	if t.known == nil || len(t.known) >= 1<<16 {
-		t.known = map[*uint64][]trace.Frame{} // bounded: a new stack's slice each time
-	}
-	f := make([]trace.Frame, len(pcs))
-	for i, pc := range pcs {
-		f[i].Addr = pc
-	}
-	t.known[key] = f
-	return f
-}
 
 // timeOfDay is the local time of day at CLOCK_MONOTONIC mono, as
 // sp-rtrace's call timestamps are.

@@ -3,6 +3,7 @@ package tracer
 import (
 	"container/heap"
 
+	"rtrace/internal/trace"
 	"rtrace/tracer/fast"
 )
 
@@ -33,7 +34,7 @@ type resPend struct {
 	part    resPart
 	n       uint8 // payload words
 	words   [resPayloadMax]uint64
-	stack   []uint64 // the decoder's (a slot's slice is never written again)
+	frames  []trace.Frame // its backtrace (ringRes.framesOf: never written again)
 	lost    uint64
 	ev      func(ResSink) error // an event of the tracer's instead
 }
@@ -55,7 +56,7 @@ func (q *resQueue) empty() bool { return q.head == len(q.items) }
 // pop drops the head; an emptied queue starts again at the beginning of
 // its slice.
 func (q *resQueue) pop() {
-	q.items[q.head].stack, q.items[q.head].ev = nil, nil
+	q.items[q.head].frames, q.items[q.head].ev = nil, nil
 	if q.head++; q.head == len(q.items) {
 		q.items, q.head = q.items[:0], 0
 		if cap(q.items) > 1<<13 {
@@ -90,11 +91,12 @@ func (o *resOrder) queue(st *fast.State) *resQueue {
 	return q
 }
 
-// push queues part of call c of tid's ring st, at TSC tsc.
-func (o *resOrder) push(st *fast.State, tid int, c fast.ResCall, tsc uint64, part resPart) {
+// push queues part of call c of tid's ring st, its backtrace frames, at
+// TSC tsc.
+func (o *resOrder) push(st *fast.State, tid int, c fast.ResCall, frames []trace.Frame, tsc uint64, part resPart) {
 	q := o.queue(st)
 	o.n++
-	q.items = append(q.items, resPend{tsc: tsc, callTSC: c.TSC, tid: tid, id: c.ID, part: part, stack: c.Stack})
+	q.items = append(q.items, resPend{tsc: tsc, callTSC: c.TSC, tid: tid, id: c.ID, part: part, frames: frames})
 	p := &q.items[len(q.items)-1]
 	p.n = uint8(copy(p.words[:], c.Words))
 	q.last, q.owner = max(q.last, c.TSC), tid

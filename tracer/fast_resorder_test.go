@@ -26,10 +26,10 @@ func TestResOrderMerges(t *testing.T) {
 		}
 	}
 	call := func(tsc, w uint64) fast.ResCall { return fast.ResCall{TSC: tsc, Words: []uint64{w}} }
-	o.push(a, 1, call(10, 100), 10, resAll)
-	o.push(a, 1, call(30, 101), 30, resAll)
-	o.push(b, 2, call(20, 200), 20, resAll)
-	o.push(b, 2, call(40, 201), 40, resAll)
+	o.push(a, 1, call(10, 100), nil, 10, resAll)
+	o.push(a, 1, call(30, 101), nil, 30, resAll)
+	o.push(b, 2, call(20, 200), nil, 20, resAll)
+	o.push(b, 2, call(40, 201), nil, 40, resAll)
 	o.pushLost(b, 2, 3)
 	o.pushEvent(25, func(ResSink) error { out = append(out, "event@25"); return nil })
 	if o.last(a) != 30 || o.last(b) != 40 || o.last(&fast.State{}) != 0 {
@@ -41,7 +41,7 @@ func TestResOrderMerges(t *testing.T) {
 		t.Fatalf("below 35: %v, want %v", out, want)
 	}
 	out = nil
-	o.push(a, 1, call(50, 102), 50, resAll)
+	o.push(a, 1, call(50, 102), nil, 50, resAll)
 	o.flush(1000, emit)
 	want = []string{"2:201@40", "lost3@40", "1:102@50"}
 	if !slices.Equal(out, want) {
@@ -69,7 +69,7 @@ func TestResOrderOneQueue(t *testing.T) {
 	const rounds = 1000
 	for round := range rounds {
 		for i := range 100 {
-			o.push(st, 1, fast.ResCall{TSC: uint64(round*1000 + i)}, uint64(round*1000+i), resAll)
+			o.push(st, 1, fast.ResCall{TSC: uint64(round*1000 + i)}, nil, uint64(round*1000+i), resAll)
 		}
 		o.flush(uint64(round*1000+50), emit)
 	}

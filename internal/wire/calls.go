@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"time"
+	"unsafe"
 
 	"rtrace/internal/trace"
 )
@@ -36,7 +37,7 @@ type calls struct {
 	// a stack again: the drain's table, the Reader's).
 	recent  [4]recentFn
 	nextFn  int
-	byArray map[*trace.Frame]stackRef
+	byArray *[arrayCache]stackRef
 
 	batch []byte // the CALZ payload being built
 	tid   int
@@ -56,8 +57,20 @@ type recentFn struct {
 }
 
 type stackRef struct {
+	at *trace.Frame
 	n  int
 	id uint32
+}
+
+// arrayCache is the number of entries of the byArray shortcut: a
+// direct-mapped cache by the array's address (a map's lookup cost a
+// tenth of the drain's time on Lua's allocations, and it grew and was
+// cleared without end).
+const arrayCache = 1 << 12
+
+// arraySlot is the byArray entry of the array at f.
+func arraySlot(f *trace.Frame) int {
+	return int(uintptr(unsafe.Pointer(f))>>5) & (arrayCache - 1)
 }
 
 // call adds c to the batch, naming its function and backtrace first when
@@ -96,9 +109,11 @@ func (w *Writer) call(c *trace.Call) error {
 	}
 	var stack uint32
 	if len(c.Frames) > 0 {
-		if r, ok := z.byArray[&c.Frames[0]]; ok && r.n == len(c.Frames) {
-			stack = r.id
-			goto named
+		if z.byArray != nil {
+			if r := &z.byArray[arraySlot(&c.Frames[0])]; r.at == &c.Frames[0] && r.n == len(c.Frames) {
+				stack = r.id
+				goto named
+			}
 		}
 		z.key = z.key[:0]
 		for _, f := range c.Frames {
@@ -115,10 +130,10 @@ func (w *Writer) call(c *trace.Call) error {
 				return err
 			}
 		}
-		if z.byArray == nil || len(z.byArray) >= 1<<16 {
-			z.byArray = map[*trace.Frame]stackRef{}
+		if z.byArray == nil {
+			z.byArray = new([arrayCache]stackRef)
 		}
-		z.byArray[&c.Frames[0]] = stackRef{len(c.Frames), stack}
+		z.byArray[arraySlot(&c.Frames[0])] = stackRef{&c.Frames[0], len(c.Frames), stack}
 	}
 named:
 	if z.n > 0 && (z.tid != c.Tid || z.n >= czMax) {

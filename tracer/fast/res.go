@@ -20,6 +20,7 @@ func IsRes(word uint64) bool { return word&3 == resType }
 type ResCall struct {
 	TSC   uint64
 	ID    uint32
+	Slot  uint8 // the stack cache's slot Stack is in
 	Words []uint64
 	Stack []uint64
 }
@@ -60,7 +61,8 @@ func (d *ResDecoder) Group(part []Rec, i int) (c ResCall, n int, ok bool) {
 		c.Words = unsafe.Slice((*uint64)(unsafe.Pointer(&part[i+1])), 2*k)
 	}
 	if h.Word&resHasStack != 0 {
-		c.Stack = d.slots[int(h.Word>>8)&0xff]
+		c.Slot = uint8(h.Word >> 8)
+		c.Stack = d.slots[c.Slot]
 	}
 	return c, 1 + k, true
 }
@@ -96,6 +98,7 @@ func (d *ResDecoder) Feed(r Rec) (c ResCall, whole, bad bool) {
 	}
 	c = ResCall{TSC: d.hdr.TSC, ID: uint32(d.hdr.Word >> 16), Words: d.words}
 	if d.hdr.Word&resHasStack != 0 {
+		c.Slot = uint8(slot)
 		c.Stack = d.slots[slot]
 	}
 	return c, true, false
