@@ -322,6 +322,9 @@ func (d *drainer) isRetiring(st *fast.State) bool {
 // once by the sink, and the calls go nowhere until a toggle: the tracer
 // learns it at its next call (lockedResSink.Call).
 func (d *drainer) resErr(err error) {
+	if err == nil {
+		return
+	}
 	if errors.Is(err, ErrStreamClosed) {
 		d.resClosed = true
 		return
@@ -357,7 +360,7 @@ func (d *drainer) resCalls(tid int, rc fast.ResCall, stack []trace.Frame, sc fas
 		}
 	}
 	c := &d.call
-	*c = trace.Call{Tid: tid, Res: s.res.res, Name: rf.Display(), Args: c.Args[:0]}
+	c.Index, c.Context, c.Tid, c.Res, c.Name, c.Args = 0, 0, tid, s.res.res, rf.Display(), c.Args[:0]
 	for _, a := range rf.Args {
 		c.Args = append(c.Args, trace.Arg{Name: a.Name, Value: argValue(a, args[a.Arg])})
 	}

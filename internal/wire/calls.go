@@ -84,7 +84,10 @@ func (w *Writer) call(c *trace.Call) error {
 	var fn uint32
 	ok := false
 	for i := range z.recent {
-		if r := &z.recent[i]; r.ok && r.key.res == fk.res && r.key.name == fk.name {
+		// The same name is mostly the same string (the caller's table's):
+		// its bytes compared only when not.
+		if r := &z.recent[i]; r.ok && r.key.res == fk.res && len(r.key.name) == len(fk.name) &&
+			(unsafe.StringData(r.key.name) == unsafe.StringData(fk.name) || r.key.name == fk.name) {
 			fn, ok = r.id, true
 			break
 		}

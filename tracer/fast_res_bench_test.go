@@ -1,0 +1,98 @@
+package tracer
+
+import (
+	"io"
+	"testing"
+
+	"rtrace/internal/trace"
+	"rtrace/internal/wire"
+	"rtrace/tracer/fast"
+)
+
+// wireResSink encodes the calls it gets as the pre-processor's writer
+// does (wire 3.2), into w.
+type wireResSink struct {
+	discardSink
+	w *wire.Writer
+}
+
+func (s *wireResSink) Call(c *trace.Call) error { return s.w.Write(c) }
+func (s *wireResSink) Lost(int, uint64) error   { return nil }
+
+// BenchmarkDrainResCalls measures the drain's side of a resource call
+// recorded in the process: decoding a malloc's and a free's records from
+// a ring (a 10-frame stack, 64 stacks in turn, as the stubs write them),
+// making the calls and encoding them into a wire stream. ns/op is per
+// call; the target's side (the stub, the walk) is not in it.
+func BenchmarkDrainResCalls(b *testing.B) {
+	clock, err := fast.NewClock()
+	if err != nil {
+		b.Skip(err)
+	}
+	st := fast.NewState(make([]byte, fast.StateSize), 0)
+	d := newDrainer(discardSink{}, clock, func(uint64) {})
+	w := wire.NewWriter(io.Discard)
+	if err := w.Write(&trace.Header{Version: wire.Version, Arch: "x86_64", Pid: 1}); err != nil {
+		b.Fatal(err)
+	}
+	d.res = &wireResSink{w: w}
+	mod := resModules[0]
+	var malloc, free *ResFunc
+	for i := range mod.Funcs {
+		switch mod.Funcs[i].Sym {
+		case "malloc":
+			malloc = &mod.Funcs[i]
+		case "free":
+			free = &mod.Funcs[i]
+		}
+	}
+	mid := d.addResStub(resStub{res: &resFn{rf: malloc, res: 1}, nargs: resArgs(malloc)})
+	fid := d.addResStub(resStub{res: &resFn{rf: free, res: 1}, nargs: resArgs(free), release: true})
+	d.owner[st] = 1
+	stacks := make([][]uint64, 64)
+	for i := range stacks {
+		for f := range 10 {
+			stacks[i] = append(stacks[i], 0x555555554000+uint64(i*64+f*8))
+		}
+	}
+	// One round: 64 mallocs with their stacks (the first time a STACK
+	// each), 64 frees, as one thread writes them.
+	var tsc uint64 = 1000
+	round := func(first bool) []fast.Rec {
+		var recs []fast.Rec
+		for i, s := range stacks {
+			tsc += 100
+			recs = append(recs, fast.ResWords(tsc, mid, []uint64{uint64(16 + i), 0x5555deadb000 + uint64(i)*64}, s, i, first)...)
+		}
+		for i := range stacks {
+			tsc += 100
+			recs = append(recs, fast.ResWords(tsc, fid, []uint64{0x5555deadb000 + uint64(i)*64}, nil, 0, false)...)
+		}
+		return recs
+	}
+	first, again := round(true), round(false)
+	for _, r := range first {
+		st.Emit(r)
+	}
+	d.mu.Lock()
+	for d.drainBatchLocked(st, 1) {
+	}
+	d.mu.Unlock()
+	b.ResetTimer()
+	calls := 0
+	for calls < b.N {
+		for _, r := range again {
+			st.Emit(r)
+		}
+		d.mu.Lock()
+		for d.drainBatchLocked(st, 1) {
+		}
+		d.mu.Unlock()
+		calls += 2 * len(stacks)
+	}
+	b.StopTimer()
+	if d.err != nil {
+		b.Fatal(d.err)
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(calls), "ns/call")
+}
