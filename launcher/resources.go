@@ -93,6 +93,7 @@ func (s *resStream) open(pid int) error {
 // itemWriter is where a window's items go (wire.Writer, preproc.Splitter).
 type itemWriter interface {
 	Write(trace.Item) error
+	Calls([]trace.Call) error // calls of one thread
 	Flush() error
 }
 
@@ -204,6 +205,22 @@ func (s *resStream) Call(c *trace.Call) error {
 	}
 	s.calls++
 	if err := s.w.Write(c); err != nil {
+		s.fail(err)
+	}
+	return nil
+}
+
+// Calls writes cs, calls of one thread (the drain's), as Call writes each.
+func (s *resStream) Calls(cs []trace.Call) error {
+	if s.broken {
+		s.broken = false
+		return tracer.ErrStreamClosed
+	}
+	if s.w == nil {
+		return nil
+	}
+	s.calls += uint64(len(cs))
+	if err := s.w.Calls(cs); err != nil {
 		s.fail(err)
 	}
 	return nil

@@ -103,6 +103,19 @@ func (sp *Splitter) Write(it trace.Item) error {
 	return sp.d.item(it)
 }
 
+// Calls writes cs, calls of one thread in order, to its process's file,
+// as Write writes each.
+func (sp *Splitter) Calls(cs []trace.Call) error {
+	if len(cs) == 0 {
+		return nil
+	}
+	if sp.d == nil {
+		return fmt.Errorf("preproc: calls before the header")
+	}
+	sp.d.called = true
+	return sp.d.of(cs[0].Tid).w.Calls(cs)
+}
+
 // Flush does nothing: each file is written as its items come.
 func (sp *Splitter) Flush() error { return nil }
 

@@ -47,16 +47,22 @@ type drainer struct {
 	decoders    map[*fast.State]*ringRes
 	seenResLost map[*fast.State]uint64
 	resLost     uint64
-	walks       uint64     // calls whose record carried a backtrace
-	call        trace.Call // the call resCalls hands the sink, reused
-	resEvs      []resEvent
-	order       resOrder    // the calls decoded and the tracer's events, until their turn
-	resRings    atomic.Bool // resource calls are recorded in the rings
-	resClosed   bool        // the sink said its stream closed (ErrStreamClosed)
-	dayStart    int64       // local midnight in wall-clock ns, for timeOfDay
-	btAll       bool        // --backtrace-all
-	monitor     []uint64    // --monitor
-	wallOff     int64       // wall-clock ns less CLOCK_MONOTONIC ns
+	walks       uint64       // calls whose record carried a backtrace
+	call        trace.Call   // the call resCalls hands the sink, reused
+	rc          fast.ResCall // the call a ring's records make, reused
+	// batch: the calls of a ring read, for a sink that takes them so
+	// (bsink, set while they are read), handed on at the read's end.
+	bsink     ResBatchSink
+	batch     []trace.Call
+	nbatch    int
+	resEvs    []resEvent
+	order     resOrder    // the calls decoded and the tracer's events, until their turn
+	resRings  atomic.Bool // resource calls are recorded in the rings
+	resClosed bool        // the sink said its stream closed (ErrStreamClosed)
+	dayStart  int64       // local midnight in wall-clock ns, for timeOfDay
+	btAll     bool        // --backtrace-all
+	monitor   []uint64    // --monitor
+	wallOff   int64       // wall-clock ns less CLOCK_MONOTONIC ns
 }
 
 // retiree is the state of a thread that exited: its ring to drain, then
@@ -441,6 +447,9 @@ func (d *drainer) drainBatchLocked(st *fast.State, tid int) bool {
 		// Decided once the part is read: what its calls depend on was
 		// written before them, so before this (resDirectLocked).
 		direct := d.resDirectLocked(st)
+		if direct {
+			d.bsink, _ = d.res.(ResBatchSink)
+		}
 		at := len(d.recs)
 		d.recs = slices.Grow(d.recs, len(part)+1)[:at+len(part)]
 		out, t, j := d.recs[at:], last, 0
@@ -449,11 +458,11 @@ func (d *drainer) drainBatchLocked(st *fast.State, tid int) bool {
 			if dec.Pending() || fast.IsRes(r.Word) {
 				// A resource call's records, none of them a function's:
 				// handed on here, while the part is the thread's.
-				if c, n, ok := dec.Group(part, i); ok {
-					d.resCall(st, rr, tid, c, direct, sc)
+				if n, ok := dec.Group(part, i, &d.rc); ok {
+					d.resCall(st, rr, tid, &d.rc, direct, sc)
 					i += n - 1
 				} else if c, whole, _ := dec.Feed(r); whole {
-					d.resCall(st, rr, tid, c, direct, sc)
+					d.resCall(st, rr, tid, &c, direct, sc)
 				}
 				continue
 			}
@@ -468,6 +477,7 @@ func (d *drainer) drainBatchLocked(st *fast.State, tid int) bool {
 		}
 		d.recs = d.recs[:at+j]
 		last = t
+		d.flushBatchLocked()
 	})
 	n := len(d.recs)
 	if lost > 0 {

@@ -21,10 +21,11 @@ import (
 // drainer.resStubs.
 type resStub struct {
 	res     *resFn
-	nargs   int  // the arguments its records carry
-	release bool // recorded at its entry: no result
-	out     bool // its records carry the word its Out argument points at
-	both    bool // releases and allocates: its records carry the entry's time last
+	nargs   int    // the arguments its records carry
+	release bool   // recorded at its entry: no result
+	out     bool   // its records carry the word its Out argument points at
+	both    bool   // releases and allocates: its records carry the entry's time last
+	name    string // its calls' name (ResFunc.Display)
 }
 
 // resUnwindRemote (RTRACE_RES_UNWIND=remote) keeps every resource
@@ -118,6 +119,7 @@ func resArgs(rf *ResFunc) int {
 func (d *drainer) addResStub(s resStub) uint32 {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	s.name = s.res.rf.Display()
 	d.resStubs = append(d.resStubs, s)
 	d.resRings.Store(true)
 	return uint32(len(d.resStubs) - 1)
@@ -135,7 +137,7 @@ type ringRes struct {
 }
 
 // framesOf returns the frames of rc's stack (nil: none).
-func (r *ringRes) framesOf(rc fast.ResCall) []trace.Frame {
+func (r *ringRes) framesOf(rc *fast.ResCall) []trace.Frame {
 	if len(rc.Stack) == 0 {
 		return nil
 	}
@@ -245,7 +247,7 @@ func (d *drainer) resLostLocked(tid int, st *fast.State) {
 
 // resCall hands the resource sink, at once (direct: resDirectLocked) or
 // once its turn comes, a call tid's ring st (its state r) held.
-func (d *drainer) resCall(st *fast.State, r *ringRes, tid int, rc fast.ResCall, direct bool, sc fast.Scale) {
+func (d *drainer) resCall(st *fast.State, r *ringRes, tid int, rc *fast.ResCall, direct bool, sc fast.Scale) {
 	if d.res == nil {
 		return
 	}
@@ -298,7 +300,7 @@ func (d *drainer) flushResLocked(wm uint64) {
 		case p.lost > 0:
 			d.resErr(d.res.Lost(p.tid, p.lost))
 		default:
-			d.resCalls(p.tid, fast.ResCall{TSC: p.callTSC, ID: p.id, Words: p.words[:p.n]}, p.frames, sc, p.part)
+			d.resCalls(p.tid, &fast.ResCall{TSC: p.callTSC, ID: p.id, Words: p.words[:p.n]}, p.frames, sc, p.part)
 		}
 	})
 	for st, q := range d.order.queues {
@@ -335,9 +337,9 @@ func (d *drainer) resErr(err error) {
 // resCalls hands the resource sink the calls a resource call's records
 // say, as resReport makes them at a stop: what it did to its resources,
 // at its time of day, with its backtrace where one goes. The sink gets
-// one Call value, reused (ResSink.Call keeps nothing), and the frames of
-// a backtrace the stack table already holds.
-func (d *drainer) resCalls(tid int, rc fast.ResCall, stack []trace.Frame, sc fast.Scale, part resPart) {
+// one Call value, reused (ResSink.Call keeps nothing), or a batch's
+// (bsink), and the frames of a backtrace the stack table already holds.
+func (d *drainer) resCalls(tid int, rc *fast.ResCall, stack []trace.Frame, sc fast.Scale, part resPart) {
 	if int(rc.ID) >= len(d.resStubs) {
 		return // not a record the stubs wrote
 	}
@@ -359,22 +361,29 @@ func (d *drainer) resCalls(tid int, rc fast.ResCall, stack []trace.Frame, sc fas
 			relTSC = rc.Words[len(rc.Words)-1]
 		}
 	}
-	c := &d.call
-	c.Index, c.Context, c.Tid, c.Res, c.Name, c.Args = 0, 0, tid, s.res.res, rf.Display(), c.Args[:0]
-	for _, a := range rf.Args {
-		c.Args = append(c.Args, trace.Arg{Name: a.Name, Value: argValue(a, args[a.Arg])})
-	}
-	if len(c.Args) == 0 {
-		c.Args = nil
-	}
 	var frames []trace.Frame
-	if wantBacktrace(rf, args, d.btAll, d.monitor) {
+	if wantBacktrace(rf, &args, d.btAll, d.monitor) {
 		frames = stack
 	}
-	d.resEvs = resEffects(d.resEvs[:0], rf, args, ret, func(uint64) (uint64, error) { return out, nil })
+	d.resEvs = resEffects(d.resEvs[:0], rf, &args, ret, func(uint64) (uint64, error) { return out, nil })
 	for _, e := range d.resEvs {
 		if part == resAllocs && !e.alloc || part == resReleases && e.alloc {
 			continue
+		}
+		c := &d.call
+		if d.bsink != nil {
+			if d.nbatch == resBatch {
+				d.handBatchLocked()
+			}
+			if d.nbatch == len(d.batch) {
+				d.batch = append(d.batch, trace.Call{})
+			}
+			c = &d.batch[d.nbatch]
+			d.nbatch++
+		}
+		c.Index, c.Context, c.Tid, c.Res, c.Name, c.Args = 0, 0, tid, s.res.res, s.name, c.Args[:0]
+		for _, a := range rf.Args {
+			c.Args = append(c.Args, trace.Arg{Name: a.Name, Value: argValue(a, args[a.Arg])})
 		}
 		tsc := rc.TSC
 		if !e.alloc {
@@ -385,8 +394,32 @@ func (d *drainer) resCalls(tid int, rc fast.ResCall, stack []trace.Frame, sc fas
 		if e.alloc || d.btAll {
 			c.Frames = frames
 		}
-		d.resErr(d.res.Call(c))
+		if d.bsink == nil {
+			d.resErr(d.res.Call(c))
+		}
 	}
+}
+
+// resBatch is the most calls a batch holds: few enough to stay in the
+// CPU's first cache while they are made and encoded (a ring read's
+// thousands made the drain slower than one call at a time).
+const resBatch = 32
+
+// handBatchLocked hands the batch sink the calls made so far.
+func (d *drainer) handBatchLocked() {
+	if d.nbatch > 0 {
+		d.resErr(d.bsink.Calls(d.batch[:d.nbatch]))
+	}
+	d.nbatch = 0
+}
+
+// flushBatchLocked hands the batch sink the calls of a ring read, at its
+// end.
+func (d *drainer) flushBatchLocked() {
+	if d.bsink != nil {
+		d.handBatchLocked()
+	}
+	d.bsink = nil
 }
 
 // resPart is what of a call's effects resCalls hands on: a call that

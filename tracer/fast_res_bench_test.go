@@ -16,8 +16,9 @@ type wireResSink struct {
 	w *wire.Writer
 }
 
-func (s *wireResSink) Call(c *trace.Call) error { return s.w.Write(c) }
-func (s *wireResSink) Lost(int, uint64) error   { return nil }
+func (s *wireResSink) Call(c *trace.Call) error    { return s.w.Write(c) }
+func (s *wireResSink) Calls(cs []trace.Call) error { return s.w.Calls(cs) }
+func (s *wireResSink) Lost(int, uint64) error      { return nil }
 
 // BenchmarkDrainResCalls measures the drain's side of a resource call
 // recorded in the process: decoding a malloc's and a free's records from

@@ -93,7 +93,7 @@ func (o *resOrder) queue(st *fast.State) *resQueue {
 
 // push queues part of call c of tid's ring st, its backtrace frames, at
 // TSC tsc.
-func (o *resOrder) push(st *fast.State, tid int, c fast.ResCall, frames []trace.Frame, tsc uint64, part resPart) {
+func (o *resOrder) push(st *fast.State, tid int, c *fast.ResCall, frames []trace.Frame, tsc uint64, part resPart) {
 	q := o.queue(st)
 	o.n++
 	q.items = append(q.items, resPend{tsc: tsc, callTSC: c.TSC, tid: tid, id: c.ID, part: part, frames: frames})

@@ -25,7 +25,7 @@ func TestResOrderMerges(t *testing.T) {
 			out = append(out, fmt.Sprintf("%d:%d@%d", p.tid, p.words[0], p.tsc))
 		}
 	}
-	call := func(tsc, w uint64) fast.ResCall { return fast.ResCall{TSC: tsc, Words: []uint64{w}} }
+	call := func(tsc, w uint64) *fast.ResCall { return &fast.ResCall{TSC: tsc, Words: []uint64{w}} }
 	o.push(a, 1, call(10, 100), nil, 10, resAll)
 	o.push(a, 1, call(30, 101), nil, 30, resAll)
 	o.push(b, 2, call(20, 200), nil, 20, resAll)
@@ -69,7 +69,7 @@ func TestResOrderOneQueue(t *testing.T) {
 	const rounds = 1000
 	for round := range rounds {
 		for i := range 100 {
-			o.push(st, 1, fast.ResCall{TSC: uint64(round*1000 + i)}, nil, uint64(round*1000+i), resAll)
+			o.push(st, 1, &fast.ResCall{TSC: uint64(round*1000 + i)}, nil, uint64(round*1000+i), resAll)
 		}
 		o.flush(uint64(round*1000+50), emit)
 	}

@@ -131,7 +131,7 @@ func (t *Tracer) newResCall(th *thread, f *fn, regs *unix.PtraceRegs, ret uint64
 	if rf := f.res.rf; rf.Len > 0 {
 		c.args[argLen] = t.strLen(th.tid, c.args[rf.Len-1], rf.Wide)
 	}
-	if depth := t.cfg.Backtrace; depth > 0 && t.wantBacktrace(f.res.rf, c.args) {
+	if depth := t.cfg.Backtrace; depth > 0 && t.wantBacktrace(f.res.rf, &c.args) {
 		pcs := t.backtrace(th, unwind.Regs{PC: ret, SP: regs.Rsp + 8, BP: regs.Rbp}, depth)
 		c.frames = make([]trace.Frame, len(pcs))
 		for i, pc := range pcs {
@@ -143,11 +143,11 @@ func (t *Tracer) newResCall(th *thread, f *fn, regs *unix.PtraceRegs, ret uint64
 
 // wantBacktrace: backtraces go with allocations, with --backtrace-all with
 // every call, and with --monitor only with allocations of those sizes.
-func (t *Tracer) wantBacktrace(rf *ResFunc, args [6]uint64) bool {
+func (t *Tracer) wantBacktrace(rf *ResFunc, args *[6]uint64) bool {
 	return wantBacktrace(rf, args, t.cfg.BacktraceAll, t.cfg.Monitor)
 }
 
-func wantBacktrace(rf *ResFunc, args [6]uint64, all bool, monitor []uint64) bool {
+func wantBacktrace(rf *ResFunc, args *[6]uint64, all bool, monitor []uint64) bool {
 	if !rf.allocates() {
 		return all
 	}
@@ -193,7 +193,7 @@ func (t *Tracer) resExit(th *thread, fr *frame, regs *unix.PtraceRegs) {
 func (t *Tracer) resReport(th *thread, c *resCall, regs *unix.PtraceRegs) {
 	rf := c.f.rf
 	peek := func(addr uint64) (uint64, error) { return ptrace.PeekWord(th.tid, addr) }
-	for _, e := range resEffects(nil, rf, c.args, regs.Rax, peek) {
+	for _, e := range resEffects(nil, rf, &c.args, regs.Rax, peek) {
 		tc := &trace.Call{Time: c.time, Tid: th.tid, Res: c.f.res, Alloc: e.alloc, Name: rf.Display(), ID: e.id, Size: e.size, Args: c.recArgs}
 		if e.alloc || t.cfg.BacktraceAll {
 			tc.Frames = c.frames
@@ -221,7 +221,7 @@ type resEvent struct {
 // nothing. peek reads a word of the process: the out argument of a call
 // that returns its resource through a pointer, read only when it succeeded.
 // The events are appended to out[:0].
-func resEffects(out []resEvent, rf *ResFunc, args [6]uint64, ret uint64, peek func(addr uint64) (uint64, error)) []resEvent {
+func resEffects(out []resEvent, rf *ResFunc, args *[6]uint64, ret uint64, peek func(addr uint64) (uint64, error)) []resEvent {
 	out = out[:0]
 	call := func(alloc bool, id uint64) {
 		e := resEvent{alloc: alloc, id: id}
@@ -311,7 +311,7 @@ func resEffects(out []resEvent, rf *ResFunc, args [6]uint64, ret uint64, peek fu
 
 // callSize is the size an allocation reports: its size argument (times
 // another for calloc), 1 for resources without a size.
-func callSize(rf *ResFunc, args [6]uint64) uint64 {
+func callSize(rf *ResFunc, args *[6]uint64) uint64 {
 	if rf.Len > 0 {
 		if rf.Wide {
 			return args[argLen] * 4

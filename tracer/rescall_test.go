@@ -238,7 +238,7 @@ func TestResEffects(t *testing.T) {
 			peeked = append(peeked, addr)
 			return testPeek(addr)
 		}
-		if got := events(resEffects(nil, rf, c.args, c.ret, peek)); got != c.want {
+		if got := events(resEffects(nil, rf, &c.args, c.ret, peek)); got != c.want {
 			t.Errorf("%s%x = %#x: %q, want %q", c.sym, c.args, c.ret, got, c.want)
 		}
 		// The out argument is read only after a call that wrote it.
@@ -290,7 +290,7 @@ func TestWantBacktrace(t *testing.T) {
 	}
 	for _, c := range cases {
 		tr := &Tracer{cfg: Config{BacktraceAll: c.all, Monitor: c.monitor}}
-		if got := tr.wantBacktrace(rf(c.sym), c.args); got != c.want {
+		if got := tr.wantBacktrace(rf(c.sym), &c.args); got != c.want {
 			t.Errorf("%s: wantBacktrace = %v, want %v", c.name, got, c.want)
 		}
 	}
@@ -306,7 +306,7 @@ func TestAuditModule(t *testing.T) {
 	if !m.Funcs[1].matchSym("emit_line") || m.Funcs[0].matchSym("parser") {
 		t.Error("audited names do not match as -e's patterns do")
 	}
-	if got := events(resEffects(nil, &m.Funcs[0], [6]uint64{7, 8}, 0, testPeek)); got != "+0x1/1" {
+	if got := events(resEffects(nil, &m.Funcs[0], &[6]uint64{7, 8}, 0, testPeek)); got != "+0x1/1" {
 		t.Errorf("an audited call: %q, want +0x1/1", got)
 	}
 	if len(AuditModule(nil).Funcs) != 0 || resModules[len(resModules)-1].Funcs != nil {

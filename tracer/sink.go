@@ -63,6 +63,16 @@ type ResSink interface {
 	Lost(tid int, n uint64) error
 }
 
+// ResBatchSink is a ResSink that also takes a thread's calls a batch at a
+// time: the fast engine's drain hands it the calls of one ring read in one
+// call, through the sink's layers once for them all.
+type ResBatchSink interface {
+	ResSink
+	// Calls reports calls of one thread, in order, as Call reports each;
+	// the drain reuses cs after it returns.
+	Calls(cs []trace.Call) error
+}
+
 // Rec is one record with its payload: the arguments of an ENTRY or the
 // return value of an EXIT (More set), or nil.
 type Rec = trace.Rec

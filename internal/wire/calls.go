@@ -3,6 +3,7 @@ package wire
 import (
 	"encoding/binary"
 	"fmt"
+	"slices"
 	"time"
 	"unsafe"
 
@@ -71,6 +72,20 @@ const arrayCache = 1 << 12
 // arraySlot is the byArray entry of the array at f.
 func arraySlot(f *trace.Frame) int {
 	return int(uintptr(unsafe.Pointer(f))>>5) & (arrayCache - 1)
+}
+
+// Calls writes cs, in order, as Write writes each: the drain's way, one
+// call to the writer for a thread's calls of a ring read.
+func (w *Writer) Calls(cs []trace.Call) error {
+	if !w.started {
+		return fmt.Errorf("wire: calls before the header")
+	}
+	for i := range cs {
+		if err := w.call(&cs[i]); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // call adds c to the batch, naming its function and backtrace first when
@@ -167,19 +182,26 @@ named:
 	if t < 0 {
 		flags |= czNoTime
 	}
-	b := append(z.batch, flags)
-	b = binary.AppendUvarint(b, uint64(fn))
+	// The fixed fields, into room made once (at most 1+5+10+10+10+5
+	// bytes): the drain's busiest lines.
+	b := slices.Grow(z.batch, czFixedMax)
+	at := len(b)
+	p := b[at : at+czFixedMax]
+	p[0] = flags
+	i := 1 + putUvarint(p[1:], uint64(fn))
 	if t >= 0 {
-		b = binary.AppendVarint(b, t-z.last)
+		d := t - z.last
+		i += putUvarint(p[i:], uint64(d<<1)^uint64(d>>63))
 		z.last = t
 	}
 	if c.Alloc {
-		b = binary.AppendUvarint(b, c.Size)
+		i += putUvarint(p[i:], c.Size)
 	}
-	b = binary.AppendUvarint(b, c.ID)
+	i += putUvarint(p[i:], c.ID)
 	if len(c.Frames) > 0 {
-		b = binary.AppendUvarint(b, uint64(stack))
+		i += putUvarint(p[i:], uint64(stack))
 	}
+	b = b[:at+i]
 	if len(c.Args) > 0 {
 		b = binary.AppendUvarint(b, uint64(len(c.Args)))
 		for _, a := range c.Args {
@@ -195,6 +217,24 @@ named:
 	z.batch = b
 	z.n++
 	return nil
+}
+
+// czFixedMax is the most bytes a call's fixed fields take: flags, its
+// function, time, size, id and stack.
+const czFixedMax = 1 + binary.MaxVarintLen32 + 3*binary.MaxVarintLen64 + binary.MaxVarintLen32
+
+// putUvarint is binary.PutUvarint for a p known to have room: it writes
+// x's varint at p's start and returns its length.
+func putUvarint(p []byte, x uint64) int {
+	p = p[:binary.MaxVarintLen64]
+	i := 0
+	for x >= 0x80 && i < binary.MaxVarintLen64-1 {
+		p[i] = byte(x) | 0x80
+		x >>= 7
+		i++
+	}
+	p[i] = byte(x)
+	return i + 1
 }
 
 // flushCalls writes the batch of calls, if any.

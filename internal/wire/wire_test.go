@@ -281,3 +281,32 @@ func TestCompactCalls(t *testing.T) {
 		}
 	}
 }
+
+// TestPutUvarint: the writer's varints are encoding/binary's, at every
+// length, and so are its calls' fields at their extremes (a time that goes
+// back, the largest id and size).
+func TestPutUvarint(t *testing.T) {
+	for _, x := range []uint64{0, 1, 0x7f, 0x80, 0x3fff, 0x4000, 1<<35 - 1, 1 << 35, 1<<56 - 1, 1 << 56, 1<<63 - 1, 1 << 63, ^uint64(0)} {
+		p := make([]byte, binary.MaxVarintLen64)
+		n := putUvarint(p, x)
+		if want := binary.AppendUvarint(nil, x); !bytes.Equal(p[:n], want) {
+			t.Errorf("putUvarint(%#x) = % x, want % x", x, p[:n], want)
+		}
+	}
+	items := []trace.Item{&trace.Header{Version: Version, Pid: 1},
+		&trace.Call{Time: 5 * time.Hour, Tid: 1, Res: 1, Alloc: true, Name: "malloc", Size: ^uint64(0), ID: ^uint64(0), Frames: []trace.Frame{{Addr: 1}}},
+		&trace.Call{Time: time.Second, Tid: 1, Res: 1, Name: "free", ID: ^uint64(0)},
+		&trace.Call{Time: 0, Tid: 1, Res: 1, Alloc: true, Name: "malloc", Size: 0, ID: 0x80},
+	}
+	out, err := decodeAll(encode(t, items))
+	if err != nil || len(out) != len(items) {
+		t.Fatalf("%d items back, %v", len(out), err)
+	}
+	for i := range items[1:] {
+		in, got := items[1+i].(*trace.Call), *out[1+i].(*trace.Call)
+		in.Index = got.Index
+		if !reflect.DeepEqual(*in, got) {
+			t.Errorf("call %d: %+v, want %+v", i, got, *in)
+		}
+	}
+}

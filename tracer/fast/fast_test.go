@@ -362,8 +362,9 @@ func TestResDecoder(t *testing.T) {
 					others++
 					continue
 				}
-				if c, n, ok := d.Group(part, i); ok {
-					got = append(got, fmt.Sprintf("%d %d %v %v", c.TSC, c.ID, c.Words, c.Stack))
+				var g ResCall
+				if n, ok := d.Group(part, i, &g); ok {
+					got = append(got, fmt.Sprintf("%d %d %v %v", g.TSC, g.ID, g.Words, g.Stack))
 					i += n - 1
 					continue
 				}

@@ -47,16 +47,16 @@ func (d *ResDecoder) Reset() { *d = ResDecoder{} }
 // if its payload lies in part too: the call, its Words the payload in
 // place (valid as long as part is), and the records it took. ok is false
 // for anything else (a STACK, a group the part cuts): Feed takes those.
-func (d *ResDecoder) Group(part []Rec, i int) (c ResCall, n int, ok bool) {
-	h := part[i]
+func (d *ResDecoder) Group(part []Rec, i int, c *ResCall) (n int, ok bool) {
+	h := &part[i]
 	if d.need > 0 || h.Word&3 != resType || h.Word&resStackBit != 0 {
-		return ResCall{}, 0, false
+		return 0, false
 	}
 	k := int(h.Word>>4) & 0xf
 	if i+k >= len(part) {
-		return ResCall{}, 0, false
+		return 0, false
 	}
-	c = ResCall{TSC: h.TSC, ID: uint32(h.Word >> 16)}
+	c.TSC, c.ID, c.Slot, c.Words, c.Stack = h.TSC, uint32(h.Word>>16), 0, nil, nil
 	if k > 0 {
 		c.Words = unsafe.Slice((*uint64)(unsafe.Pointer(&part[i+1])), 2*k)
 	}
@@ -64,7 +64,7 @@ func (d *ResDecoder) Group(part []Rec, i int) (c ResCall, n int, ok bool) {
 		c.Slot = uint8(h.Word >> 8)
 		c.Stack = d.slots[c.Slot]
 	}
-	return c, 1 + k, true
+	return 1 + k, true
 }
 
 // Feed takes the next record of a group: its header (IsRes) or, when
