@@ -319,13 +319,16 @@ exit_res:
 	xor %r11d, %r11d
 	test %rbx, %rbx
 	jz 6f
+	# The hash: the frames rotated in (a step's latency one cycle
+	# each, where a multiply a frame cost three), mixed once.
 	mov %rbx, %rax
 	xor %ecx, %ecx
-7:	xor WALKBUF(%rdi,%rcx,8), %rax
-	imul hashk(%rip), %rax
+7:	rol $21, %rax
+	xor WALKBUF(%rdi,%rcx,8), %rax
 	inc %rcx
 	cmp %rbx, %rcx
 	jb 7b
+	imul hashk(%rip), %rax
 	mov %rax, %r10          # the hash
 	shr $56, %rax
 	mov %rax, %r12

@@ -31,6 +31,9 @@ walk:
 	ja walk_first
 	mov %r9, %r15           # loads stay in [r15, STACKHI)
 	xor %r11d, %r11d        # exact: the pc is a return address
+	mov UNWIND(%rdi), %rax  # once a walk: the index changes only at a
+	cmp PCGEN(%rdi), %rax   # stop, and a walk that stops is rtrace's then
+	jne walk_flush
 walk_frame:
 	mov %r8, WALKBUF(%rdi,%rbx,8)
 	inc %rbx
@@ -38,9 +41,6 @@ walk_frame:
 	jae walk_done
 	cmp $WALKMAX, %rbx
 	jae walk_stop
-	mov UNWIND(%rdi), %rax
-	cmp PCGEN(%rdi), %rax
-	jne walk_flush
 walk_cached:
 	lea (%r11,%r8,2), %rcx  # the key: pc * 2 + exact
 	mov %rcx, %rax
@@ -83,8 +83,12 @@ walk_cfa:
 	cmp %rsi, %rdx
 	ja walk_stop
 	mov (%rdx), %r12
+	lea exit(%rip), %rsi    # walk_real's test, inline: most words are
+	xor %r12, %rsi          # no exit's
+	test $0xfff, %esi
+	jnz 3f
 	CALLCLEAR walk_real
-	mov %rax, %rsi
+3:	mov %rax, %rsi
 	shr $5, %esi
 	and $7, %esi            # rbp's rule
 	jz 2f                   # kept
@@ -263,7 +267,7 @@ walk_flush:
 	rep stosq
 	pop %rcx
 	pop %rdi
-	jmp walk_cached
+	jmp walk_frame
 
 # Frame 0 on another stack: rtrace walks it all.
 walk_first:
