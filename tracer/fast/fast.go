@@ -16,6 +16,7 @@ const (
 	offWatch    = 0x20
 	offLastCPU  = 0x28
 	offReal     = 0x30
+	offCTail    = 0x38
 	offHead     = 0x40
 	offTail     = 0x80
 	offLost     = 0xc0
@@ -44,6 +45,7 @@ const (
 	offInResW   = 0x1d8
 	offRelSince = 0x1e0
 	offSigRes   = 0x1e8
+	offWalkRows = 0x400
 	offWalkBuf  = 0x800
 	offFrames   = 0x1000
 	frameSize   = 32

@@ -63,12 +63,12 @@ func TestBlobMatchesSource(t *testing.T) {
 	for _, c := range []struct {
 		name string
 		off  int
-	}{{"GUARD", offGuard}, {"DEPTH", offDepth}, {"UNHOOK", offUnhook}, {"SHARED", offShared}, {"WATCH", offWatch}, {"LASTCPU", offLastCPU}, {"REAL", offReal}, {"HEAD", offHead}, {"TAIL", offTail},
+	}{{"GUARD", offGuard}, {"DEPTH", offDepth}, {"UNHOOK", offUnhook}, {"SHARED", offShared}, {"WATCH", offWatch}, {"LASTCPU", offLastCPU}, {"REAL", offReal}, {"CTAIL", offCTail}, {"HEAD", offHead}, {"TAIL", offTail},
 		{"LOST", offLost}, {"STALL", offStall}, {"HELD", offHeld}, {"WAITING", offWaiting}, {"FRAMES", offFrames}, {"MAXSTACK", MaxStack}, {"RING", offRing}, {"RINGCAP", RingCap},
 		{"TMASK", (TableEntries - 1) * 16},
 		{"INRES", offInRes}, {"INRESD", offInResD}, {"STACKLO", offStackLo}, {"STACKHI", offStackHi}, {"UNWIND", offUnwind}, {"BTDEPTH", offBTDepth},
 		{"PCGEN", offPCGen}, {"RESDESC", offResDesc}, {"RESARG", offResArg}, {"ROOMNEED", offRoomNeed}, {"RESLOST", offResLost}, {"WALKN", offWalkN},
-		{"WALKPC", offWalkPC}, {"WALKSP", offWalkSP}, {"WALKBP", offWalkBP}, {"WALKEX", offWalkEx}, {"RESPAY", offResPay}, {"INRESX", offInResX}, {"RESTSC", offResTSC}, {"INRESW", offInResW}, {"RELSINCE", offRelSince}, {"SIGRES", offSigRes}, {"WALKBUF", offWalkBuf},
+		{"WALKPC", offWalkPC}, {"WALKSP", offWalkSP}, {"WALKBP", offWalkBP}, {"WALKEX", offWalkEx}, {"RESPAY", offResPay}, {"INRESX", offInResX}, {"RESTSC", offResTSC}, {"INRESW", offInResW}, {"RELSINCE", offRelSince}, {"SIGRES", offSigRes}, {"WALKROWS", offWalkRows}, {"WALKBUF", offWalkBuf},
 		{"WALKMAX", WalkMax}, {"SCACHE", offSCache}, {"SCENT", scEntry}, {"SCMAX", StackCacheMax}, {"PCCACHE", offPCCache},
 		{"DF_REL", DescRelease}, {"DF_OUT", DescOut}, {"DF_BT", DescBacktrace}, {"DF_ETIME", DescEntryTime}, {"DF_BOTH", DescBoth}, {"DF_RELF", DescReleaseFrame}, {"FLAGSTOP", FlagStop}, {"FLAGRES", FlagRes},
 		{"RESCALL", resType}, {"RESSTACK", resStackBit | resType}, {"HASSTACK", resHasStack}} {

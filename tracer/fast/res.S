@@ -225,7 +225,7 @@ res_record:
 	movq $2, ROOMNEED(%rdi)
 	CALLCLEAR roomn
 	mov HEAD(%rdi), %rax
-	sub TAIL(%rdi), %rax
+	sub CTAIL(%rdi), %rax   # roomn read TAIL when CTAIL had no room
 	add $2, %rax
 	cmp $RINGCAP, %rax
 	ja 1f
@@ -359,7 +359,7 @@ exit_res:
 9:	mov %rax, ROOMNEED(%rdi)
 	CALLCLEAR roomn
 	mov HEAD(%rdi), %rax
-	sub TAIL(%rdi), %rax
+	sub CTAIL(%rdi), %rax   # roomn read TAIL when CTAIL had no room
 	add ROOMNEED(%rdi), %rax
 	cmp $RINGCAP, %rax
 	ja res_lost

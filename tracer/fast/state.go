@@ -172,10 +172,13 @@ func (s *State) Shared() bool { return s.load(offShared) != 0 }
 // Reset empties the state for a new thread: no frames, an empty ring, no
 // resource call, empty caches.
 func (s *State) Reset() {
-	for _, off := range []int{offGuard, offDepth, offUnhook, offShared, offWatch, offLastCPU, offReal, offHead, offTail, offLost, offStall, offHeld, offWaiting,
-		offInRes, offInResD, offStackLo, offStackHi, offUnwind, offBTDepth, offPCGen, offResDesc, offResLost, offWalkN, offInResW, offRelSince, offSigRes} {
+	for _, off := range []int{offGuard, offDepth, offUnhook, offShared, offWatch, offLastCPU, offReal, offCTail, offHead, offTail, offLost, offStall, offHeld, offWaiting,
+		offInRes, offInResD, offStackLo, offStackHi, offUnwind, offBTDepth, offResDesc, offResLost, offWalkN, offInResW, offRelSince, offSigRes} {
 		s.store(off, 0)
 	}
+	// No module index matches: the first walk empties the row caches
+	// (walk_flush), whatever index the thread gets.
+	s.store(offPCGen, ^uint64(0))
 	for i := range 256 {
 		s.store(offSCache+i*scEntry, 0)   // the hash
 		s.store(offSCache+i*scEntry+8, 0) // the frames

@@ -15,6 +15,7 @@
 	.set WATCH,   0x20    # nonzero: record the CPU when it changes (-W cpu)
 	.set LASTCPU, 0x28    # the CPU of the thread's last call or return, plus 1 (0: none yet)
 	.set REAL,    0x30    # nonzero while the real return addresses must stay (a backtrace walks)
+	.set CTAIL,   0x38    # TAIL as the thread last read it: room is checked against it first
 	.set HEAD,    0x40    # ring records written (producer: the thread)
 	.set TAIL,    0x80    # ring records read (consumer: rtrace)
 	.set LOST,    0xc0    # records dropped on a full ring
@@ -43,6 +44,8 @@
 	.set INRESW,  0x1d8   # its frame's word (function and depth): another call at its slot and depth is not it
 	.set RELSINCE, 0x1e0  # nonzero: a release is being made since this TSC, its record not written yet
 	.set SIGRES,  0x1e8   # the INRES a signal interrupted (rtrace sets it as it delivers one)
+	.set WALKROWS, 0x400  # the unwind row of each of the last walk's first WROWS frames: {pc * 2 + exact, row}
+	.set WROWS,   32
 	.set WALKBUF, 0x800   # the frames of a walk (WALKMAX)
 	.set WALKMAX, 256
 	.set SPIN,    0x100   # pauses before a wait for room sleeps
@@ -343,7 +346,14 @@ room:
 roomn:
 	mov HEAD(%rdi), %rcx
 	mov %rcx, %rax
-	sub TAIL(%rdi), %rax
+	sub CTAIL(%rdi), %rax
+	add ROOMNEED(%rdi), %rax
+	cmp $RINGCAP, %rax
+	jbe 1f                  # room by the tail last read: TAIL's line,
+	mov TAIL(%rdi), %rax    # which rtrace writes, is read only when not
+	mov %rax, CTAIL(%rdi)
+	mov %rcx, %rax
+	sub CTAIL(%rdi), %rax
 	add ROOMNEED(%rdi), %rax
 	cmp $RINGCAP, %rax
 	jbe 1f
@@ -411,10 +421,16 @@ held:
 emit:
 	mov HEAD(%rdi), %rcx
 	mov %rcx, %rax
-	sub TAIL(%rdi), %rax
+	sub CTAIL(%rdi), %rax
+	cmp $RINGCAP, %rax
+	jb 1f
+	mov TAIL(%rdi), %rax    # full by the tail last read: read it again
+	mov %rax, CTAIL(%rdi)
+	mov %rcx, %rax
+	sub CTAIL(%rdi), %rax
 	cmp $RINGCAP, %rax
 	jae 2f
-	mov %rcx, %rax
+1:	mov %rcx, %rax
 	and $(RINGCAP-1), %rax
 	shl $4, %rax
 	mov %r8, RING(%rdi,%rax)

@@ -43,6 +43,15 @@ walk_frame:
 	jae walk_stop
 walk_cached:
 	lea (%r11,%r8,2), %rcx  # the key: pc * 2 + exact
+	mov %rbx, %rdx          # the last walk's row at this depth, first:
+	shl $4, %rdx            # a stack's upper frames repeat, and the pc
+	cmp $WROWS, %rbx        # cache's lines are far apart
+	ja walk_hashed
+	cmp WALKROWS-16(%rdi,%rdx), %rcx
+	jne walk_hashed
+	mov WALKROWS-16+8(%rdi,%rdx), %rax
+	jmp walk_row
+walk_hashed:
 	mov %rcx, %rax
 	imul hashk(%rip), %rax
 	shr $52, %rax
@@ -51,6 +60,13 @@ walk_cached:
 	cmp (%rsi), %rcx
 	jne walk_lookup
 	mov 8(%rsi), %rax
+walk_keep:                  # the row of this depth, for the next walk
+	cmp $WROWS, %rbx
+	ja walk_row
+	mov %rbx, %rdx
+	shl $4, %rdx
+	mov %rcx, WALKROWS-16(%rdi,%rdx)
+	mov %rax, WALKROWS-16+8(%rdi,%rdx)
 walk_row:
 	mov %eax, %edx
 	and $7, %edx
@@ -249,7 +265,7 @@ walk_store:
 	pop %rcx
 	mov %rcx, (%rsi)
 	mov %rax, 8(%rsi)
-	jmp walk_row
+	jmp walk_keep
 walk_notable:
 	pop %rsi
 	pop %rcx
@@ -264,6 +280,10 @@ walk_flush:
 	lea PCCACHE(%rdi), %rdi
 	mov $8192, %ecx
 	xor %eax, %eax
+	rep stosq
+	mov 8(%rsp), %rdi
+	lea WALKROWS(%rdi), %rdi
+	mov $(WROWS * 2), %ecx
 	rep stosq
 	pop %rcx
 	pop %rdi
