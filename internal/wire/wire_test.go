@@ -286,7 +286,11 @@ func TestCompactCalls(t *testing.T) {
 // length, and so are its calls' fields at their extremes (a time that goes
 // back, the largest id and size).
 func TestPutUvarint(t *testing.T) {
-	for _, x := range []uint64{0, 1, 0x7f, 0x80, 0x3fff, 0x4000, 1<<35 - 1, 1 << 35, 1<<56 - 1, 1 << 56, 1<<63 - 1, 1 << 63, ^uint64(0)} {
+	xs := []uint64{0, 1, 1<<63 - 1, 1 << 63, ^uint64(0), 0x5555deadbeef, 0x7ffff7cfb24a}
+	for k := 1; k <= 9; k++ {
+		xs = append(xs, 1<<(7*k)-1, 1<<(7*k), 1<<(7*k)+1)
+	}
+	for _, x := range xs {
 		p := make([]byte, binary.MaxVarintLen64)
 		n := putUvarint(p, x)
 		if want := binary.AppendUvarint(nil, x); !bytes.Equal(p[:n], want) {
@@ -309,4 +313,18 @@ func TestPutUvarint(t *testing.T) {
 			t.Errorf("call %d: %+v, want %+v", i, got, *in)
 		}
 	}
+}
+
+// FuzzPutUvarint: the writer's varints are encoding/binary's for any value.
+func FuzzPutUvarint(f *testing.F) {
+	for _, x := range []uint64{0, 0x7f, 0x80, 1 << 56, ^uint64(0)} {
+		f.Add(x)
+	}
+	f.Fuzz(func(t *testing.T, x uint64) {
+		p := make([]byte, binary.MaxVarintLen64)
+		n := putUvarint(p, x)
+		if want := binary.AppendUvarint(nil, x); !bytes.Equal(p[:n], want) {
+			t.Errorf("putUvarint(%#x) = % x, want % x", x, p[:n], want)
+		}
+	})
 }
