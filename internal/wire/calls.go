@@ -219,9 +219,9 @@ named:
 	return nil
 }
 
-// czFixedMax is the most bytes a call's fixed fields take: flags, its
-// function, time, size, id and stack.
-const czFixedMax = 1 + binary.MaxVarintLen32 + 3*binary.MaxVarintLen64 + binary.MaxVarintLen32
+// czFixedMax is room for a call's fixed fields (flags, its function, time,
+// size, id and stack) with putUvarint's 10 bytes free at each.
+const czFixedMax = 1 + 5*binary.MaxVarintLen64
 
 // putUvarint is binary.PutUvarint for a p known to have room: it writes
 // x's varint at p's start and returns its length.

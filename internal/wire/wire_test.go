@@ -301,6 +301,7 @@ func TestPutUvarint(t *testing.T) {
 		&trace.Call{Time: 5 * time.Hour, Tid: 1, Res: 1, Alloc: true, Name: "malloc", Size: ^uint64(0), ID: ^uint64(0), Frames: []trace.Frame{{Addr: 1}}},
 		&trace.Call{Time: time.Second, Tid: 1, Res: 1, Name: "free", ID: ^uint64(0)},
 		&trace.Call{Time: 0, Tid: 1, Res: 1, Alloc: true, Name: "malloc", Size: 0, ID: 0x80},
+		&trace.Call{Time: 1 << 62, Tid: 1, Res: 1, Alloc: true, Name: "malloc", Size: ^uint64(0), ID: ^uint64(0), Frames: []trace.Frame{{Addr: 2}}},
 	}
 	out, err := decodeAll(encode(t, items))
 	if err != nil || len(out) != len(items) {

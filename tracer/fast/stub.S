@@ -368,9 +368,11 @@ roomn:
 2:	pause
 	cmpq $0, STALL(%rdi)    # rtrace gave up on this ring (a detach)
 	jne 1f
+	mov TAIL(%rdi), %rax    # CTAIL follows: the callers check room
+	mov %rax, CTAIL(%rdi)   # against it once this returns
 	mov HEAD(%rdi), %rcx
-	mov %rcx, %rax
-	sub TAIL(%rdi), %rax
+	neg %rax
+	add %rcx, %rax
 	add ROOMNEED(%rdi), %rax
 	cmp $RINGCAP, %rax
 	jbe 1f
