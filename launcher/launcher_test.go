@@ -182,3 +182,35 @@ func TestTriggerActions(t *testing.T) {
 		}
 	}
 }
+
+// TestMarksClearStale: a state file left for a pid by an rtrace that was
+// killed is removed when a new target gets that pid, but not while a
+// window of this rtrace's is open (the file is its own then).
+func TestMarksClearStale(t *testing.T) {
+	t.Setenv("TMPDIR", t.TempDir())
+	if err := privateDir(FIFODir()); err != nil {
+		t.Fatal(err)
+	}
+	const pid = 4242
+	for _, f := range []string{StatePath(pid), TargetPath(pid)} {
+		if err := os.WriteFile(f, []byte("1\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var m marks
+	m.clearStale(pid)
+	for _, f := range []string{StatePath(pid), TargetPath(pid)} {
+		if _, err := os.Stat(f); !os.IsNotExist(err) {
+			t.Fatalf("the stale %s is still there (%v)", f, err)
+		}
+	}
+	m.on(pid)
+	m.clearStale(pid)
+	if _, err := os.Stat(StatePath(pid)); err != nil {
+		t.Fatalf("an open window's %s was removed: %v", StatePath(pid), err)
+	}
+	m.off()
+	if _, err := os.Stat(StatePath(pid)); !os.IsNotExist(err) {
+		t.Fatalf("%s outlived its window (%v)", StatePath(pid), err)
+	}
+}
