@@ -42,14 +42,13 @@ type drainer struct {
 	// The resource calls the rings hold (fast_res.go): their sink (nil:
 	// none), the functions whose stubs record them, each ring's decoder,
 	// the calls of a batch, and the losses seen.
-	res         ResSink
-	resStubs    []resStub
-	decoders    map[*fast.State]*ringRes
-	seenResLost map[*fast.State]uint64
-	resLost     uint64
-	walks       uint64       // calls whose record carried a backtrace
-	call        trace.Call   // the call resCalls hands the sink, reused
-	rc          fast.ResCall // the call a ring's records make, reused
+	res      ResSink
+	resStubs []resStub
+	decoders map[*fast.State]*ringRes
+	resLost  uint64
+	walks    uint64       // calls whose record carried a backtrace
+	call     trace.Call   // the call resCalls hands the sink, reused
+	rc       fast.ResCall // the call a ring's records make, reused
 	// batch: the calls of a ring read, for a sink that takes them so
 	// (bsink, set while they are read), handed on at the read's end.
 	bsink     ResBatchSink
@@ -264,7 +263,6 @@ func (d *drainer) add(st *fast.State, tid int) {
 	d.mu.Lock()
 	d.owner[st] = tid
 	delete(d.decoders, st) // a new thread's, or a reused state's
-	delete(d.seenResLost, st)
 	d.mu.Unlock()
 }
 
@@ -277,7 +275,6 @@ func (d *drainer) remove(st *fast.State) {
 	d.drainLocked(st, d.owner[st])
 	delete(d.owner, st)
 	delete(d.decoders, st)
-	delete(d.seenResLost, st)
 	d.mu.Unlock()
 }
 

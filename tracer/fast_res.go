@@ -28,6 +28,18 @@ type resStub struct {
 	name    string // its calls' name (ResFunc.Display)
 }
 
+// entryAt is where a DescBoth call's record has its entry's time: after
+// its arguments, its result and its out word (exit_res), before the zero
+// that pads an odd count of words to whole records (reallocarray's,
+// mremap's: the last word is not it).
+func (s *resStub) entryAt() int {
+	i := s.nargs + 1
+	if s.out {
+		i++
+	}
+	return i
+}
+
 // resUnwindRemote (RTRACE_RES_UNWIND=remote) keeps every resource
 // function on stops, its backtrace walked by rtrace: the reference the
 // in-process walker's backtraces equal, byte for byte (the e2e tests
@@ -227,15 +239,7 @@ const relHoldMax = 20 * time.Millisecond
 // resLostLocked queues, for the resource sink, the calls tid's thread
 // dropped on a full ring since the last time.
 func (d *drainer) resLostLocked(tid int, st *fast.State) {
-	if d.res == nil {
-		return
-	}
-	if n := st.ResLost(); n != d.seenResLost[st] {
-		if d.seenResLost == nil {
-			d.seenResLost = map[*fast.State]uint64{}
-		}
-		lost := n - d.seenResLost[st]
-		d.seenResLost[st] = n
+	if lost := st.TakeResLost(); lost > 0 && d.res != nil {
 		d.resLost += lost
 		if d.resDirectLocked(st) {
 			d.resErr(d.res.Lost(tid, lost))
@@ -259,8 +263,8 @@ func (d *drainer) resCall(st *fast.State, r *ringRes, tid int, rc *fast.ResCall,
 		d.resCalls(tid, rc, frames, sc, resAll)
 		return
 	}
-	if int(rc.ID) < len(d.resStubs) && d.resStubs[rc.ID].both && len(rc.Words) > 0 {
-		d.order.push(st, tid, rc, frames, rc.Words[len(rc.Words)-1], resReleases)
+	if int(rc.ID) < len(d.resStubs) && d.resStubs[rc.ID].both && len(rc.Words) > d.resStubs[rc.ID].entryAt() {
+		d.order.push(st, tid, rc, frames, rc.Words[d.resStubs[rc.ID].entryAt()], resReleases)
 		d.order.push(st, tid, rc, frames, rc.TSC, resAllocs)
 		return
 	}
@@ -357,8 +361,8 @@ func (d *drainer) resCalls(tid int, rc *fast.ResCall, stack []trace.Frame, sc fa
 		if s.out && len(rc.Words) > s.nargs+1 {
 			out = rc.Words[s.nargs+1]
 		}
-		if s.both {
-			relTSC = rc.Words[len(rc.Words)-1]
+		if s.both && len(rc.Words) > s.entryAt() {
+			relTSC = rc.Words[s.entryAt()]
 		}
 	}
 	var frames []trace.Frame

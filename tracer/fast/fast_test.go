@@ -242,6 +242,23 @@ func TestStateDrain(t *testing.T) {
 	if recs, lost = drainCopy(st, 100); len(recs) != 0 || lost != 2 {
 		t.Fatalf("loss alone: %v lost %d", recs, lost)
 	}
+	// Resource calls dropped after the ring was read empty: pending until
+	// taken, so a thread that writes nothing more (or ends) has them
+	// reported.
+	if st.Pending() {
+		t.Fatal("pending with nothing to read")
+	}
+	st.store(offResLost, 3)
+	if !st.Pending() {
+		t.Fatal("3 dropped resource calls, not pending")
+	}
+	if n := st.TakeResLost(); n != 3 || st.Pending() {
+		t.Fatalf("TakeResLost = %d, pending %v after", n, st.Pending())
+	}
+	st.store(offResLost, 4)
+	if n := st.TakeResLost(); n != 1 {
+		t.Fatalf("TakeResLost = %d, want the 1 since", n)
+	}
 }
 
 // The shadow stack as the tracer changes it: push (a forked child's copy),

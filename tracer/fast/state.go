@@ -20,6 +20,8 @@ type State struct {
 	// thread's alone (a plain increment), rtrace only reads it.
 	seenLost uint64
 	losses   []loss // reported by the counter, not by Drain yet
+	// seenResLost is how many dropped resource calls TakeResLost reported.
+	seenResLost uint64
 }
 
 // loss is a number of records lost after the ring position at.
@@ -184,6 +186,7 @@ func (s *State) Reset() {
 		s.store(offSCache+i*scEntry+8, 0) // the frames
 	}
 	s.seenLost = 0
+	s.seenResLost = 0
 	s.losses = nil
 }
 
@@ -209,6 +212,15 @@ func (s *State) SetUnwind(index uint64) { s.store(offUnwind, index) }
 // ResLost is the number of resource calls the thread dropped on a full
 // ring.
 func (s *State) ResLost() uint64 { return s.load(offResLost) }
+
+// TakeResLost returns the resource calls the thread dropped since the
+// last call (Pending says there are some).
+func (s *State) TakeResLost() uint64 {
+	n := s.load(offResLost)
+	d := n - s.seenResLost
+	s.seenResLost = n
+	return d
+}
 
 // WalkStopped returns what the walker found before it stopped (Sites.
 // WalkStop): the frames, and the registers of the last one, from which
@@ -328,9 +340,13 @@ func (s *State) Lost() bool { return s.load(offLost) != 0 }
 // Len is the number of records in the ring, not drained yet.
 func (s *State) Len() uint64 { return s.load(offHead) - s.load(offTail) }
 
-// Pending reports whether the ring holds records not drained yet.
+// Pending reports whether the ring holds records not drained yet, or the
+// thread dropped records or resource calls not reported yet (a count
+// raised after the last read of a ring that stays empty, or whose thread
+// ends, is reported all the same).
 func (s *State) Pending() bool {
-	return s.load(offHead) != s.load(offTail) || s.load(offLost) != s.seenLost || len(s.losses) > 0
+	return s.load(offHead) != s.load(offTail) || s.load(offLost) != s.seenLost || len(s.losses) > 0 ||
+		s.load(offResLost) != s.seenResLost
 }
 
 // PendingRes is the resource call a thread is making, as res.S keeps it:
