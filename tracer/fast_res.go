@@ -217,8 +217,8 @@ func (d *drainer) resDirectLocked(st *fast.State) bool {
 // which a thread is making a release whose record is not written yet
 // (State.ReleasingSince): a call another thread makes after what it
 // released is another's again has a later time, and waits for it. Not for
-// longer than relHoldMax: a release that blocks (fclose flushing to a
-// pipe, pthread_join) would hold every thread's calls back meanwhile, and
+// longer than relHoldMax: a release that blocks (pthread_join, close of
+// a socket that lingers) would hold every thread's calls back meanwhile, and
 // what it releases is seldom taken before it returns.
 func (d *drainer) relHoldLocked(wm uint64) uint64 {
 	if !d.resRings.Load() {
