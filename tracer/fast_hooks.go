@@ -92,12 +92,16 @@ func (t *Tracer) fastHook(th *thread, kind hookKind, regs *unix.PtraceRegs, ts u
 }
 
 // fastRealRets puts the real return addresses of the frames of st, th's
-// view, back on th's stack (realRets).
+// view, back on th's stack (realRets), over an exit only: a frame a jump
+// rtrace could not follow left (kept while its slot looks untouched) may
+// have its slot in a live frame's memory now.
 func fastRealRets(th *thread, st *fast.State) {
 	fi := th.proc.image.fast
 	for i := st.Depth() - 1; i >= 0; i-- {
 		if fr := st.Frame(i); !fi.isExit(fr.Ret) {
-			ptrace.PokeWord(th.tid, fr.Slot, fr.Ret)
+			if v, err := ptrace.PeekWord(th.tid, fr.Slot); err == nil && fi.isExit(v) {
+				ptrace.PokeWord(th.tid, fr.Slot, fr.Ret)
+			}
 		}
 	}
 }
@@ -163,10 +167,15 @@ func fastRehook(th *thread, st *fast.State, min uint64) {
 }
 
 // fastHijackRets aims the return addresses of st's frames from the
-// from-th on at the exit trampoline again (hijackRets).
+// from-th on at the exit trampoline again (hijackRets), over what rtrace
+// left only: the frame's return address, or an exit.
 func fastHijackRets(th *thread, st *fast.State, from int) {
-	exit := th.proc.image.fast.sites[0].Exit
+	fi := th.proc.image.fast
+	exit := fi.sites[0].Exit
 	for i := from; i < st.Depth(); i++ {
-		ptrace.PokeWord(th.tid, st.Frame(i).Slot, exit)
+		fr := st.Frame(i)
+		if v, err := ptrace.PeekWord(th.tid, fr.Slot); err == nil && (v == fr.Ret || fi.isExit(v)) && v != exit {
+			ptrace.PokeWord(th.tid, fr.Slot, exit)
+		}
 	}
 }

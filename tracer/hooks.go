@@ -270,14 +270,18 @@ func (t *Tracer) hook(th *thread, b *bp.Breakpoint, regs *unix.PtraceRegs, ts ui
 	}
 }
 
-// realRets puts the real return addresses of th's frames back on its stack.
+// realRets puts the real return addresses of th's frames back on its
+// stack, over a return breakpoint only: a frame a jump rtrace could not
+// follow left may have its slot in a live frame's memory now.
 func (th *thread) realRets() {
 	im := th.proc.image
 	for i := len(th.stack) - 1; i >= 0; i-- {
 		// Top down: of two frames sharing a slot (a tail call), the
 		// lower one's real return address is the one that stays.
 		if fr := th.stack[i]; !im.isRet(fr.ret) {
-			ptrace.PokeWord(th.tid, fr.slot, fr.ret)
+			if v, err := ptrace.PeekWord(th.tid, fr.slot); err == nil && im.isRet(v) {
+				ptrace.PokeWord(th.tid, fr.slot, fr.ret)
+			}
 		}
 	}
 }
@@ -348,9 +352,13 @@ func (th *thread) rehook(min uint64) {
 // hijackRets aims the return addresses of th's frames from the from-th
 // on at the return breakpoint again.
 func (th *thread) hijackRets(from int) {
-	ret := th.proc.image.retAddr
+	im := th.proc.image
 	for _, fr := range th.stack[from:] {
-		ptrace.PokeWord(th.tid, fr.slot, ret)
+		// Over what rtrace left only: the frame's return address, or a
+		// return breakpoint.
+		if v, err := ptrace.PeekWord(th.tid, fr.slot); err == nil && (v == fr.ret || im.isRet(v)) && v != im.retAddr {
+			ptrace.PokeWord(th.tid, fr.slot, im.retAddr)
+		}
 	}
 }
 
