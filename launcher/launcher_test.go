@@ -198,14 +198,19 @@ func TestMarksClearStale(t *testing.T) {
 		}
 	}
 	var m marks
-	m.clearStale(pid)
+	// Attached: pid may be a live rtrace, whose target file stays.
+	m.clearStale(pid, false)
+	if _, err := os.Stat(TargetPath(pid)); err != nil {
+		t.Fatalf("an attached pid's %s was removed: %v", TargetPath(pid), err)
+	}
+	m.clearStale(pid, true)
 	for _, f := range []string{StatePath(pid), TargetPath(pid)} {
 		if _, err := os.Stat(f); !os.IsNotExist(err) {
 			t.Fatalf("the stale %s is still there (%v)", f, err)
 		}
 	}
 	m.on(pid)
-	m.clearStale(pid)
+	m.clearStale(pid, true)
 	if _, err := os.Stat(StatePath(pid)); err != nil {
 		t.Fatalf("an open window's %s was removed: %v", StatePath(pid), err)
 	}

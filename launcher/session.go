@@ -204,7 +204,7 @@ func (s *session) started(pid int) {
 	}
 	switch {
 	case s.c.toggleable():
-		s.marks.clearStale(pid)
+		s.marks.clearStale(pid, s.c.Pid == 0)
 		s.announce(pid)
 	case s.c.Pid == 0 && !s.c.Quiet && tty.Background(s.c.Stderr):
 		fmt.Fprintf(s.con, "rtrace: tracing pid %d\n", pid)

@@ -79,15 +79,18 @@ func (m *marks) on(pids ...int) {
 // is open: one that exists then was left by an rtrace that ended without
 // removing it (killed), for an earlier process with the same pid, and
 // `rtrace toggle` would take tracing for on and turn it off. So is a
-// target file of pid (an rtrace's, naming its program): pid is not that
-// rtrace, and toggle would signal that program.
-func (m *marks) clearStale(pid int) {
+// target file of pid (an rtrace's, naming its program) when rtrace
+// launched pid: a new process is no rtrace yet, and toggle would signal
+// that program. An attached pid may be a live rtrace: its file stays.
+func (m *marks) clearStale(pid int, launched bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.open == 0 {
 		os.Remove(StatePath(pid))
 	}
-	os.Remove(TargetPath(pid))
+	if launched {
+		os.Remove(TargetPath(pid))
+	}
 }
 
 // off counts one stream's window closed; the last removes the files.
