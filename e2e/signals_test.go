@@ -433,47 +433,12 @@ func TestSignalHandlerCalls(t *testing.T) {
 // whole.
 func TestResourceRingOverflow(t *testing.T) {
 	const pairs = 200000
-	prog := testutil.BuildC(t, "resflood.c", "-O2")
-	dir := t.TempDir()
-	cmd := exec.Command(rtraceBin, "record", "--engine=fast", "--module", "memory", "--start", "-o", filepath.Join(dir, "D"), "--", prog, strconv.Itoa(pairs))
-	in, _ := cmd.StdinPipe()
-	outPipe, _ := cmd.StdoutPipe()
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Process.Kill()
-	out := bufio.NewReader(outPipe)
-	expect := func(prefix string) {
-		t.Helper()
-		if line, err := out.ReadString('\n'); err != nil || !strings.HasPrefix(line, prefix) {
-			t.Fatalf("fixture printed %q (%v), want %q...", line, err, prefix)
-		}
-	}
-	expect("ready")
-	if err := cmd.Process.Signal(syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
-	for !allStopped(cmd.Process.Pid) {
-		runtime.Gosched()
-	}
-	io.WriteString(in, "go\n")
-	expect(fmt.Sprintf("done %d", pairs))
-	if err := cmd.Process.Signal(syscall.SIGCONT); err != nil {
-		t.Fatal(err)
-	}
-	io.WriteString(in, "end\n")
-	in.Close()
-	if err := cmd.Wait(); err != nil {
-		t.Fatalf("rtrace: %v\n%s", err, stderr.String())
-	}
-	var calls, lost int
-	for _, l := range strings.Split(stderr.String(), "\n") {
-		if n, _ := fmt.Sscanf(l, "rtrace: %d resource calls, %d lost", &calls, &lost); n == 2 {
-			break
-		}
-	}
+	f := startFlood(t, strconv.Itoa(pairs))
+	f.stop()
+	f.expect(fmt.Sprintf("done %d", pairs))
+	f.cont()
+	calls, lost := f.finish()
+	dir, stderr := f.dir, &f.stderr
 	// A pair takes 4 records: the ring's 65,536 hold 16,384 pairs, then
 	// the program waits a second at most and the rest is lost.
 	if lost < pairs || calls+lost < 2*pairs || calls < fast.RingCap/4 {
