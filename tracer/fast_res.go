@@ -263,10 +263,12 @@ func (d *drainer) resCall(st *fast.State, r *ringRes, tid int, rc *fast.ResCall,
 		d.resCalls(tid, rc, frames, sc, resAll)
 		return
 	}
-	if int(rc.ID) < len(d.resStubs) && d.resStubs[rc.ID].both && len(rc.Words) > d.resStubs[rc.ID].entryAt() {
-		d.order.push(st, tid, rc, frames, rc.Words[d.resStubs[rc.ID].entryAt()], resReleases)
-		d.order.push(st, tid, rc, frames, rc.TSC, resAllocs)
-		return
+	if int(rc.ID) < len(d.resStubs) {
+		if s := &d.resStubs[rc.ID]; s.both && len(rc.Words) > s.entryAt() {
+			d.order.push(st, tid, rc, frames, rc.Words[s.entryAt()], resReleases)
+			d.order.push(st, tid, rc, frames, rc.TSC, resAllocs)
+			return
+		}
 	}
 	d.order.push(st, tid, rc, frames, rc.TSC, resAll)
 }
