@@ -91,93 +91,144 @@ func (w *Writer) Calls(cs []trace.Call) error {
 // call adds c to the batch, naming its function and backtrace first when
 // new (those packets go out before the batch that refers to them).
 func (w *Writer) call(c *trace.Call) error {
-	z := &w.z
-	if z.fns == nil {
-		z.fns, z.stacks = map[fnKey]uint32{}, map[string]uint32{}
+	fn, err := w.FuncID(c.Res, c.Name)
+	if err != nil {
+		return err
 	}
-	fk := fnKey{c.Res, c.Name}
-	var fn uint32
-	ok := false
-	for i := range z.recent {
-		// The same name is mostly the same string (the caller's table's):
-		// its bytes compared only when not.
-		if r := &z.recent[i]; r.ok && r.key.res == fk.res && len(r.key.name) == len(fk.name) &&
-			(unsafe.StringData(r.key.name) == unsafe.StringData(fk.name) || r.key.name == fk.name) {
-			fn, ok = r.id, true
-			break
-		}
-	}
-	if !ok {
-		fn, ok = z.fns[fk]
-		if ok {
-			z.recent[z.nextFn] = recentFn{fk, fn, true}
-			z.nextFn = (z.nextFn + 1) % len(z.recent)
-		}
-	}
-	if !ok {
-		fn = uint32(len(z.fns))
-		z.fns[fk] = fn
-		w.begin(RFUN)
-		w.u32(fn)
-		w.u32(uint32(c.Res))
-		w.str(c.Name)
-		if err := w.end(); err != nil {
-			return err
-		}
-	}
-	var stack uint32
+	stack := NoStack
 	if len(c.Frames) > 0 {
-		if z.byArray != nil {
-			if r := &z.byArray[arraySlot(&c.Frames[0])]; r.at == &c.Frames[0] && r.n == len(c.Frames) {
-				stack = r.id
-				goto named
-			}
-		}
-		z.key = z.key[:0]
-		for _, f := range c.Frames {
-			z.key = binary.LittleEndian.AppendUint64(z.key, f.Addr)
-		}
-		if stack, ok = z.stacks[string(z.key)]; !ok {
-			stack = uint32(len(z.stacks))
-			z.stacks[string(z.key)] = stack
-			w.begin(STAK)
-			w.u32(stack)
-			w.u32(uint32(len(c.Frames)))
-			w.p = append(w.p, z.key...)
-			if err := w.end(); err != nil {
-				return err
-			}
-		}
-		if z.byArray == nil {
-			z.byArray = new([arrayCache]stackRef)
-		}
-		z.byArray[arraySlot(&c.Frames[0])] = stackRef{&c.Frames[0], len(c.Frames), stack}
-	}
-named:
-	if z.n > 0 && (z.tid != c.Tid || z.n >= czMax) {
-		if err := w.flushCalls(); err != nil {
+		if stack, err = w.StackID(c.Frames); err != nil {
 			return err
 		}
-	}
-	t := int64(c.Time)
-	if z.n == 0 {
-		z.batch = binary.LittleEndian.AppendUint32(z.batch[:0], uint32(c.Tid))
-		z.batch = binary.LittleEndian.AppendUint32(z.batch, 0) // the count, at the flush
-		z.batch = binary.LittleEndian.AppendUint64(z.batch, uint64(max(t, 0)))
-		z.tid, z.last = c.Tid, max(t, 0)
 	}
 	var flags byte
-	if c.Alloc {
-		flags |= czAlloc
-	}
-	if len(c.Frames) > 0 {
-		flags |= czStack
-	}
 	if len(c.Args) > 0 {
 		flags |= czArgs
 	}
 	if c.Context != 0 {
 		flags |= czContext
+	}
+	if err := w.put(c.Tid, flags, fn, c.Time, c.Alloc, c.Size, c.ID, stack); err != nil {
+		return err
+	}
+	z := &w.z
+	b := z.batch
+	if len(c.Args) > 0 {
+		b = binary.AppendUvarint(b, uint64(len(c.Args)))
+		for _, a := range c.Args {
+			b = binary.AppendUvarint(b, uint64(len(a.Name)))
+			b = append(b, a.Name...)
+			b = binary.AppendUvarint(b, uint64(len(a.Value)))
+			b = append(b, a.Value...)
+		}
+	}
+	if c.Context != 0 {
+		b = binary.AppendUvarint(b, uint64(c.Context))
+	}
+	z.batch = b
+	return nil
+}
+
+// FuncID is the stream's number of function name of resource res, named
+// (RFUN) first when new. With StackID and PutCall, a caller that keeps
+// the numbers writes calls without a trace.Call (the drain's lane).
+func (w *Writer) FuncID(res int, name string) (uint32, error) {
+	z := &w.z
+	if z.fns == nil {
+		z.fns, z.stacks = map[fnKey]uint32{}, map[string]uint32{}
+	}
+	for i := range z.recent {
+		// The same name is mostly the same string (the caller's table's):
+		// its bytes compared only when not.
+		if r := &z.recent[i]; r.ok && r.key.res == res && len(r.key.name) == len(name) &&
+			(unsafe.StringData(r.key.name) == unsafe.StringData(name) || r.key.name == name) {
+			return r.id, nil
+		}
+	}
+	fk := fnKey{res, name}
+	fn, ok := z.fns[fk]
+	if ok {
+		z.recent[z.nextFn] = recentFn{fk, fn, true}
+		z.nextFn = (z.nextFn + 1) % len(z.recent)
+		return fn, nil
+	}
+	fn = uint32(len(z.fns))
+	z.fns[fk] = fn
+	w.begin(RFUN)
+	w.u32(fn)
+	w.u32(uint32(res))
+	w.str(name)
+	return fn, w.end()
+}
+
+// NoStack is PutCall's stack for a call without a backtrace.
+const NoStack = ^uint32(0)
+
+// StackID is the stream's number of the backtrace frames (not empty),
+// named (STAK) first when new. The same frames' slice again is found
+// without hashing its addresses.
+func (w *Writer) StackID(frames []trace.Frame) (uint32, error) {
+	z := &w.z
+	if z.fns == nil {
+		z.fns, z.stacks = map[fnKey]uint32{}, map[string]uint32{}
+	}
+	if z.byArray != nil {
+		if r := &z.byArray[arraySlot(&frames[0])]; r.at == &frames[0] && r.n == len(frames) {
+			return r.id, nil
+		}
+	}
+	z.key = z.key[:0]
+	for _, f := range frames {
+		z.key = binary.LittleEndian.AppendUint64(z.key, f.Addr)
+	}
+	stack, ok := z.stacks[string(z.key)]
+	if !ok {
+		stack = uint32(len(z.stacks))
+		z.stacks[string(z.key)] = stack
+		w.begin(STAK)
+		w.u32(stack)
+		w.u32(uint32(len(frames)))
+		w.p = append(w.p, z.key...)
+		if err := w.end(); err != nil {
+			return 0, err
+		}
+	}
+	if z.byArray == nil {
+		z.byArray = new([arrayCache]stackRef)
+	}
+	z.byArray[arraySlot(&frames[0])] = stackRef{&frames[0], len(frames), stack}
+	return stack, nil
+}
+
+// PutCall adds a call of thread tid to the batch: function fn (FuncID's)
+// at time of day t (negative: none), an allocation of size bytes or a
+// release, of resource id, with backtrace stack (StackID's, or NoStack),
+// and no arguments.
+func (w *Writer) PutCall(tid int, fn uint32, t time.Duration, alloc bool, size, id uint64, stack uint32) error {
+	return w.put(tid, 0, fn, t, alloc, size, id, stack)
+}
+
+// put adds a call's fixed fields to the batch, flags (czArgs, czContext)
+// saying what the caller appends after them.
+func (w *Writer) put(tid int, flags byte, fn uint32, time time.Duration, alloc bool, size, id uint64, stack uint32) error {
+	z := &w.z
+	if z.n > 0 && (z.tid != tid || z.n >= czMax) {
+		if err := w.flushCalls(); err != nil {
+			return err
+		}
+	}
+	t := int64(time)
+	if z.n == 0 {
+		z.batch = binary.LittleEndian.AppendUint32(z.batch[:0], uint32(tid))
+		z.batch = binary.LittleEndian.AppendUint32(z.batch, 0) // the count, at the flush
+		z.batch = binary.LittleEndian.AppendUint64(z.batch, uint64(max(t, 0)))
+		z.tid, z.last = tid, max(t, 0)
+	}
+	if alloc {
+		flags |= czAlloc
+	}
+	if stack != NoStack {
+		flags |= czStack
 	}
 	if t < 0 {
 		flags |= czNoTime
@@ -194,27 +245,14 @@ named:
 		i += putUvarint(p[i:], uint64(d<<1)^uint64(d>>63))
 		z.last = t
 	}
-	if c.Alloc {
-		i += putUvarint(p[i:], c.Size)
+	if alloc {
+		i += putUvarint(p[i:], size)
 	}
-	i += putUvarint(p[i:], c.ID)
-	if len(c.Frames) > 0 {
+	i += putUvarint(p[i:], id)
+	if stack != NoStack {
 		i += putUvarint(p[i:], uint64(stack))
 	}
-	b = b[:at+i]
-	if len(c.Args) > 0 {
-		b = binary.AppendUvarint(b, uint64(len(c.Args)))
-		for _, a := range c.Args {
-			b = binary.AppendUvarint(b, uint64(len(a.Name)))
-			b = append(b, a.Name...)
-			b = binary.AppendUvarint(b, uint64(len(a.Value)))
-			b = append(b, a.Value...)
-		}
-	}
-	if c.Context != 0 {
-		b = binary.AppendUvarint(b, uint64(c.Context))
-	}
-	z.batch = b
+	z.batch = b[:at+i]
 	z.n++
 	return nil
 }
