@@ -226,6 +226,33 @@ func (s *resStream) Calls(cs []trace.Call) error {
 	return nil
 }
 
+// Lane is the writer of tid's calls in the open window (the drain's
+// lane, tracer.ResLaneSink), nil when there is none or it broke: the
+// drain then hands the calls to Call and Calls, which say so.
+func (s *resStream) Lane(tid int) *wire.Writer {
+	if s.broken {
+		return nil
+	}
+	if s.split != nil {
+		if s.w == nil {
+			return nil
+		}
+		return s.split.Lane(tid)
+	}
+	w, _ := s.w.(*wire.Writer)
+	return w
+}
+
+// Laned counts n calls the drain wrote to a lane, and drops the window
+// when writing them failed, as Calls does.
+func (s *resStream) Laned(n int, err error) error {
+	s.calls += uint64(n)
+	if err != nil {
+		s.fail(err)
+	}
+	return nil
+}
+
 // Lost records in the open window that n calls were dropped (a full ring
 // in the process): the reports say so.
 func (s *resStream) Lost(tid int, n uint64) error {

@@ -116,6 +116,17 @@ func (sp *Splitter) Calls(cs []trace.Call) error {
 	return sp.d.of(cs[0].Tid).w.Calls(cs)
 }
 
+// Lane is the writer of tid's calls, its process's file's, for a caller
+// that writes them itself (wire.Writer.PutCall) as Calls would; nil before
+// the header.
+func (sp *Splitter) Lane(tid int) *wire.Writer {
+	if sp.d == nil {
+		return nil
+	}
+	sp.d.called = true
+	return sp.d.of(tid).w
+}
+
 // Flush does nothing: each file is written as its items come.
 func (sp *Splitter) Flush() error { return nil }
 

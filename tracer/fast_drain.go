@@ -52,6 +52,7 @@ type drainer struct {
 	// batch: the calls of a ring read, for a sink that takes them so
 	// (bsink, set while they are read), handed on at the read's end.
 	bsink     ResBatchSink
+	lane      drainLane // the lane of a ring read's calls (fast_lane.go)
 	batch     []trace.Call
 	nbatch    int
 	resEvs    []resEvent
@@ -446,6 +447,7 @@ func (d *drainer) drainBatchLocked(st *fast.State, tid int) bool {
 		direct := d.resDirectLocked(st)
 		if direct {
 			d.bsink, _ = d.res.(ResBatchSink)
+			d.laneBegin(tid)
 		}
 		at := len(d.recs)
 		d.recs = slices.Grow(d.recs, len(part)+1)[:at+len(part)]

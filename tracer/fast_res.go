@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"rtrace/internal/trace"
+	"rtrace/internal/wire"
 	"rtrace/tracer/fast"
 )
 
@@ -26,6 +27,7 @@ type resStub struct {
 	out     bool   // its records carry the word its Out argument points at
 	both    bool   // releases and allocates: its records carry the entry's time last
 	name    string // its calls' name (ResFunc.Display)
+	lane    laneKind
 }
 
 // entryAt is where a DescBoth call's record has its entry's time: after
@@ -132,6 +134,7 @@ func (d *drainer) addResStub(s resStub) uint32 {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	s.name = s.res.rf.Display()
+	s.lane = laneKindOf(s.res.rf)
 	d.resStubs = append(d.resStubs, s)
 	d.resRings.Store(true)
 	return uint32(len(d.resStubs) - 1)
@@ -145,6 +148,8 @@ type ringRes struct {
 	frames [256]struct {
 		key *uint64
 		f   []trace.Frame
+		w   *wire.Writer // the lane whose stack sid is f (stackID)
+		sid uint32
 	}
 }
 
@@ -161,7 +166,7 @@ func (r *ringRes) framesOf(rc *fast.ResCall) []trace.Frame {
 	for i, pc := range rc.Stack {
 		f[i].Addr = pc
 	}
-	e.key, e.f = &rc.Stack[0], f
+	e.key, e.f, e.w = &rc.Stack[0], f, nil
 	return f
 }
 
@@ -260,7 +265,13 @@ func (d *drainer) resCall(st *fast.State, r *ringRes, tid int, rc *fast.ResCall,
 	}
 	frames := r.framesOf(rc)
 	if direct {
-		d.resCalls(tid, rc, frames, sc, resAll)
+		if d.lane.w == nil {
+			d.resCalls(tid, rc, frames, sc, resAll)
+		} else if !d.laneCall(tid, r, rc, frames, sc) {
+			// Handed on at once: the lane's next calls come after it.
+			d.resCalls(tid, rc, frames, sc, resAll)
+			d.handBatchLocked()
+		}
 		return
 	}
 	if int(rc.ID) < len(d.resStubs) {
@@ -271,6 +282,31 @@ func (d *drainer) resCall(st *fast.State, r *ringRes, tid int, rc *fast.ResCall,
 		}
 	}
 	d.order.push(st, tid, rc, frames, rc.TSC, resAll)
+}
+
+// words reads rc, a call of s: its arguments into args, its result and
+// the word its Out argument pointed at (none for a release at its entry),
+// and the time of its releases (its entry's for a DescBoth call); false:
+// too few words.
+func (s *resStub) words(rc *fast.ResCall, args *[6]uint64) (ret, out, relTSC uint64, ok bool) {
+	w := rc.Words
+	for i := 0; i < s.nargs && i < len(w); i++ {
+		args[i] = w[i]
+	}
+	relTSC = rc.TSC
+	if !s.release {
+		if len(w) <= s.nargs {
+			return 0, 0, 0, false
+		}
+		ret = w[s.nargs]
+		if s.out && len(w) > s.nargs+1 {
+			out = w[s.nargs+1]
+		}
+		if s.both && len(w) > s.entryAt() {
+			relTSC = w[s.entryAt()]
+		}
+	}
+	return ret, out, relTSC, true
 }
 
 // resMargin lowers the watermark by the TSC readings of different CPUs'
@@ -352,20 +388,9 @@ func (d *drainer) resCalls(tid int, rc *fast.ResCall, stack []trace.Frame, sc fa
 	s := &d.resStubs[rc.ID]
 	rf := s.res.rf
 	var args [6]uint64
-	copy(args[:s.nargs], rc.Words)
-	var ret, out uint64
-	relTSC := rc.TSC
-	if !s.release {
-		if len(rc.Words) <= s.nargs {
-			return
-		}
-		ret = rc.Words[s.nargs]
-		if s.out && len(rc.Words) > s.nargs+1 {
-			out = rc.Words[s.nargs+1]
-		}
-		if s.both && len(rc.Words) > s.entryAt() {
-			relTSC = rc.Words[s.entryAt()]
-		}
+	ret, out, relTSC, ok := s.words(rc, &args)
+	if !ok {
+		return
 	}
 	var frames []trace.Frame
 	if wantBacktrace(rf, &args, d.btAll, d.monitor) {
@@ -415,17 +440,24 @@ const resBatch = 32
 func (d *drainer) handBatchLocked() {
 	if d.nbatch > 0 {
 		d.resErr(d.bsink.Calls(d.batch[:d.nbatch]))
+		if d.lane.w != nil {
+			d.laneSet(d.lane.sink.Lane(d.batch[0].Tid)) // Calls may have ended it
+		}
 	}
 	d.nbatch = 0
 }
 
 // flushBatchLocked hands the batch sink the calls of a ring read, at its
-// end.
+// end, and reports those of the lane.
 func (d *drainer) flushBatchLocked() {
 	if d.bsink != nil {
 		d.handBatchLocked()
 	}
 	d.bsink = nil
+	if d.lane.w != nil {
+		d.laneEnd(nil)
+		d.lane.w = nil
+	}
 }
 
 // resPart is what of a call's effects resCalls hands on: a call that

@@ -20,12 +20,18 @@ func (s *wireResSink) Call(c *trace.Call) error    { return s.w.Write(c) }
 func (s *wireResSink) Calls(cs []trace.Call) error { return s.w.Calls(cs) }
 func (s *wireResSink) Lost(int, uint64) error      { return nil }
 
-// BenchmarkDrainResCalls measures the drain's side of a resource call
+// BenchmarkDrainResCalls measures, through the drain's lane (and
+// through Calls: -bench 'DrainResCalls/calls'), the drain's side of a resource call
 // recorded in the process: decoding a malloc's and a free's records from
 // a ring (a 10-frame stack, 64 stacks in turn, as the stubs write them),
 // making the calls and encoding them into a wire stream. ns/op is per
 // call; the target's side (the stub, the walk) is not in it.
 func BenchmarkDrainResCalls(b *testing.B) {
+	b.Run("lane", func(b *testing.B) { benchDrainResCalls(b, true) })
+	b.Run("calls", func(b *testing.B) { benchDrainResCalls(b, false) })
+}
+
+func benchDrainResCalls(b *testing.B, lane bool) {
 	clock, err := fast.NewClock()
 	if err != nil {
 		b.Skip(err)
@@ -37,6 +43,9 @@ func BenchmarkDrainResCalls(b *testing.B) {
 		b.Fatal(err)
 	}
 	d.res = &wireResSink{w: w}
+	if lane {
+		d.res = &laneResSink{wireResSink: wireResSink{w: w}}
+	}
 	mod := resModules[0]
 	var malloc, free *ResFunc
 	for i := range mod.Funcs {

@@ -3,6 +3,7 @@ package tracer
 import (
 	"rtrace/internal/elfx"
 	"rtrace/internal/trace"
+	"rtrace/internal/wire"
 )
 
 // Session describes a process image: the start of the target or an exec.
@@ -71,6 +72,21 @@ type ResBatchSink interface {
 	// Calls reports calls of one thread, in order, as Call reports each;
 	// the drain reuses cs after it returns.
 	Calls(cs []trace.Call) error
+}
+
+// ResLaneSink is a ResBatchSink that lends the drain the wire writer a
+// thread's calls go to: the drain writes the calls it can (no arguments)
+// into it itself, with the function and backtrace numbers it keeps
+// (docs/FAST-PATH.md, "The drain's lane"), and hands the others to Calls.
+type ResLaneSink interface {
+	ResBatchSink
+	// Lane is the writer of tid's calls now; nil: none (Calls then).
+	// Valid until the drain's next call of the sink's methods.
+	Lane(tid int) *wire.Writer
+	// Laned reports n calls written to a lane, and the error that ended
+	// its use, if any (the sink handles it as Calls would, and returns
+	// what Calls would have).
+	Laned(n int, err error) error
 }
 
 // Rec is one record with its payload: the arguments of an ENTRY or the

@@ -3,6 +3,7 @@ package fast
 import (
 	"bytes"
 	"errors"
+	"math"
 	"os"
 	"slices"
 	"strings"
@@ -114,6 +115,13 @@ func NewClock() (*Clock, error) {
 	c := &Clock{}
 	c.tsc0, c.ns0 = pair()
 	return c, nil
+}
+
+// FixedClock is a clock that converts at nsPerTick from TSC 0 and never
+// measures again: for tests that compare times converted at different
+// moments.
+func FixedClock(nsPerTick float64) *Clock {
+	return &Clock{cur: Scale{nsPerTick: nsPerTick}, next: math.MaxInt64}
 }
 
 // Nanos converts a TSC reading.

@@ -1,0 +1,195 @@
+package tracer
+
+import (
+	"slices"
+	"time"
+
+	"rtrace/internal/trace"
+	"rtrace/internal/wire"
+	"rtrace/tracer/fast"
+)
+
+// The drain's lane (docs/FAST-PATH.md, "The drain's lane"): the calls of
+// a ring read that may go to the sink at once (resDirectLocked) are
+// written by the drain straight into the wire writer of their thread's
+// stream (ResLaneSink.Lane), with the function and backtrace numbers it
+// keeps from one call to the next: no trace.Call is made, and the writer
+// does not look them up. A call with arguments (the file functions') goes
+// through Calls as before. The stream is the same, byte for byte.
+
+// drainLane is the drain's state of the lane of a ring read.
+type drainLane struct {
+	sink ResLaneSink
+	w    *wire.Writer // the writer of the read's thread: nil, no lane
+	n    int          // calls written since the last Laned
+	// fns are the function numbers of w's stream by stub (+1; 0: not
+	// asked yet), for writer fnsOf.
+	fns   []uint32
+	fnsOf *wire.Writer
+}
+
+// laneBegin starts the lane of a ring read of tid's calls, when the sink
+// lends one.
+func (d *drainer) laneBegin(tid int) {
+	l := &d.lane
+	l.sink, _ = d.res.(ResLaneSink)
+	l.w = nil
+	if l.sink != nil {
+		d.laneSet(l.sink.Lane(tid))
+	}
+}
+
+// laneSet makes w the lane's writer (nil: none).
+func (d *drainer) laneSet(w *wire.Writer) {
+	l := &d.lane
+	l.w = w
+	if w != nil && w != l.fnsOf {
+		clear(l.fns)
+		l.fnsOf = w
+	}
+}
+
+// laneEnd reports the calls written to the lane, and the error that
+// ended it (err).
+func (d *drainer) laneEnd(err error) {
+	l := &d.lane
+	if l.n > 0 || err != nil {
+		d.resErr(l.sink.Laned(l.n, err))
+	}
+	l.n = 0
+	if err != nil {
+		l.w = nil
+	}
+}
+
+// laneKind is how the lane makes a stub's calls from its records.
+type laneKind uint8
+
+const (
+	laneNo      laneKind = iota // calls with arguments: through Calls
+	laneEffects                 // as resEffects says
+	laneAlloc                   // allocRet (malloc): one allocation, unless it failed
+	laneFree                    // freeArg (free): one release, unless of NULL
+)
+
+// laneKindOf is the lane's way with rf's calls.
+func laneKindOf(rf *ResFunc) laneKind {
+	switch {
+	case len(rf.Args) > 0:
+		return laneNo
+	case rf.Effect == allocRet:
+		return laneAlloc
+	case rf.Effect == freeArg:
+		return laneFree
+	}
+	return laneEffects
+}
+
+// laneCall writes the calls of rc, tid's, into the lane as resCalls hands
+// them to the sink, and reports whether it did: not for a stub whose
+// calls carry arguments, nor while calls made for Calls wait in the batch
+// (they go first). stack is rc's stack (ringRes.framesOf).
+func (d *drainer) laneCall(tid int, r *ringRes, rc *fast.ResCall, stack []trace.Frame, sc fast.Scale) bool {
+	if int(rc.ID) >= len(d.resStubs) || d.nbatch > 0 {
+		return false
+	}
+	s := &d.resStubs[rc.ID]
+	if s.lane == laneNo {
+		return false
+	}
+	rf := s.res.rf
+	var args [6]uint64
+	ret, out, relTSC, ok := s.words(rc, &args)
+	if !ok {
+		return true // as resCalls: no call
+	}
+	// The common kinds made here as resEffects and wantBacktrace would.
+	switch s.lane {
+	case laneAlloc:
+		if ret == 0 || ret == ^uint64(0) {
+			return true
+		}
+		size := callSize(rf, &args)
+		if len(d.monitor) > 0 && !slices.Contains(d.monitor, size) {
+			stack = nil
+		}
+		d.lanePut(tid, s, r, rc, stack, d.timeOfDay(sc.Nanos(rc.TSC)), true, size, ret)
+		return true
+	case laneFree:
+		if args[rf.ID] == 0 {
+			return true
+		}
+		if !d.btAll {
+			stack = nil
+		}
+		d.lanePut(tid, s, r, rc, stack, d.timeOfDay(sc.Nanos(relTSC)), false, 0, args[rf.ID])
+		return true
+	}
+	if !wantBacktrace(rf, &args, d.btAll, d.monitor) {
+		stack = nil
+	}
+	d.resEvs = resEffects(d.resEvs[:0], rf, &args, ret, func(uint64) (uint64, error) { return out, nil })
+	for _, e := range d.resEvs {
+		tsc, frames := rc.TSC, stack
+		if !e.alloc {
+			tsc = relTSC
+			if !d.btAll {
+				frames = nil
+			}
+		}
+		if !d.lanePut(tid, s, r, rc, frames, d.timeOfDay(sc.Nanos(tsc)), e.alloc, e.size, e.id) {
+			break
+		}
+	}
+	return true
+}
+
+// lanePut writes a call of stub s into the lane, with backtrace frames
+// (rc's stack, or nil), and reports whether the lane goes on.
+func (d *drainer) lanePut(tid int, s *resStub, r *ringRes, rc *fast.ResCall, frames []trace.Frame, t time.Duration, alloc bool, size, id uint64) bool {
+	l := &d.lane
+	if int(rc.ID) >= len(l.fns) {
+		l.fns = append(l.fns, make([]uint32, len(d.resStubs)-len(l.fns))...)
+	}
+	fn := l.fns[rc.ID]
+	if fn == 0 {
+		n, err := l.w.FuncID(s.res.res, s.name)
+		if err != nil {
+			d.laneEnd(err)
+			return false
+		}
+		fn = n + 1
+		l.fns[rc.ID] = fn
+	}
+	sid := wire.NoStack
+	var err error
+	if len(frames) > 0 {
+		sid, err = r.stackID(rc.Slot, frames, l.w)
+	}
+	if err == nil {
+		err = l.w.PutCall(tid, fn-1, t, alloc, size, id, sid)
+	}
+	if err != nil {
+		d.laneEnd(err)
+		return false
+	}
+	l.n++
+	return true
+}
+
+// stackID is the number of the stack of cache slot slot (frames) in w's
+// stream, kept with the slot's frames.
+func (r *ringRes) stackID(slot uint8, frames []trace.Frame, w *wire.Writer) (uint32, error) {
+	e := &r.frames[slot]
+	if e.w == w && len(e.f) > 0 && &e.f[0] == &frames[0] {
+		return e.sid, nil
+	}
+	sid, err := w.StackID(frames)
+	if err != nil {
+		return 0, err
+	}
+	if len(e.f) > 0 && &e.f[0] == &frames[0] {
+		e.w, e.sid = w, sid
+	}
+	return sid, nil
+}
