@@ -228,6 +228,9 @@ func (s *session) reportSkipped(res *tracer.Result) {
 		if res.Walks > 0 {
 			fmt.Fprintf(w, "rtrace: fast engine: %d of %d backtraces found in the process without a stop\n", res.Walks-min(res.WalkStops, res.Walks), res.Walks)
 		}
+		if res.ValueStops > 0 {
+			fmt.Fprintf(w, "rtrace: fast engine: %d stops at entries and returns for what the stubs do not record (strings, floats, structs, stack arguments, read= counters, resource calls kept on stops)\n", res.ValueStops)
+		}
 	}
 	if s.c.Verbose && len(res.Int3Entries) > 0 {
 		fmt.Fprintf(w, "rtrace: %d function(s) traced with a slower int3 entry instead of a detour jump:\n", len(res.Int3Entries))

@@ -44,6 +44,7 @@ type drainer struct {
 	// the calls of a batch, and the losses seen.
 	res      ResSink
 	resStubs []resStub
+	argFns   map[uint64]argFn // functions whose stubs record their values (fast_args.go)
 	decoders map[*fast.State]*ringRes
 	resLost  uint64
 	walks    uint64       // calls whose record carried a backtrace
@@ -462,16 +463,30 @@ func (d *drainer) drainBatchLocked(st *fast.State, tid int) bool {
 				// A resource call's records, none of them a function's:
 				// handed on here, while the part is the thread's.
 				if n, ok := dec.Group(part, i, &d.rc); ok {
-					d.resCall(st, rr, tid, &d.rc, direct, sc)
+					if d.rc.Values {
+						rr.vals.set(&d.rc)
+					} else {
+						d.resCall(st, rr, tid, &d.rc, direct, sc)
+					}
 					i += n - 1
 				} else if c, whole, _ := dec.Feed(r); whole {
-					d.resCall(st, rr, tid, &c, direct, sc)
+					if c.Values {
+						rr.vals.set(&c)
+					} else {
+						d.resCall(st, rr, tid, &c, direct, sc)
+					}
 				}
 				continue
 			}
 			t = max(sc.Nanos(r.TSC), t)
 			typ, depth, addr := fast.Unword(r.Word)
 			out[j] = Rec{Record: uftrace.Record{Time: t, Type: uftrace.RecordType(typ), Depth: depth, Addr: addr}}
+			if rr.vals.valid {
+				// The values of a function whose stub records them (args.S).
+				if p := d.payloadFor(&rr.vals, r.Word, typ, addr); p != nil {
+					out[j].More, out[j].Payload = true, p
+				}
+			}
 			if typ == int(uftrace.Event) {
 				// The stubs' only event, -W cpu's: the CPU above the id.
 				out[j].Addr, out[j].More, out[j].Payload = addr&(1<<20-1), true, uftrace.WatchPayload(uint32(addr>>20))

@@ -145,6 +145,7 @@ func (d *drainer) addResStub(s resStub) uint32 {
 // stack the decoder holds (a new slice for each STACK record).
 type ringRes struct {
 	dec    fast.ResDecoder
+	vals   pendValues // an ARGS or RET group, for the function record after it
 	frames [256]struct {
 		key *uint64
 		f   []trace.Frame

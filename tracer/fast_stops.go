@@ -92,6 +92,7 @@ func (t *Tracer) fastEntry(th *thread, f *fn, regs *unix.PtraceRegs, ts uint64, 
 // return value is (its frame gets FlagStop: its return stops at ExitStop).
 // The thread then goes on at the int3's resume address, past the stub.
 func (t *Tracer) fastValues(th *thread, f *fn, regs *unix.PtraceRegs, ts uint64) {
+	t.valueStops++
 	fi := th.proc.image.fast
 	st := t.fastState(th, regs)
 	if st == nil || st.Guarded() || len(fi.sites) == 0 {
@@ -172,6 +173,7 @@ func (t *Tracer) fastValues(th *thread, f *fn, regs *unix.PtraceRegs, ts uint64)
 // fastExitValue records, at ExitStop, the return of the frame the exit
 // stub just popped, with its return value.
 func (t *Tracer) fastExitValue(th *thread, regs *unix.PtraceRegs, ts uint64) {
+	t.valueStops++
 	st := th.fastView()
 	if st == nil {
 		return

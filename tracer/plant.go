@@ -46,7 +46,9 @@ func (t *Tracer) plantFuncs(tid int, mem *os.File, im *image, cm *codeMap, cands
 	}
 	var fc *fastCode
 	if im.fast != nil {
-		fc = &fastCode{table: im.fast.tableAddr, rdfsbase: im.fast.rdfsbase, clones: t.on && !t.attached, res: t.resDesc, stops: func(c cand) bool {
+		fc = &fastCode{table: im.fast.tableAddr, rdfsbase: im.fast.rdfsbase, clones: t.on && !t.attached, res: t.resDesc, args: func(c cand, addr uint64) (fast.Desc, bool) {
+			return t.argsDesc(f, c, addr)
+		}, stops: func(c cand) bool {
 			if c.res != nil {
 				return true // a resource call: reported at stops (fastValues)
 			}
@@ -189,6 +191,10 @@ type fastCode struct {
 	// of the stub that records its calls in the process (res.S); false
 	// keeps it on stops.
 	res func(c cand, addr uint64) (fast.Desc, bool)
+	// args says, for a function stops would keep for its arguments or
+	// return value, the descriptor of the stub that records them in the
+	// process (args.S); false keeps it on stops.
+	args func(c cand, addr uint64) (fast.Desc, bool)
 }
 
 // headFunc makes the head of a function's stub at a slot (fast.Head).
@@ -246,6 +252,13 @@ func planFuncs(cm *codeMap, cands []cand, scratch, size, entry uint64, exe bool,
 					desc := scratch + uint64(len(p.code))
 					p.code = append(p.code, d.Bytes()...)
 					head = func(slot uint64) ([]byte, error) { return fast.ResHead(slot, desc, sites.ResEntry) }
+					stops = false
+				}
+			} else if stops && fc.args != nil {
+				if d, ok := fc.args(c, addr); ok {
+					desc := scratch + uint64(len(p.code))
+					p.code = append(p.code, d.Bytes()...)
+					head = func(slot uint64) ([]byte, error) { return fast.ArgsHead(slot, desc, sites.EntryArgs) }
 					stops = false
 				}
 			}

@@ -114,7 +114,10 @@ type Result struct {
 	// Walks counts the resource calls whose backtrace the fast engine
 	// found in the process; WalkStops those of them rtrace finished.
 	Walks, WalkStops uint64
-	Skipped          []Skip
+	// ValueStops counts the fast engine's stops at an entry or a return to
+	// record what a stub does not (strings, floats, resource calls...).
+	ValueStops uint64
+	Skipped    []Skip
 	// Int3Entries are functions instrumented with an int3 at the entry
 	// instead of a detour jump (3 system calls more per call), with why.
 	Int3Entries []Skip
@@ -176,8 +179,11 @@ type Tracer struct {
 	planted     int // functions instrumented
 	// tables are the unwind tables compiled for the in-process walker;
 	// walkStops counts the walks rtrace finished (fastWalkStop).
-	tables      tableCache
-	walkStops   int
+	tables    tableCache
+	walkStops int
+	// valueStops counts the fast engine's stops at a function's entry or
+	// return for what a stub does not record (fastValues, fastExitValue).
+	valueStops  uint64
 	warnedArena bool
 }
 
@@ -389,6 +395,7 @@ func (t *Tracer) traceRoot(pid int) error {
 			timeline.Mark("drain closed")
 			t.result.Lost = t.drain.lost + t.drain.resLost
 			t.result.Walks, t.result.WalkStops = t.drain.walks, uint64(t.walkStops)
+			t.result.ValueStops = t.valueStops
 		}()
 	}
 	return t.loop()

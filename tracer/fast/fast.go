@@ -106,6 +106,9 @@ func Code(table uint64, rdfsbase bool) []byte {
 type Sites struct {
 	Base        uint64 // the code's first byte
 	Entry, Exit uint64 // the shared entry routine and the exit stub
+	// EntryArgs: the shared entry of a function whose arguments or return
+	// value its stub records (ArgsHead).
+	EntryArgs uint64
 	// EntryMiss: a thread the table does not hold (its key in rcx) stops
 	// here (rip is one past the int3); registered, it goes on.
 	EntryMiss uint64
@@ -139,7 +142,7 @@ type Sites struct {
 // SitesAt returns the Sites of the shared code at base.
 func SitesAt(base uint64) Sites {
 	return Sites{
-		Base: base, Entry: base + offEntry, Exit: base + offExit,
+		Base: base, Entry: base + offEntry, Exit: base + offExit, EntryArgs: base + offEntryArgs,
 		EntryMiss: base + offEntryMiss, EntryOut: base + offEntryOut,
 		EntryUnhooked: base + offEntryUnhooked,
 		ExitMiss:      base + offExitMiss, ExitEmpty: base + offExitEmpty, ExitStop: base + offExitStop,
@@ -189,6 +192,14 @@ func ResHead(slot, desc, resEntry uint64) ([]byte, error) {
 	return Head(slot, desc, resEntry)
 }
 
+// ArgsHead returns the head of the stub at slot of a function whose
+// arguments (the first Desc.Args integer registers) or return value
+// (DescRet) its records carry (args.S), whose descriptor is at desc:
+// Head's, calling the shared entryArgs with the descriptor.
+func ArgsHead(slot, desc, entryArgs uint64) ([]byte, error) {
+	return Head(slot, desc, entryArgs)
+}
+
 // Descriptor flags (res.S's DF_*).
 const (
 	// DescRelease: a release whose effect does not depend on its result,
@@ -212,6 +223,9 @@ const (
 	// whose frame stays for the calls nested in it (operator delete's
 	// free); its return writes nothing.
 	DescReleaseFrame = 32
+	// DescRet: a function's return value is recorded (ArgsHead's
+	// descriptors): its frame gets FlagRet.
+	DescRet = 64
 )
 
 // DescSize is the size of a resource function's descriptor.

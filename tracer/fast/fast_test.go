@@ -45,7 +45,7 @@ func TestBlobMatchesSource(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]uint64{"entry": offEntry, "entry_lookup": offLookup, "entry_out": offEntryOut,
+	want := map[string]uint64{"entry": offEntry, "entry_args": offEntryArgs, "entry_lookup": offLookup, "entry_out": offEntryOut,
 		"entry_miss": offEntryMiss, "entry_unhooked": offEntryUnhooked, "exit": offExit,
 		"exit_miss": offExitMiss, "exit_empty": offExitEmpty, "exit_stop_trap": offExitStop, "held": offHeldTrap,
 		"res_entry": offResEntry, "res_lookup": offResLookup, "res_miss": offResMiss, "res_unhooked": offResUnhooked, "walk_stop_trap": offWalkStop}
@@ -70,7 +70,7 @@ func TestBlobMatchesSource(t *testing.T) {
 		{"PCGEN", offPCGen}, {"RESDESC", offResDesc}, {"RESARG", offResArg}, {"ROOMNEED", offRoomNeed}, {"RESLOST", offResLost}, {"WALKN", offWalkN},
 		{"WALKPC", offWalkPC}, {"WALKSP", offWalkSP}, {"WALKBP", offWalkBP}, {"WALKEX", offWalkEx}, {"RESPAY", offResPay}, {"INRESX", offInResX}, {"RESTSC", offResTSC}, {"INRESW", offInResW}, {"RELSINCE", offRelSince}, {"SIGRES", offSigRes}, {"WALKROWS", offWalkRows}, {"WALKBUF", offWalkBuf},
 		{"WALKMAX", WalkMax}, {"SCACHE", offSCache}, {"SCENT", scEntry}, {"SCMAX", StackCacheMax}, {"PCCACHE", offPCCache},
-		{"DF_REL", DescRelease}, {"DF_OUT", DescOut}, {"DF_BT", DescBacktrace}, {"DF_ETIME", DescEntryTime}, {"DF_BOTH", DescBoth}, {"DF_RELF", DescReleaseFrame}, {"FLAGSTOP", FlagStop}, {"FLAGRES", FlagRes},
+		{"DF_REL", DescRelease}, {"DF_OUT", DescOut}, {"DF_BT", DescBacktrace}, {"DF_ETIME", DescEntryTime}, {"DF_BOTH", DescBoth}, {"DF_RELF", DescReleaseFrame}, {"FLAGSTOP", FlagStop}, {"FLAGRES", FlagRes}, {"FLAGRET", FlagRet}, {"DF_RET", DescRet}, {"RESARGS", resArgsType},
 		{"RESCALL", resType}, {"RESSTACK", resStackBit | resType}, {"HASSTACK", resHasStack}} {
 		found := false
 		for _, s := range syms {
@@ -359,12 +359,23 @@ func TestResDecoder(t *testing.T) {
 	recs = append(recs, ResWords(103, 9, []uint64{0x5000}, nil, 0, false)...)
 	recs = append(recs, ResWords(104, 8, []uint64{1, 2, 3, 0, 0x7000}, s2, 200, true)...)
 	recs = append(recs, ResWords(105, 7, []uint64{48, 0x8000}, s2, 3, true)...) // slot 3 takes another stack
+	// -A/-R values (args.S): three argument registers, then a return value.
+	recs = append(recs, ValueWords(Word(TypeEntry, 1, 0x1234), false, []uint64{11, 12, 13})...)
+	recs = append(recs, ValueWords(Word(TypeExit, 1, 0x1234), true, []uint64{21, 22})...)
 	want := []string{
 		"100 7 [16 20480] [4198400 4198656 4198912]",
 		"102 7 [32 24576] [4198400 4198656 4198912]",
 		"103 9 [20480 0] []",
 		"104 8 [1 2 3 0 28672 0] [4202496]",
 		"105 7 [48 32768] [4202496]",
+		fmt.Sprintf("values %d 0 [11 12 13]", Word(TypeEntry, 1, 0x1234)),
+		fmt.Sprintf("values %d 1 [21 22]", Word(TypeExit, 1, 0x1234)),
+	}
+	show := func(c *ResCall) string {
+		if c.Values {
+			return fmt.Sprintf("values %d %d %v", c.TSC, c.ID, c.Words)
+		}
+		return fmt.Sprintf("%d %d %v %v", c.TSC, c.ID, c.Words, c.Stack)
 	}
 	for cut := 0; cut <= len(recs); cut++ {
 		var d ResDecoder
@@ -381,7 +392,7 @@ func TestResDecoder(t *testing.T) {
 				}
 				var g ResCall
 				if n, ok := d.Group(part, i, &g); ok {
-					got = append(got, fmt.Sprintf("%d %d %v %v", g.TSC, g.ID, g.Words, g.Stack))
+					got = append(got, show(&g))
 					i += n - 1
 					continue
 				}
@@ -390,7 +401,7 @@ func TestResDecoder(t *testing.T) {
 					t.Fatalf("cut %d: a group decoded as bad", cut)
 				}
 				if whole {
-					got = append(got, fmt.Sprintf("%d %d %v %v", c.TSC, c.ID, c.Words, c.Stack))
+					got = append(got, show(&c))
 				}
 			}
 		}

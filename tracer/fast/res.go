@@ -9,6 +9,10 @@ const (
 	resType     = 2
 	resStackBit = 4
 	resHasStack = 8
+	// resArgsType starts an ARGS or RET group (args.S): a function's
+	// argument registers before its ENTRY, its return value before its
+	// EXIT.
+	resArgsType = resType | resStackBit | resHasStack
 )
 
 // IsRes reports whether a ring word starts a resource record group.
@@ -17,12 +21,17 @@ func IsRes(word uint64) bool { return word&3 == resType }
 // ResCall is a resource call a ring held: its time (a TSC reading), its
 // function (Desc.ID), its payload words (the arguments, the result, the
 // out word) and its backtrace (nil: none).
+//
+// An ARGS or RET group (args.S) decodes as a ResCall with Values set: TSC
+// is then the word of the function record it belongs to (the next one),
+// ID 0 for the arguments and 1 for the return value, Words the registers.
 type ResCall struct {
-	TSC   uint64
-	ID    uint32
-	Slot  uint8 // the stack cache's slot Stack is in
-	Words []uint64
-	Stack []uint64
+	TSC    uint64
+	ID     uint32
+	Slot   uint8 // the stack cache's slot Stack is in
+	Values bool
+	Words  []uint64
+	Stack  []uint64
 }
 
 // ResDecoder decodes the resource records of one thread's ring in order,
@@ -49,14 +58,23 @@ func (d *ResDecoder) Reset() { *d = ResDecoder{} }
 // for anything else (a STACK, a group the part cuts): Feed takes those.
 func (d *ResDecoder) Group(part []Rec, i int, c *ResCall) (n int, ok bool) {
 	h := &part[i]
-	if d.need > 0 || h.Word&3 != resType || h.Word&resStackBit != 0 {
+	values := h.Word&0xf == resArgsType
+	if d.need > 0 || h.Word&3 != resType || h.Word&resStackBit != 0 && !values {
 		return 0, false
 	}
 	k := int(h.Word>>4) & 0xf
 	if i+k >= len(part) {
 		return 0, false
 	}
-	c.TSC, c.ID, c.Slot, c.Words, c.Stack = h.TSC, uint32(h.Word>>16), 0, nil, nil
+	if values {
+		n := min(int(h.Word>>16), 2*k)
+		c.TSC, c.ID, c.Slot, c.Values, c.Words, c.Stack = h.TSC, uint32(h.Word>>8)&0xff, 0, true, nil, nil
+		if n > 0 {
+			c.Words = unsafe.Slice((*uint64)(unsafe.Pointer(&part[i+1])), n)
+		}
+		return 1 + k, true
+	}
+	c.TSC, c.ID, c.Slot, c.Values, c.Words, c.Stack = h.TSC, uint32(h.Word>>16), 0, false, nil, nil
 	if k > 0 {
 		c.Words = unsafe.Slice((*uint64)(unsafe.Pointer(&part[i+1])), 2*k)
 	}
@@ -75,7 +93,7 @@ func (d *ResDecoder) Group(part []Rec, i int, c *ResCall) (n int, ok bool) {
 func (d *ResDecoder) Feed(r Rec) (c ResCall, whole, bad bool) {
 	if d.need == 0 {
 		d.hdr, d.words = r, d.words[:0]
-		if r.Word&resStackBit != 0 {
+		if r.Word&resStackBit != 0 && r.Word&0xf != resArgsType {
 			n := r.Word >> 16
 			if n > WalkMax {
 				return ResCall{}, false, true
@@ -92,6 +110,10 @@ func (d *ResDecoder) Feed(r Rec) (c ResCall, whole, bad bool) {
 		return ResCall{}, false, false
 	}
 	slot := int(d.hdr.Word>>8) & 0xff
+	if d.hdr.Word&0xf == resArgsType {
+		n := min(int(d.hdr.Word>>16), len(d.words))
+		return ResCall{TSC: d.hdr.TSC, ID: uint32(slot), Values: true, Words: d.words[:n]}, true, false
+	}
 	if d.hdr.Word&resStackBit != 0 {
 		d.slots[slot] = append([]uint64(nil), d.words[:d.hdr.Word>>16]...)
 		return ResCall{}, false, false
@@ -128,5 +150,25 @@ func ResWords(tsc uint64, id uint32, words []uint64, stack []uint64, slot int, m
 	}
 	out = append(out, Rec{TSC: tsc, Word: w})
 	pairs(words)
+	return out
+}
+
+// ValueWords packs an ARGS group (ret false: the argument registers) or a
+// RET group (rax, rdx) as args.S writes them, for tests: before the
+// function record whose word is word.
+func ValueWords(word uint64, ret bool, regs []uint64) []Rec {
+	k := (len(regs) + 1) / 2
+	kind := uint64(0)
+	if ret {
+		kind = 1
+	}
+	out := []Rec{{TSC: word, Word: uint64(len(regs))<<16 | kind<<8 | uint64(k)<<4 | resArgsType}}
+	for i := 0; i < len(regs); i += 2 {
+		r := Rec{TSC: regs[i]}
+		if i+1 < len(regs) {
+			r.Word = regs[i+1]
+		}
+		out = append(out, r)
+	}
 	return out
 }

@@ -62,10 +62,12 @@ type Frame struct {
 
 // Frame flags: FlagStop, the frame's return stops at the exit stub's
 // ExitStop, for rtrace to record its return value; FlagRes, a resource
-// call's frame (res.S), whose return writes the call's record.
+// call's frame (res.S), whose return writes the call's record; FlagRet, a
+// frame whose return writes its return value (args.S's RET group).
 const (
 	FlagStop = 1
 	FlagRes  = 2
+	FlagRet  = 4
 )
 
 // Frame returns the frame at depth i.

@@ -6,6 +6,7 @@
 # Frame flags (a shadow-stack frame's fourth word):
 	.set FLAGSTOP, 1      # its return stops at exit_stop_trap (a value to record)
 	.set FLAGRES,  2      # a resource call's: its return writes the call's record (res.S), no EXIT
+	.set FLAGRET,  4      # its return writes a RET group (the return value) before the EXIT
 #
 # Per-thread state (one memfd mapping per thread, shared with rtrace):
 	.set GUARD,   0x00    # nonzero while a stub of this thread writes state
@@ -183,6 +184,12 @@ nap:	.quad 0, 1000000            # a futex wait's timeout: 1 ms
 # the ENTRY record. Preserves every register but %rax (the stub restores
 # it); the status flags are not preserved (undefined at a call's entry and
 # return in the psABI).
+#
+# entry_args: the same for a function whose arguments or return value the
+# stub records (-A/-R), called with its descriptor (args.S) in %rax,
+# marked by the top bit (0x00 in entry's frame keeps it).
+entry_args:
+	bts $63, %rax
 entry:
 	lea -0x38(%rsp), %rsp
 	mov %rcx, 0x28(%rsp)
@@ -191,6 +198,7 @@ entry:
 	mov %rdi, 0x10(%rsp)
 	mov %r8, 0x08(%rsp)
 	mov %rax, %rsi
+	mov %rax, (%rsp)
 entry_lookup:
 	LOOKUP entry_miss
 	cmpq $0, GUARD(%rdi)
@@ -199,7 +207,10 @@ entry_lookup:
 	jne entry_unhooked
 entry_hooked:
 	movq $1, GUARD(%rdi)
+	test %rsi, %rsi
+	js entry_argroom
 	CALLCLEAR room
+entry_fn:
 	mov DEPTH(%rdi), %rcx
 	cmp $MAXSTACK, %rcx
 	jae entry_unguard
@@ -252,6 +263,9 @@ entry_recover:
 	jnz entry_record
 	mov %rdx, (%rax)
 entry_record:
+	cmpq $0, (%rsp)
+	js entry_argrec
+entry_time:
 	rdtsc
 	shl $32, %rdx
 	or %rdx, %rax
@@ -485,7 +499,10 @@ exit_pop:
 	jnz exit_stop
 	testq $FLAGRES, 24(%rcx)
 	jnz exit_res
+	testq $FLAGRET, 24(%rcx)
+	jnz exit_ret
 	CALLCLEAR emit
+exit_done:
 	decq DEPTH(%rdi)        # the frame goes once its EXIT is written
 	REHOOK
 	EXIT_RESTORE
@@ -535,5 +552,6 @@ exit_empty:
 	int3                    # a hijacked return with an empty shadow stack
 	ud2
 
+	.include "args.S"
 	.include "res.S"
 	.include "walk.S"

@@ -16,6 +16,7 @@ import (
 // offsets name the Go constant of each stub.S symbol blob.go exports.
 var offsets = []struct{ name, sym string }{
 	{"offEntry", "entry"},
+	{"offEntryArgs", "entry_args"},
 	{"offLookup", "entry_lookup"},
 	{"offEntryOut", "entry_out"},
 	{"offEntryMiss", "entry_miss"},

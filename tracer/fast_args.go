@@ -1,0 +1,140 @@
+package tracer
+
+import (
+	"os"
+
+	"golang.org/x/sys/unix"
+
+	"rtrace/internal/elfx"
+	"rtrace/internal/uftrace"
+	"rtrace/tracer/fast"
+)
+
+// Arguments and return values recorded in the process (docs/FAST-PATH.md,
+// "Arguments and return values"): a function whose -A/-R specs need only
+// its integer argument registers and its return value gets a stub that
+// writes them into the ring beside its ENTRY and EXIT (args.S); the
+// drain makes the payloads the tracer makes at a stop (values).
+
+// argsDesc decides, for the planner, whether function c at addr, which
+// has specs, gets a stub that records their values in the process, and
+// returns its descriptor: when every spec is an integer register's (argN
+// for N up to 6, retval) shown as a number, a character, a pointer or an
+// enum. Strings, floats, structs, stack words and explicit locations are
+// read at stops, as are the counters of -T FUNC@read= and a resource
+// function's calls.
+func (t *Tracer) argsDesc(f *elfx.File, c cand, addr uint64) (fast.Desc, bool) {
+	if t.drain == nil || t.cfg.Specs == nil || c.res != nil || t.cfg.Reads != nil && t.cfg.Reads(c.name) != 0 || argsAtStops {
+		return fast.Desc{}, false
+	}
+	args, rets := t.cfg.Specs(f, c.name, c.specValue())
+	if len(args) == 0 && len(rets) == 0 {
+		return fast.Desc{}, false
+	}
+	n := 0
+	for _, a := range args {
+		if !regSpec(a) || a.Kind != uftrace.IntArg {
+			return fast.Desc{}, false
+		}
+		n = max(n, a.Index)
+	}
+	for _, a := range rets {
+		if !regSpec(a) || a.Kind != uftrace.RetVal {
+			return fast.Desc{}, false
+		}
+	}
+	d := fast.Desc{Fn: addr, Args: uint8(n)}
+	if len(rets) > 0 {
+		d.Flags |= fast.DescRet
+	}
+	t.drain.addArgFn(addr, args, rets, func(specs []uftrace.ArgSpec, regs *unix.PtraceRegs) []byte {
+		return t.values(nil, specs, regs) // registers only: no thread to read
+	})
+	return d, true
+}
+
+// argsAtStops (RTRACE_ARGS=stops) keeps every function with specs on
+// stops: the reference the stubs' values equal (the e2e tests compare).
+var argsAtStops = os.Getenv("RTRACE_ARGS") == "stops"
+
+// regSpec reports whether a's value is an integer register's that values
+// shows without reading the process: argN (N up to 6) or retval, no
+// location, not a string, a float or a struct.
+func regSpec(a uftrace.ArgSpec) bool {
+	if a.Loc != "" || a.Size > 8 {
+		return false
+	}
+	switch a.Fmt {
+	case 's', 'S', 't', 'f':
+		return false
+	}
+	switch a.Kind {
+	case uftrace.IntArg:
+		return a.Index >= 1 && a.Index <= 6
+	case uftrace.RetVal:
+		return true
+	}
+	return false
+}
+
+// argFn is a function whose stub records its values: its specs, and how
+// their payload is made from registers (Tracer.values).
+type argFn struct {
+	args, rets []uftrace.ArgSpec
+	payload    func(specs []uftrace.ArgSpec, regs *unix.PtraceRegs) []byte
+}
+
+// addArgFn registers the function at addr whose stub records its values.
+func (d *drainer) addArgFn(addr uint64, args, rets []uftrace.ArgSpec, payload func([]uftrace.ArgSpec, *unix.PtraceRegs) []byte) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.argFns == nil {
+		d.argFns = map[uint64]argFn{}
+	}
+	d.argFns[addr] = argFn{args, rets, payload}
+}
+
+// pendValues is an ARGS or RET group a ring held, waiting for the
+// function record it belongs to: the next one, whose word is word.
+type pendValues struct {
+	word  uint64
+	ret   bool
+	regs  [6]uint64
+	n     int
+	valid bool
+}
+
+// set keeps c, an ARGS or RET group (ResCall.Values).
+func (p *pendValues) set(c *fast.ResCall) {
+	p.word, p.ret, p.valid = c.TSC, c.ID == 1, true
+	p.n = copy(p.regs[:], c.Words)
+}
+
+// payloadFor returns the payload of rec (the record after the group p,
+// with word word) when p belongs to it, and forgets p: a group belongs to
+// the record that follows it, or to none.
+func (d *drainer) payloadFor(p *pendValues, word uint64, typ int, addr uint64) []byte {
+	if !p.valid {
+		return nil
+	}
+	p.valid = false
+	if p.word != word || p.ret != (typ == int(uftrace.Exit)) {
+		return nil
+	}
+	f, ok := d.argFns[addr]
+	if !ok {
+		return nil
+	}
+	var regs unix.PtraceRegs
+	specs := f.args
+	if p.ret {
+		specs = f.rets
+		regs.Rax, regs.Rdx = p.regs[0], p.regs[1]
+	} else {
+		regs.Rdi, regs.Rsi, regs.Rdx, regs.Rcx, regs.R8, regs.R9 = p.regs[0], p.regs[1], p.regs[2], p.regs[3], p.regs[4], p.regs[5]
+	}
+	if len(specs) == 0 {
+		return nil
+	}
+	return f.payload(specs, &regs)
+}
