@@ -1,6 +1,7 @@
 /* args: arguments and return values of every kind uftrace's argspec
  * covers: integers of each size, chars, strings (NULL, long), floats and
- * doubles, pointers, more than six arguments, string and float returns. */
+ * doubles, pointers (one called through a pointer), more than six
+ * arguments, string and float returns. */
 #include <stdio.h>
 #include <string.h>
 
@@ -31,6 +32,8 @@ int main(void)
 	sink = (long)half(3.0f);
 	sink = (long)scale(-6);
 	sink = (long)ptr((void *)0x1234);
+	void *(*volatile indirect)(void *) = ptr; /* a call the int3 entry of a short ptr sees */
+	sink = (long)indirect((void *)0x5678);
 	sink = many(1, 2, 3, 4, 5, 6, 7, 8);
 	sink = (long)mixed(1, 2.5, 3, 4.5, 5, 6, 7, 8, 9.5);
 	printf("args %s %s %d\n", name(1), name(0), neg(5));

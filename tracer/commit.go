@@ -105,6 +105,7 @@ func (t *Tracer) commitPlan(mem io.WriterAt, im *image, p *plantPlan) error {
 		fi.res = e.c.res
 		fi.personality = e.personality
 		fi.stub = e.stub
+		fi.argStub = e.argStub
 		fi.redirects = e.redirects
 		im.funcs = append(im.funcs, fi)
 		b := e.bp

@@ -63,7 +63,7 @@ func (t *Tracer) fastTrap(th *thread, regs *unix.PtraceRegs, pc uint64, ts uint6
 // the entry itself first.
 func (t *Tracer) fastEntry(th *thread, f *fn, regs *unix.PtraceRegs, ts uint64, probe bool) uint64 {
 	im := th.proc.image
-	if f.res != nil || len(f.args) > 0 || len(f.rets) > 0 || f.reads != 0 || probe && !f.jump && !f.personality {
+	if f.res != nil || (len(f.args) > 0 || len(f.rets) > 0) && !f.argStub || f.reads != 0 || probe && !f.jump && !f.personality {
 		t.fastValues(th, f, regs, ts)
 		return 0
 	}

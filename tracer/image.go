@@ -41,6 +41,9 @@ type fn struct {
 	// the call sites aimed at it, armed and disarmed with its entry.
 	stub      uint64
 	redirects []redirect
+	// argStub: the stub records args and rets itself (args.S): a stop at
+	// its int3 entry goes there too.
+	argStub bool
 }
 
 // libcallSkip are library functions whose calls are not recorded, as

@@ -160,6 +160,8 @@ type entryPlan struct {
 	// redirects: with an int3 entry, the direct calls and jumps of the
 	// module aimed at the stub instead (no stop for them).
 	redirects []redirect
+	// argStub: its stub records its -A/-R values (args.S).
+	argStub bool
 }
 
 // redirect is a call site's rel32 rewritten: at at, new over orig.
@@ -241,6 +243,7 @@ func planFuncs(cm *codeMap, cands []cand, scratch, size, entry uint64, exe bool,
 		err := errJump
 		personality := c.libcall && exe && strings.HasSuffix(c.name, "_personality_v0")
 		stops := fc != nil && fc.stops != nil && fc.stops(c)
+		argStub := false
 		var head headFunc
 		if p.sites != nil {
 			sites := p.sites
@@ -259,7 +262,7 @@ func planFuncs(cm *codeMap, cands []cand, scratch, size, entry uint64, exe bool,
 					desc := scratch + uint64(len(p.code))
 					p.code = append(p.code, d.Bytes()...)
 					head = func(slot uint64) ([]byte, error) { return fast.ArgsHead(slot, desc, sites.EntryArgs) }
-					stops = false
+					stops, argStub = false, true
 				}
 			}
 		}
@@ -308,7 +311,7 @@ func planFuncs(cm *codeMap, cands []cand, scratch, size, entry uint64, exe bool,
 		}
 		p.code = append(p.code, plan.Slot...)
 		p.code = append(p.code, make([]byte, -len(p.code)&15)...)
-		e := entryPlan{c: c, addr: addr, jump: jump, personality: personality, stub: stub, redirects: redirects,
+		e := entryPlan{c: c, addr: addr, jump: jump, personality: personality, stub: stub, redirects: redirects, argStub: argStub,
 			bp: bp.Breakpoint{Addr: addr, Orig: body[0], Kind: bp.FuncEntry, Plan: plan}}
 		if plan.Action == bp.Detoured {
 			e.bp.Addr = plan.Trap
