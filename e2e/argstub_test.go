@@ -64,3 +64,25 @@ func TestRecordArgumentsInProcess(t *testing.T) {
 		})
 	}
 }
+
+// A call through the GOT (-fno-plt) records the values in integer
+// registers the same way (the trampoline's stub); others are named in a
+// warning, never dropped silently.
+func TestRecordArgumentsNoPLT(t *testing.T) {
+	uft := testutil.RequireTool(t, "uftrace")
+	prog := testutil.BuildC(t, "libcalls.c", "-O0", "-fno-plt")
+	tmp := t.TempDir()
+	r := runCmd(t, tmp, rtraceBin, "record", "--engine", "fast", "-d", "R", "-A", "malloc@arg1", "-R", "malloc@retval/x", "-A", "qsort@arg2,arg3", "-A", "puts@arg1/s", "--", prog)
+	if r.code != 0 {
+		t.Fatalf("record: %+v", r)
+	}
+	if !strings.Contains(r.stderr, "the -A/-R values of puts are not recorded at its calls through the GOT") {
+		t.Errorf("no warning for puts's string argument:\n%s", r.stderr)
+	}
+	got := testutil.Run(t, tmp, uft, "replay", "--no-pager", "-f", "none", "-d", "R")
+	for _, s := range []string{"malloc(9) = 0x", "qsort(3, 4) {"} {
+		if !strings.Contains(got, s) {
+			t.Errorf("replay lacks %s:\n%s", s, got)
+		}
+	}
+}

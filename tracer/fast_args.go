@@ -18,16 +18,26 @@ import (
 
 // argsDesc decides, for the planner, whether function c at addr, which
 // has specs, gets a stub that records their values in the process, and
-// returns its descriptor: when every spec is an integer register's (argN
-// for N up to 6, retval) shown as a number, a character, a pointer or an
-// enum. Strings, floats, structs, stack words and explicit locations are
-// read at stops, as are the counters of -T FUNC@read= and a resource
-// function's calls.
+// returns its descriptor (argsDescFor).
 func (t *Tracer) argsDesc(f *elfx.File, c cand, addr uint64) (fast.Desc, bool) {
-	if t.drain == nil || t.cfg.Specs == nil || c.res != nil || t.cfg.Reads != nil && t.cfg.Reads(c.name) != 0 || argsAtStops {
+	if c.res != nil || t.cfg.Reads != nil && t.cfg.Reads(c.name) != 0 {
 		return fast.Desc{}, false
 	}
-	args, rets := t.cfg.Specs(f, c.name, c.specValue())
+	return t.argsDescFor(f, c.name, c.specValue(), addr)
+}
+
+// argsDescFor returns the descriptor of the stub of function name (value:
+// its symbol's, for -a's DWARF types) at addr that records its values in
+// the process, when it has specs and every one is an integer register's
+// (argN for N up to 6, retval) shown as a number, a character, a pointer
+// or an enum. Strings, floats, structs, stack words and explicit locations
+// are read at stops, as are the counters of -T FUNC@read= and a resource
+// function's calls.
+func (t *Tracer) argsDescFor(f *elfx.File, name string, value, addr uint64) (fast.Desc, bool) {
+	if t.drain == nil || t.cfg.Specs == nil || argsAtStops {
+		return fast.Desc{}, false
+	}
+	args, rets := t.cfg.Specs(f, name, value)
 	if len(args) == 0 && len(rets) == 0 {
 		return fast.Desc{}, false
 	}
@@ -47,7 +57,7 @@ func (t *Tracer) argsDesc(f *elfx.File, c cand, addr uint64) (fast.Desc, bool) {
 	if len(rets) > 0 {
 		d.Flags |= fast.DescRet
 	}
-	t.drain.addArgFn(addr, args, rets, func(specs []uftrace.ArgSpec, regs *unix.PtraceRegs) []byte {
+	d.ID = t.drain.addArgFn(addr, args, rets, func(specs []uftrace.ArgSpec, regs *unix.PtraceRegs) []byte {
 		return t.values(nil, specs, regs) // registers only: no thread to read
 	})
 	return d, true
@@ -77,52 +87,55 @@ func regSpec(a uftrace.ArgSpec) bool {
 	return false
 }
 
-// argFn is a function whose stub records its values: its specs, and how
-// their payload is made from registers (Tracer.values).
+// argFn is a function whose stub records its values: its address, its
+// specs, and how their payload is made from registers (Tracer.values). Its
+// number (Desc.ID, the groups') is its index in drainer.argFns: one
+// address may be different functions in the processes of a traced tree.
 type argFn struct {
+	addr       uint64
 	args, rets []uftrace.ArgSpec
 	payload    func(specs []uftrace.ArgSpec, regs *unix.PtraceRegs) []byte
 }
 
-// addArgFn registers the function at addr whose stub records its values.
-func (d *drainer) addArgFn(addr uint64, args, rets []uftrace.ArgSpec, payload func([]uftrace.ArgSpec, *unix.PtraceRegs) []byte) {
+// addArgFn numbers the function at addr whose stub records its values.
+func (d *drainer) addArgFn(addr uint64, args, rets []uftrace.ArgSpec, payload func([]uftrace.ArgSpec, *unix.PtraceRegs) []byte) uint32 {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.argFns == nil {
-		d.argFns = map[uint64]argFn{}
-	}
-	d.argFns[addr] = argFn{args, rets, payload}
+	d.argFns = append(d.argFns, argFn{addr, args, rets, payload})
+	return uint32(len(d.argFns) - 1)
 }
 
 // pendValues is an ARGS or RET group a ring held, waiting for the
 // function record it belongs to: the next one, whose word is word.
 type pendValues struct {
 	word  uint64
+	id    uint32
 	ret   bool
 	regs  [6]uint64
-	n     int
 	valid bool
 }
 
 // set keeps c, an ARGS or RET group (ResCall.Values).
 func (p *pendValues) set(c *fast.ResCall) {
-	p.word, p.ret, p.valid = c.TSC, c.ID == 1, true
-	p.n = copy(p.regs[:], c.Words)
+	p.word, p.id, p.ret, p.valid = c.TSC, c.ID, c.Slot == 1, true
+	p.regs = [6]uint64{}
+	copy(p.regs[:], c.Words)
 }
 
-// payloadFor returns the payload of rec (the record after the group p,
-// with word word) when p belongs to it, and forgets p: a group belongs to
-// the record that follows it, or to none.
+// payloadFor returns the payload of a function record (word word, the
+// first after the group p but for -W cpu's watch events, which stubs
+// write between) when p belongs to it, and forgets p: a group belongs to
+// the function record that follows it, or to none.
 func (d *drainer) payloadFor(p *pendValues, word uint64, typ int, addr uint64) []byte {
-	if !p.valid {
+	if !p.valid || typ == int(uftrace.Event) {
 		return nil
 	}
 	p.valid = false
-	if p.word != word || p.ret != (typ == int(uftrace.Exit)) {
+	if p.word != word || p.ret != (typ == int(uftrace.Exit)) || int(p.id) >= len(d.argFns) {
 		return nil
 	}
-	f, ok := d.argFns[addr]
-	if !ok {
+	f := &d.argFns[p.id]
+	if f.addr != addr {
 		return nil
 	}
 	var regs unix.PtraceRegs

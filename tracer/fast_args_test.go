@@ -24,12 +24,15 @@ func (s *payloadSink) Records(tid int, recs []Rec) error {
 }
 
 // The drain gives an ARGS or RET group (args.S) to the function record
-// after it when that record's word is the one the group names, as its
-// payload (made from the registers as a stop makes it): across a batch's
+// after it (a -W cpu watch event may come between) when that record's word
+// is the one the group names, as its payload (made from the registers as
+// a stop makes it, with the specs of the group's function: two functions
+// at one address, in two processes, are told apart), across a batch's
 // end too; a group followed by another record is dropped.
 func TestDrainValues(t *testing.T) {
 	args := []uftrace.ArgSpec{{Kind: uftrace.IntArg, Index: 1, Size: 4}, {Kind: uftrace.IntArg, Index: 3}}
 	rets := []uftrace.ArgSpec{{Kind: uftrace.RetVal}}
+	other := []uftrace.ArgSpec{{Kind: uftrace.IntArg, Index: 2}}
 	// The payload as Tracer.values makes it: the registers' values in spec order.
 	payload := func(specs []uftrace.ArgSpec, regs *unix.PtraceRegs) []byte {
 		var vals []uftrace.Value
@@ -46,29 +49,38 @@ func TestDrainValues(t *testing.T) {
 		}
 		return b
 	}
-	const fn, other = 0x401000, 0x402000
+	const fn, elsewhere = 0x401000, 0x402000
 	entry, exit := fast.Word(fast.TypeEntry, 0, fn), fast.Word(fast.TypeExit, 0, fn)
+	watch := fast.Word(int(uftrace.Event), 1, 100011|1<<20) // -W cpu: CPU 1
 	var recs []fast.Rec
-	recs = append(recs, fast.ValueWords(entry, false, []uint64{7, 8, 9})...)
-	recs = append(recs, fast.Rec{TSC: 100, Word: entry})
-	recs = append(recs, fast.ValueWords(exit, true, []uint64{0x2a, 0})...)
+	recs = append(recs, fast.ValueWords(entry, 0, false, []uint64{7, 8, 9})...)
+	recs = append(recs, fast.Rec{TSC: 90, Word: watch}, fast.Rec{TSC: 100, Word: entry})
+	recs = append(recs, fast.ValueWords(exit, 0, true, []uint64{0x2a, 0})...)
 	recs = append(recs, fast.Rec{TSC: 200, Word: exit})
 	// Not its record: no payload.
-	recs = append(recs, fast.ValueWords(fast.Word(fast.TypeEntry, 0, other), false, []uint64{1, 2, 3})...)
+	recs = append(recs, fast.ValueWords(fast.Word(fast.TypeEntry, 0, elsewhere), 0, false, []uint64{1, 2, 3})...)
 	recs = append(recs, fast.Rec{TSC: 300, Word: entry})
 	recs = append(recs, fast.Rec{TSC: 400, Word: exit})
+	// The other function at the same address: its own specs.
+	recs = append(recs, fast.ValueWords(entry, 1, false, []uint64{4, 5})...)
+	recs = append(recs, fast.Rec{TSC: 500, Word: entry})
 	p1, _ := uftrace.AppendPayload(nil, args, []uftrace.Value{{Int: 7}, {Int: 9}})
 	p2, _ := uftrace.AppendPayload(nil, rets, []uftrace.Value{{Int: 0x2a}})
+	p3, _ := uftrace.AppendPayload(nil, other, []uftrace.Value{{Int: 5}})
 	want := fmt.Sprint([]string{
-		fmt.Sprintf("entry %#x more=true %x", fn, p1), fmt.Sprintf("exit %#x more=true %x", fn, p2),
-		fmt.Sprintf("entry %#x more=false ", fn), fmt.Sprintf("exit %#x more=false ", fn)})
+		fmt.Sprintf("event %#x more=true %x", 100011, uftrace.WatchPayload(1)), fmt.Sprintf("entry %#x more=true %x", fn, p1), fmt.Sprintf("exit %#x more=true %x", fn, p2),
+		fmt.Sprintf("entry %#x more=false ", fn), fmt.Sprintf("exit %#x more=false ", fn),
+		fmt.Sprintf("entry %#x more=true %x", fn, p3)})
 	for _, batch := range []int{1, 2, 3, 1 << 12} {
 		t.Run(fmt.Sprint(batch), func(t *testing.T) {
 			defer func(n int) { drainBatch = n }(drainBatch)
 			drainBatch = batch
 			sink := &payloadSink{}
 			d := newDrainer(sink, fast.FixedClock(1), func(uint64) {})
-			d.addArgFn(fn, args, rets, payload)
+			if id := d.addArgFn(fn, args, rets, payload); id != 0 {
+				t.Fatalf("first function numbered %d", id)
+			}
+			d.addArgFn(fn, other, nil, payload)
 			st := fast.NewState(make([]byte, fast.StateSize), 0)
 			d.add(st, 1)
 			for _, r := range recs {

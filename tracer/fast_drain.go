@@ -44,7 +44,7 @@ type drainer struct {
 	// the calls of a batch, and the losses seen.
 	res      ResSink
 	resStubs []resStub
-	argFns   map[uint64]argFn // functions whose stubs record their values (fast_args.go)
+	argFns   []argFn // functions whose stubs record their values, by number (fast_args.go)
 	decoders map[*fast.State]*ringRes
 	resLost  uint64
 	walks    uint64       // calls whose record carried a backtrace

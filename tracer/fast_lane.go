@@ -33,7 +33,7 @@ type drainLane struct {
 func (d *drainer) laneBegin(tid int) {
 	l := &d.lane
 	l.sink, _ = d.res.(ResLaneSink)
-	l.w = nil
+	l.w, l.n = nil, 0
 	if l.sink != nil {
 		d.laneSet(l.sink.Lane(tid))
 	}

@@ -442,7 +442,10 @@ func (d *drainer) handBatchLocked() {
 	if d.nbatch > 0 {
 		d.resErr(d.bsink.Calls(d.batch[:d.nbatch]))
 		if d.lane.w != nil {
-			d.laneSet(d.lane.sink.Lane(d.batch[0].Tid)) // Calls may have ended it
+			// Calls may have ended the window: the lane's calls so far
+			// were its.
+			d.laneEnd(nil)
+			d.laneSet(d.lane.sink.Lane(d.batch[0].Tid))
 		}
 	}
 	d.nbatch = 0

@@ -32,13 +32,22 @@ func (t *Tracer) patchGOT(mem *os.File, im *image) {
 		fake := cell + 8 // where the jmp would live; only its rip-relative operand matters
 		jmp := binary.LittleEndian.AppendUint32([]byte{0xff, 0x25}, uint32(int32(int64(cell)-int64(fake+6))))
 		tramp := cell + 16
+		var desc []byte // the args stub's descriptor, between the cell and the trampoline
 		var plan bp.Plan
 		var err error
 		if im.fast != nil {
-			// The fast engine's stub records the call, then jumps on.
-			plan, err = bp.PrepareDetourWith(jmp, fake, tramp, func(at uint64) ([]byte, error) {
-				return fast.Head(at, slot, im.fast.sites[0].Entry)
-			})
+			// The fast engine's stub records the call (and its -A/-R values
+			// in integer registers: args.S), then jumps on.
+			head := func(at uint64) ([]byte, error) { return fast.Head(at, slot, im.fast.sites[0].Entry) }
+			if d, ok := t.argsDescFor(im.elf, imp.Name, 0, slot); ok && im.hookNext+32+bp.MaxSlot <= im.hookEnd {
+				desc, tramp = d.Bytes(), cell+32
+				head = func(at uint64) ([]byte, error) { return fast.ArgsHead(at, cell+16, im.fast.sites[0].EntryArgs) }
+			} else if t.cfg.Specs != nil {
+				if args, rets := t.cfg.Specs(im.elf, imp.Name, 0); len(args)+len(rets) > 0 {
+					fmt.Fprintf(t.cfg.Warn, "rtrace: warning: the -A/-R values of %s are not recorded at its calls through the GOT (-fno-plt) on the fast engine: only integer registers' are (--engine int3 records them all)\n", imp.Name)
+				}
+			}
+			plan, err = bp.PrepareDetourWith(jmp, fake, tramp, head)
 		} else {
 			plan, err = bp.PrepareDetour(jmp, fake, tramp, im.retAddr)
 		}
@@ -46,7 +55,7 @@ func (t *Tracer) patchGOT(mem *os.File, im *image) {
 			fmt.Fprintf(t.cfg.Warn, "rtrace: warning: cannot trace calls of %s: %v\n", imp.Name, err)
 			continue
 		}
-		code := append(append(orig[:8:8], make([]byte, 8)...), plan.Slot...)
+		code := append(append(append(orig[:8:8], make([]byte, 8)...), desc...), plan.Slot...)
 		if _, err := mem.WriteAt(code, int64(cell)); err != nil {
 			continue
 		}

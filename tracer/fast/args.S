@@ -5,22 +5,26 @@
 # return values", describes them; tracer/fast/res.go decodes the records.
 #
 # An ARGS group goes before the ENTRY it belongs to, a RET group before
-# the EXIT: {word of that record, words << 16 | kind << 8 | payload
-# records << 4 | RESARGS}, then the registers, two a record: rdi, rsi,
-# rdx, rcx, r8, r9 (kind 0, D_NARGS of them), or rax, rdx (kind 1). The
-# drain gives them to the record that follows when its word is the one
-# the group names.
+# the EXIT: {word of that record, D_ID << 24 | words << 16 | kind << 8 |
+# payload records << 4 | RESARGS}, then the registers, two a record: rdi,
+# rsi, rdx, rcx, r8, r9 (kind 0, D_NARGS of them), or rax, rdx (kind 1).
+# The drain gives them to the function record that follows (a -W cpu
+# watch event may come between) when its word is the one the group names,
+# with the specs of function D_ID (rtrace's number: one address may be
+# different functions in different processes). A FLAGRET frame keeps
+# D_ID above its flags (<< 8) for its RET group.
 	.set RESARGS, 14
 	.set DF_RET,  64      # the return value is recorded: the frame gets FLAGRET
 
-# entry_argroom: entry's wait for room, for the ENTRY and the ARGS group;
-# %rsi the marked descriptor, replaced by the function's address.
+# entry_argroom: entry's wait for room, for the ARGS group, a watch
+# event (-W cpu) and the ENTRY; %rsi the marked descriptor, replaced by
+# the function's address.
 entry_argroom:
 	btr $63, %rsi
 	movzbl D_NARGS(%rsi), %eax
 	inc %eax
 	shr $1, %eax
-	add $2, %eax
+	add $3, %eax
 	mov %rax, ROOMNEED(%rdi)
 	CALLCLEAR roomn
 	mov D_FN(%rsi), %rsi
@@ -37,7 +41,10 @@ entry_argrec:
 	jz 1f
 	mov DEPTH(%rdi), %rcx
 	shl $5, %rcx
-	movq $FLAGRET, FRAMES-32+24(%rdi,%rcx)
+	mov D_ID(%rax), %edx
+	shl $8, %rdx
+	or $FLAGRET, %rdx
+	mov %rdx, FRAMES-32+24(%rdi,%rcx)
 1:	movzbl D_NARGS(%rax), %ecx
 	test %ecx, %ecx
 	jz entry_time
@@ -54,6 +61,11 @@ entry_argrec:
 	shl $4, %rcx
 	or %rcx, %rsi           # payload records
 	or $RESARGS, %rsi
+	mov 8(%rsp), %rax
+	btr $63, %rax
+	mov D_ID(%rax), %eax
+	shl $24, %rax
+	or %rax, %rsi           # the function's number
 	mov (%rsp), %r8         # the ENTRY's word
 	CALLCLEAR emit
 	mov 0x18(%rsp), %r8     # rdi
@@ -82,6 +94,11 @@ entry_argrec:
 exit_ret:
 	push %rsi
 	push %r8
+	mov 24(%rcx), %rax      # the function's number, above the frame's flags
+	shr $8, %rax
+	shl $24, %rax
+	or $(2 << 16 | 1 << 8 | 1 << 4 | RESARGS), %rax
+	push %rax
 	movq $3, ROOMNEED(%rdi)
 	CALLCLEAR roomn
 	mov HEAD(%rdi), %rax
@@ -89,13 +106,14 @@ exit_ret:
 	add $3, %rax
 	cmp $RINGCAP, %rax
 	ja 1f
-	mov 8(%rsp), %r8        # the EXIT's word
-	mov $(2 << 16 | 1 << 8 | 1 << 4 | RESARGS), %rsi
+	mov 0x10(%rsp), %r8     # the EXIT's word
+	mov (%rsp), %rsi        # the group's
 	CALLCLEAR emit
-	mov 0x40(%rsp), %r8     # rax (exit's 0x30, past the pushes)
-	mov 0x38(%rsp), %rsi    # rdx
+	mov 0x48(%rsp), %r8     # rax (exit's 0x30, past the pushes)
+	mov 0x40(%rsp), %rsi    # rdx
 	CALLCLEAR emit
-1:	pop %r8
+1:	pop %rax
+	pop %r8
 	pop %rsi
 	CALLCLEAR emit
 	jmp exit_done

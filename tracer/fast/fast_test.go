@@ -360,20 +360,20 @@ func TestResDecoder(t *testing.T) {
 	recs = append(recs, ResWords(104, 8, []uint64{1, 2, 3, 0, 0x7000}, s2, 200, true)...)
 	recs = append(recs, ResWords(105, 7, []uint64{48, 0x8000}, s2, 3, true)...) // slot 3 takes another stack
 	// -A/-R values (args.S): three argument registers, then a return value.
-	recs = append(recs, ValueWords(Word(TypeEntry, 1, 0x1234), false, []uint64{11, 12, 13})...)
-	recs = append(recs, ValueWords(Word(TypeExit, 1, 0x1234), true, []uint64{21, 22})...)
+	recs = append(recs, ValueWords(Word(TypeEntry, 1, 0x1234), 5, false, []uint64{11, 12, 13})...)
+	recs = append(recs, ValueWords(Word(TypeExit, 1, 0x1234), 1<<20, true, []uint64{21, 22})...)
 	want := []string{
 		"100 7 [16 20480] [4198400 4198656 4198912]",
 		"102 7 [32 24576] [4198400 4198656 4198912]",
 		"103 9 [20480 0] []",
 		"104 8 [1 2 3 0 28672 0] [4202496]",
 		"105 7 [48 32768] [4202496]",
-		fmt.Sprintf("values %d 0 [11 12 13]", Word(TypeEntry, 1, 0x1234)),
-		fmt.Sprintf("values %d 1 [21 22]", Word(TypeExit, 1, 0x1234)),
+		fmt.Sprintf("values %d 5 0 [11 12 13]", Word(TypeEntry, 1, 0x1234)),
+		fmt.Sprintf("values %d %d 1 [21 22]", Word(TypeExit, 1, 0x1234), 1<<20),
 	}
 	show := func(c *ResCall) string {
 		if c.Values {
-			return fmt.Sprintf("values %d %d %v", c.TSC, c.ID, c.Words)
+			return fmt.Sprintf("values %d %d %d %v", c.TSC, c.ID, c.Slot, c.Words)
 		}
 		return fmt.Sprintf("%d %d %v %v", c.TSC, c.ID, c.Words, c.Stack)
 	}

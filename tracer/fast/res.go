@@ -24,7 +24,8 @@ func IsRes(word uint64) bool { return word&3 == resType }
 //
 // An ARGS or RET group (args.S) decodes as a ResCall with Values set: TSC
 // is then the word of the function record it belongs to (the next one),
-// ID 0 for the arguments and 1 for the return value, Words the registers.
+// ID the function's number (Desc.ID), Slot 0 for the arguments and 1 for
+// the return value, Words the registers.
 type ResCall struct {
 	TSC    uint64
 	ID     uint32
@@ -67,8 +68,8 @@ func (d *ResDecoder) Group(part []Rec, i int, c *ResCall) (n int, ok bool) {
 		return 0, false
 	}
 	if values {
-		n := min(int(h.Word>>16), 2*k)
-		c.TSC, c.ID, c.Slot, c.Values, c.Words, c.Stack = h.TSC, uint32(h.Word>>8)&0xff, 0, true, nil, nil
+		n := min(int(h.Word>>16)&0xff, 2*k)
+		c.TSC, c.ID, c.Slot, c.Values, c.Words, c.Stack = h.TSC, uint32(h.Word>>24), uint8(h.Word>>8), true, nil, nil
 		if n > 0 {
 			c.Words = unsafe.Slice((*uint64)(unsafe.Pointer(&part[i+1])), n)
 		}
@@ -111,8 +112,8 @@ func (d *ResDecoder) Feed(r Rec) (c ResCall, whole, bad bool) {
 	}
 	slot := int(d.hdr.Word>>8) & 0xff
 	if d.hdr.Word&0xf == resArgsType {
-		n := min(int(d.hdr.Word>>16), len(d.words))
-		return ResCall{TSC: d.hdr.TSC, ID: uint32(slot), Values: true, Words: d.words[:n]}, true, false
+		n := min(int(d.hdr.Word>>16)&0xff, len(d.words))
+		return ResCall{TSC: d.hdr.TSC, ID: uint32(d.hdr.Word >> 24), Slot: uint8(slot), Values: true, Words: d.words[:n]}, true, false
 	}
 	if d.hdr.Word&resStackBit != 0 {
 		d.slots[slot] = append([]uint64(nil), d.words[:d.hdr.Word>>16]...)
@@ -154,15 +155,15 @@ func ResWords(tsc uint64, id uint32, words []uint64, stack []uint64, slot int, m
 }
 
 // ValueWords packs an ARGS group (ret false: the argument registers) or a
-// RET group (rax, rdx) as args.S writes them, for tests: before the
-// function record whose word is word.
-func ValueWords(word uint64, ret bool, regs []uint64) []Rec {
+// RET group (rax, rdx) of function id as args.S writes them, for tests:
+// before the function record whose word is word.
+func ValueWords(word uint64, id uint32, ret bool, regs []uint64) []Rec {
 	k := (len(regs) + 1) / 2
 	kind := uint64(0)
 	if ret {
 		kind = 1
 	}
-	out := []Rec{{TSC: word, Word: uint64(len(regs))<<16 | kind<<8 | uint64(k)<<4 | resArgsType}}
+	out := []Rec{{TSC: word, Word: uint64(id)<<24 | uint64(len(regs))<<16 | kind<<8 | uint64(k)<<4 | resArgsType}}
 	for i := 0; i < len(regs); i += 2 {
 		r := Rec{TSC: regs[i]}
 		if i+1 < len(regs) {
