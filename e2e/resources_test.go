@@ -560,3 +560,34 @@ func TestResourceBacktracesMatch(t *testing.T) {
 		})
 	}
 }
+
+// TestResourceOrderOneThread: a process of one thread traced for its
+// resource calls alone takes their times from the drain's clock (the
+// coarse clock, docs/FAST-PATH.md), which lags the TSC: its calls still
+// come in program order, those recorded at a stop (string arguments:
+// open, fopen) among those its stubs record (pipe, dup, close).
+func TestResourceOrderOneThread(t *testing.T) {
+	prog := testutil.BuildC(t, "fileleak.c", "-O0", "-g")
+	want := []string{"open", "openat", "pipe", "pipe", "dup", "socket", "fopen", "fopen", "fdopen", "close", "close", "close", "fclose"}
+	for _, env := range []string{"", "RTRACE_RES_TIME=exact"} {
+		tmp := t.TempDir()
+		r := runCmdEnv(t, tmp, []string{env}, rtraceBin, "sp-rtrace", "-e", "file", "--start", "-o", "D", "-q", "--", prog)
+		if r.code != 0 {
+			t.Fatalf("%s: record: exit %d\n%s", env, r.code, r.stderr)
+		}
+		raw := rawFiles(t, filepath.Join(tmp, "D"), ".rtrace")
+		if len(raw) != 1 {
+			t.Fatalf("%s: raw files %v", env, raw)
+		}
+		var got []string
+		for _, c := range readCalls(t, raw[0]) {
+			got = append(got, c.Name)
+		}
+		// pipe makes two descriptors; fclose's own close is nested (not
+		// reported); the failed close(12345) and open of a missing file
+		// are not calls.
+		if strings.Join(got, " ") != strings.Join(want, " ") {
+			t.Errorf("%s: calls in the trace\n%v\nwant the program's order\n%v", env, got, want)
+		}
+	}
+}

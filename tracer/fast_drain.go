@@ -44,7 +44,8 @@ type drainer struct {
 	// the calls of a batch, and the losses seen.
 	res      ResSink
 	resStubs []resStub
-	argFns   []argFn // functions whose stubs record their values, by number (fast_args.go)
+	argFns   []argFn              // functions whose stubs record their values, by number (fast_args.go)
+	coarse   map[*fast.State]bool // the states on the coarse clock (fast_coarse.go)
 	decoders map[*fast.State]*ringRes
 	resLost  uint64
 	walks    uint64       // calls whose record carried a backtrace
@@ -129,6 +130,7 @@ func (d *drainer) retireLocked(r *retiree) {
 	}
 	delete(d.owner, st)
 	delete(d.decoders, st)
+	delete(d.coarse, st)
 	if r.reuse {
 		st.Reset()
 	}
@@ -277,6 +279,7 @@ func (d *drainer) remove(st *fast.State) {
 	d.drainLocked(st, d.owner[st])
 	delete(d.owner, st)
 	delete(d.decoders, st)
+	delete(d.coarse, st)
 	d.mu.Unlock()
 }
 
@@ -343,6 +346,7 @@ func (d *drainer) drainAllLocked() bool {
 func (d *drainer) drainRound(least uint64) bool {
 	wm := fast.ReadTSC() // before the list: a ring added later has nothing older
 	d.mu.Lock()
+	d.tickCoarseLocked(wm)
 	wm = d.relHoldLocked(wm)
 	d.states = d.states[:0]
 	d.tids = d.tids[:0]

@@ -500,7 +500,9 @@ type lockedResSink struct {
 func (l *lockedResSink) event(f func(ResSink) error) error {
 	l.d.mu.Lock()
 	defer l.d.mu.Unlock()
-	l.d.order.pushEvent(fast.ReadTSC(), f)
+	now := fast.ReadTSC()
+	l.d.order.pushEvent(now, f)
+	l.d.tickCoarseLocked(now + 1) // the calls made after it come after it, not beside
 	return nil
 }
 
@@ -543,7 +545,9 @@ func (l *lockedResSink) Toggle(on bool, pid int) error {
 func (l *lockedResSink) Call(c *trace.Call) error {
 	l.d.mu.Lock()
 	defer l.d.mu.Unlock()
-	l.d.order.pushEvent(fast.ReadTSC(), func(r ResSink) error { return r.Call(c) })
+	now := fast.ReadTSC()
+	l.d.order.pushEvent(now, func(r ResSink) error { return r.Call(c) })
+	l.d.tickCoarseLocked(now + 1) // the calls made after it come after it, not beside
 	if l.d.resClosed {
 		l.d.resClosed = false
 		return ErrStreamClosed

@@ -157,6 +157,7 @@ func (t *Tracer) fastRegister(th *thread, key uint64) bool {
 		}
 	}
 	t.drain.add(st, th.tid)
+	t.coarseFor(th, st)
 	return true
 }
 

@@ -429,6 +429,7 @@ func (t *Tracer) spawned(th *thread, event int, ts uint64) error {
 	case unix.PTRACE_EVENT_CLONE:
 		nc := &thread{tid: child, proc: th.proc}
 		t.threads[child] = nc
+		t.multiThreaded(th.proc) // before either thread runs on
 		pid := th.proc.pid
 		t.sinks(func(s Sink) error { return s.Task(ts, child, pid) })
 		if fi := th.proc.image.fast; fi != nil && otherGroup(child, pid) {

@@ -17,6 +17,10 @@ type process struct {
 	image       *image
 	swallowCont bool // the SIGCONT rtrace sent to hand the process to PTRACE_SEIZE
 	entered     bool // the program's entry point was reached
+	// multi: it had a second thread; coarse: its only thread's state,
+	// while its resource calls take the drain's clock (fast_coarse.go).
+	multi  bool
+	coarse *fast.State
 }
 
 // frame is one entry on a thread's shadow stack.

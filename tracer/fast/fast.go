@@ -45,6 +45,7 @@ const (
 	offInResW   = 0x1d8
 	offRelSince = 0x1e0
 	offSigRes   = 0x1e8
+	offCoarse   = 0x1f0
 	offWalkRows = 0x400
 	offWalkBuf  = 0x800
 	offFrames   = 0x1000

@@ -202,9 +202,9 @@ res_push:
 	mov %rcx, INRESD(%rdi)
 	testb $(DF_ETIME | DF_BOTH), D_FLAGS(%rsi)
 	jz 1f
-	rdtsc                   # a release being made, since: the drain holds
-	shl $32, %rdx           # back the calls made after until its record
-	or %rdx, %rax           # is written (tracer/fast_res.go, relHold)
+	NOWTSC                  # a release being made, since: the drain holds
+	                        # back the calls made after until its record
+	                        # is written (tracer/fast_res.go, relHold)
 	mov %rax, RESTSC(%rdi)
 	mov %rax, RELSINCE(%rdi)
 1:	lea exit(%rip), %rax
@@ -229,9 +229,7 @@ res_record:
 	add $2, %rax
 	cmp $RINGCAP, %rax
 	ja 1f
-	rdtsc
-	shl $32, %rdx
-	or %rdx, %rax
+	NOWTSC
 	mov %rax, %r8
 	mov D_ID(%rsi), %esi
 	shl $16, %rsi

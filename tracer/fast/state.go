@@ -177,7 +177,7 @@ func (s *State) Shared() bool { return s.load(offShared) != 0 }
 // resource call, empty caches.
 func (s *State) Reset() {
 	for _, off := range []int{offGuard, offDepth, offUnhook, offShared, offWatch, offLastCPU, offReal, offCTail, offHead, offTail, offLost, offStall, offHeld, offWaiting,
-		offInRes, offInResD, offStackLo, offStackHi, offUnwind, offBTDepth, offResDesc, offResLost, offWalkN, offInResW, offRelSince, offSigRes} {
+		offInRes, offInResD, offStackLo, offStackHi, offUnwind, offBTDepth, offResDesc, offResLost, offWalkN, offInResW, offRelSince, offSigRes, offCoarse} {
 		s.store(off, 0)
 	}
 	// No module index matches: the first walk empties the row caches
@@ -452,3 +452,11 @@ func (s *State) SignalInRes() {
 // whose record is not written yet (DescEntryTime, DescBoth), 0 for none:
 // another thread's call made since may depend on what it released.
 func (s *State) ReleasingSince() uint64 { return s.load(offRelSince) }
+
+// SetCoarse sets the time (a TSC reading) the thread's resource calls
+// take instead of reading the TSC (stub.S's NOWTSC), 0 for the TSC: the
+// coarse clock of docs/FAST-PATH.md, which rtrace keeps current.
+func (s *State) SetCoarse(tsc uint64) { s.store(offCoarse, tsc) }
+
+// Coarse returns the time SetCoarse set.
+func (s *State) Coarse() uint64 { return s.load(offCoarse) }

@@ -45,6 +45,7 @@
 	.set INRESW,  0x1d8   # its frame's word (function and depth): another call at its slot and depth is not it
 	.set RELSINCE, 0x1e0  # nonzero: a release is being made since this TSC, its record not written yet
 	.set SIGRES,  0x1e8   # the INRES a signal interrupted (rtrace sets it as it delivers one)
+	.set COARSE,  0x1f0   # nonzero: resource calls take this time, rtrace's drain's clock, not rdtsc
 	.set WALKROWS, 0x400  # the unwind row of each of the last walk's first WROWS frames: {pc * 2 + exact, row}
 	.set WROWS,   32
 	.set WALKBUF, 0x800   # the frames of a walk (WALKMAX)
@@ -75,6 +76,21 @@ nap:	.quad 0, 1000000            # a futex wait's timeout: 1 ms
 .macro CALLCLEAR fn
 	call \fn
 	movq $0, -8(%rsp)
+.endm
+
+# NOWTSC leaves in %rax the time of a resource call's record: COARSE when
+# rtrace keeps it (a process of one thread recording resource calls only:
+# its drain writes its clock there each round, within a millisecond of
+# the TSC, and rdtsc costs 10-16 ns here; docs/FAST-PATH.md, "The coarse
+# clock"), else the TSC. Clobbers rdx.
+.macro NOWTSC
+	mov COARSE(%rdi), %rax
+	test %rax, %rax
+	jnz .Lnow\@
+	rdtsc
+	shl $32, %rdx
+	or %rdx, %rax
+.Lnow\@:
 .endm
 
 # UNGUARD ends a critical section. A signal that came meanwhile was held
@@ -474,9 +490,7 @@ exit:
 	LOOKUP exit_miss
 	movq $1, GUARD(%rdi)
 	CALLCLEAR room
-	rdtsc
-	shl $32, %rdx
-	or %rdx, %rax
+	NOWTSC                  # COARSE: resource calls' frames only
 	mov %rax, %r8
 	cmpq $0, WATCH(%rdi)
 	jne exit_watch
