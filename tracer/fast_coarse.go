@@ -2,6 +2,7 @@ package tracer
 
 import (
 	"os"
+	"time"
 
 	"rtrace/tracer/fast"
 )
@@ -9,10 +10,11 @@ import (
 // The coarse clock (docs/FAST-PATH.md, "The coarse clock"): the resource
 // calls of a process of one thread, traced without a function trace, take
 // their time from a word of their state that the drain sets to its clock
-// each round (State.SetCoarse), not from rdtsc, which costs 10-16 ns on
+// each round and a ticker each millisecond (State.SetCoarse), not from
+// rdtsc, which costs 10-16 ns on
 // these VMs (a third of a malloc's record). Their order is the ring's;
-// their times lag by at most a round (about a millisecond, the longest
-// nap), never backwards. The process's second thread puts it back on the
+// their times lag by about a millisecond (the ticker's period), never
+// backwards. The process's second thread puts it back on the
 // TSC (its calls and the first thread's are merged by time) before either
 // runs on: the clone event stops the first, and the second starts stopped.
 
@@ -21,10 +23,19 @@ import (
 var resTimeExact = os.Getenv("RTRACE_RES_TIME") == "exact"
 
 // setCoarse puts st's resource calls on the drain's clock (on) or back on
-// the TSC.
+// the TSC. The clock starts past what the tracer queued (a fork child's
+// first calls come after its Fork, whatever its CPU's TSC says).
 func (d *drainer) setCoarse(st *fast.State, on bool) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
+	var start uint64
+	if on {
+		d.mu.Lock()
+		if q := d.order.queues[nil]; q != nil {
+			start = q.last + 1
+		}
+		d.mu.Unlock()
+	}
+	d.coarseMu.Lock()
+	defer d.coarseMu.Unlock()
 	if !on {
 		// Only a state the drainer still has: one it forgot (its thread
 		// or image ended) may be unmapped.
@@ -38,19 +49,55 @@ func (d *drainer) setCoarse(st *fast.State, on bool) {
 		d.coarse = map[*fast.State]bool{}
 	}
 	d.coarse[st] = true
-	st.SetCoarse(fast.ReadTSC())
+	st.SetCoarse(max(fast.ReadTSC(), start))
+	if !d.ticking {
+		d.ticking = true
+		d.tickDone = make(chan struct{})
+		go d.ticker()
+	}
 }
 
-// tickCoarseLocked sets the coarse states' clock to now, a TSC reading,
-// unless it is later already: each drain round, and each event the
-// tracer queues (a stop's resource call, a fork...), whose time the calls
-// made after it must not precede.
-func (d *drainer) tickCoarseLocked(now uint64) {
+// forgetCoarse takes st off the coarse clock's list: it is about to be
+// reset or unmapped.
+func (d *drainer) forgetCoarse(st *fast.State) {
+	d.coarseMu.Lock()
+	delete(d.coarse, st)
+	d.coarseMu.Unlock()
+}
+
+// tickCoarse sets the coarse states' clock to now, a TSC reading, unless
+// it is later already: each drain round, each event the tracer queues (a
+// stop's resource call, a fork...), whose time the calls made after it
+// must not precede, and each millisecond (ticker).
+func (d *drainer) tickCoarse(now uint64) {
+	d.coarseMu.Lock()
+	defer d.coarseMu.Unlock()
 	for st := range d.coarse {
 		if st.Coarse() < now {
 			st.SetCoarse(now)
 		}
 	}
+}
+
+// ticker ticks the coarse clock every millisecond until close, apart from
+// the drain's rounds: a drain held up (a sink that blocks, a slow disk or
+// listener, with d.mu held) must not hold the clock. Only while rtrace
+// itself is stopped do the times lag more.
+func (d *drainer) ticker() {
+	defer close(d.tickDone)
+	for !d.tickStop.Load() {
+		time.Sleep(time.Millisecond)
+		d.tickCoarse(fast.ReadTSC())
+	}
+}
+
+// stopCoarse ends the ticker (at its next turn: tickDone) and forgets
+// every state: the states may be unmapped once the trace ends.
+func (d *drainer) stopCoarse() {
+	d.tickStop.Store(true)
+	d.coarseMu.Lock()
+	clear(d.coarse)
+	d.coarseMu.Unlock()
 }
 
 // coarseFor puts th's new state st on the coarse clock when th is the only

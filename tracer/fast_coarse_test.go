@@ -7,7 +7,8 @@ import (
 )
 
 // The coarse clock: the drain's ticks only move it forward, an event the
-// tracer queues moves it past the event's time, and a state the drainer
+// tracer queues moves it past the event's time, a state put on it starts
+// past what is queued, and a state the drainer
 // forgot (its thread or image ended: it may be unmapped) is never written.
 func TestCoarseClock(t *testing.T) {
 	d := newDrainer(discardSink{}, fast.FixedClock(1), func(uint64) {})
@@ -19,26 +20,39 @@ func TestCoarseClock(t *testing.T) {
 	if c < before {
 		t.Fatalf("coarse clock %d, set after TSC %d", c, before)
 	}
-	d.mu.Lock()
-	d.tickCoarseLocked(c - 1000)
-	d.mu.Unlock()
+	// The ticker stopped (its last tick done), the clock moves only as
+	// the test says.
+	d.tickStop.Store(true)
+	<-d.tickDone
+	c = st.Coarse()
+	d.tickCoarse(c - 1000)
 	if st.Coarse() != c {
 		t.Errorf("a tick moved the clock back: %d -> %d", c, st.Coarse())
 	}
-	d.mu.Lock()
-	d.tickCoarseLocked(c + 1000)
-	d.mu.Unlock()
-	if st.Coarse() != c+1000 {
-		t.Errorf("a tick to %d left %d", c+1000, st.Coarse())
+	far := c + 1000
+	d.tickCoarse(far)
+	if st.Coarse() != far {
+		t.Errorf("a tick to %d left %d", far, st.Coarse())
 	}
 	// An event: the calls after it are later than it.
-	now := fast.ReadTSC()
+	st.SetCoarse(1)
 	(&lockedResSink{d}).Lost(1, 1)
 	d.mu.Lock()
 	ev := d.order.queues[nil].items[0].tsc
 	d.mu.Unlock()
-	if ev < now || st.Coarse() <= ev {
-		t.Errorf("event at %d (after %d), coarse clock %d: not past it", ev, now, st.Coarse())
+	if st.Coarse() != ev+1 {
+		t.Errorf("event at %d, coarse clock %d: not just past it", ev, st.Coarse())
+	}
+	// A state put on the clock now starts past the queued event, even
+	// where its CPU's TSC would say earlier.
+	st2 := fast.NewState(make([]byte, fast.StateSize), 0)
+	d.add(st2, 2)
+	d.mu.Lock()
+	d.order.queues[nil].last = fast.ReadTSC() + 1<<40
+	d.mu.Unlock()
+	d.setCoarse(st2, true)
+	if st2.Coarse() <= d.order.queues[nil].last {
+		t.Errorf("a new state's clock %d, before the queued %d", st2.Coarse(), d.order.queues[nil].last)
 	}
 	// Back on the TSC.
 	d.setCoarse(st, false)
@@ -50,9 +64,7 @@ func TestCoarseClock(t *testing.T) {
 	d.remove(st)
 	st.SetCoarse(42)
 	d.setCoarse(st, false)
-	d.mu.Lock()
-	d.tickCoarseLocked(fast.ReadTSC())
-	d.mu.Unlock()
+	d.tickCoarse(fast.ReadTSC())
 	if st.Coarse() != 42 {
 		t.Errorf("a forgotten state was written: %d", st.Coarse())
 	}

@@ -45,7 +45,13 @@ type drainer struct {
 	res      ResSink
 	resStubs []resStub
 	argFns   []argFn              // functions whose stubs record their values, by number (fast_args.go)
-	coarse   map[*fast.State]bool // the states on the coarse clock (fast_coarse.go)
+	// The coarse clock (fast_coarse.go): the states on it, under coarseMu
+	// (after mu when both are held: its ticker takes coarseMu alone).
+	coarseMu sync.Mutex
+	coarse   map[*fast.State]bool
+	ticking  bool
+	tickStop atomic.Bool
+	tickDone chan struct{} // closed when the ticker ends
 	decoders map[*fast.State]*ringRes
 	resLost  uint64
 	walks    uint64       // calls whose record carried a backtrace
@@ -130,7 +136,7 @@ func (d *drainer) retireLocked(r *retiree) {
 	}
 	delete(d.owner, st)
 	delete(d.decoders, st)
-	delete(d.coarse, st)
+	d.forgetCoarse(st)
 	if r.reuse {
 		st.Reset()
 	}
@@ -279,7 +285,7 @@ func (d *drainer) remove(st *fast.State) {
 	d.drainLocked(st, d.owner[st])
 	delete(d.owner, st)
 	delete(d.decoders, st)
-	delete(d.coarse, st)
+	d.forgetCoarse(st)
 	d.mu.Unlock()
 }
 
@@ -346,7 +352,7 @@ func (d *drainer) drainAllLocked() bool {
 func (d *drainer) drainRound(least uint64) bool {
 	wm := fast.ReadTSC() // before the list: a ring added later has nothing older
 	d.mu.Lock()
-	d.tickCoarseLocked(wm)
+	d.tickCoarse(wm)
 	wm = d.relHoldLocked(wm)
 	d.states = d.states[:0]
 	d.tids = d.tids[:0]
@@ -581,6 +587,7 @@ func (d *drainer) close() error {
 	// The last drain here, not after the goroutine's end: waking the
 	// tracer's locked thread once the goroutine ended took 0.03–0.25 ms.
 	// The goroutine stops at its next turn of the lock (d.closed).
+	d.stopCoarse()
 	d.mu.Lock()
 	d.closed = true
 	d.drainAllLocked()

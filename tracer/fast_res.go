@@ -502,7 +502,7 @@ func (l *lockedResSink) event(f func(ResSink) error) error {
 	defer l.d.mu.Unlock()
 	now := fast.ReadTSC()
 	l.d.order.pushEvent(now, f)
-	l.d.tickCoarseLocked(now + 1) // the calls made after it come after it, not beside
+	l.d.tickCoarse(now + 1) // the calls made after it come after it, not beside
 	return nil
 }
 
@@ -547,7 +547,7 @@ func (l *lockedResSink) Call(c *trace.Call) error {
 	defer l.d.mu.Unlock()
 	now := fast.ReadTSC()
 	l.d.order.pushEvent(now, func(r ResSink) error { return r.Call(c) })
-	l.d.tickCoarseLocked(now + 1) // the calls made after it come after it, not beside
+	l.d.tickCoarse(now + 1) // the calls made after it come after it, not beside
 	if l.d.resClosed {
 		l.d.resClosed = false
 		return ErrStreamClosed

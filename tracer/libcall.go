@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"os"
+	"rtrace/internal/uftrace"
 
 	"rtrace/tracer/bp"
 	"rtrace/tracer/fast"
@@ -39,12 +40,20 @@ func (t *Tracer) patchGOT(mem *os.File, im *image) {
 			// The fast engine's stub records the call (and its -A/-R values
 			// in integer registers: args.S), then jumps on.
 			head := func(at uint64) ([]byte, error) { return fast.Head(at, slot, im.fast.sites[0].Entry) }
-			if d, ok := t.argsDescFor(im.elf, imp.Name, 0, slot); ok && im.hookNext+32+bp.MaxSlot <= im.hookEnd {
-				desc, tramp = d.Bytes(), cell+32
-				head = func(at uint64) ([]byte, error) { return fast.ArgsHead(at, cell+16, im.fast.sites[0].EntryArgs) }
-			} else if t.cfg.Specs != nil {
-				if args, rets := t.cfg.Specs(im.elf, imp.Name, 0); len(args)+len(rets) > 0 {
-					fmt.Fprintf(t.cfg.Warn, "rtrace: warning: the -A/-R values of %s are not recorded at its calls through the GOT (-fno-plt) on the fast engine: only integer registers' are (--engine int3 records them all)\n", imp.Name)
+			var args, rets []uftrace.ArgSpec
+			if t.cfg.Specs != nil {
+				args, rets = t.cfg.Specs(im.elf, imp.Name, 0)
+			}
+			if len(args)+len(rets) > 0 {
+				why := "only integer registers' are (--engine int3 records them all)"
+				if im.hookNext+32+bp.MaxSlot > im.hookEnd {
+					why = "no scratch room left for its descriptor"
+				} else if d, ok := t.argsDescFor(im.elf, imp.Name, 0, slot); ok {
+					desc, tramp, why = d.Bytes(), cell+32, ""
+					head = func(at uint64) ([]byte, error) { return fast.ArgsHead(at, cell+16, im.fast.sites[0].EntryArgs) }
+				}
+				if why != "" {
+					fmt.Fprintf(t.cfg.Warn, "rtrace: warning: the -A/-R values of %s are not recorded at its calls through the GOT (-fno-plt) on the fast engine: %s\n", imp.Name, why)
 				}
 			}
 			plan, err = bp.PrepareDetourWith(jmp, fake, tramp, head)
