@@ -44,7 +44,7 @@ type drainer struct {
 	// the calls of a batch, and the losses seen.
 	res      ResSink
 	resStubs []resStub
-	argFns   []argFn              // functions whose stubs record their values, by number (fast_args.go)
+	argFns   []argFn // functions whose stubs record their values, by number (fast_args.go)
 	// The coarse clock (fast_coarse.go): the states on it, under coarseMu
 	// (after mu when both are held: its ticker takes coarseMu alone).
 	coarseMu sync.Mutex
