@@ -10,11 +10,11 @@ import (
 // The coarse clock (docs/FAST-PATH.md, "The coarse clock"): the resource
 // calls of a process of one thread, traced without a function trace, take
 // their time from a word of their state that the drain sets to its clock
-// each round and a ticker each millisecond (State.SetCoarse), not from
-// rdtsc, which costs 10-16 ns on
+// each round, or a ticker when the drain is held up (State.SetCoarse),
+// not from rdtsc, which costs 10-16 ns on
 // these VMs (a third of a malloc's record). Their order is the ring's;
-// their times lag by about a millisecond (the ticker's period), never
-// backwards. The process's second thread puts it back on the
+// their times lag by about a millisecond (a few while the drain is held
+// up), never backwards. The process's second thread puts it back on the
 // TSC (its calls and the first thread's are merged by time) before either
 // runs on: the clone event stops the first, and the second starts stopped.
 
@@ -68,8 +68,9 @@ func (d *drainer) forgetCoarse(st *fast.State) {
 // tickCoarse sets the coarse states' clock to now, a TSC reading, unless
 // it is later already: each drain round, each event the tracer queues (a
 // stop's resource call, a fork...), whose time the calls made after it
-// must not precede, and each millisecond (ticker).
+// must not precede, and the ticker's.
 func (d *drainer) tickCoarse(now uint64) {
+	d.lastTick.Store(now)
 	d.coarseMu.Lock()
 	defer d.coarseMu.Unlock()
 	for st := range d.coarse {
@@ -79,15 +80,21 @@ func (d *drainer) tickCoarse(now uint64) {
 	}
 }
 
-// ticker ticks the coarse clock every millisecond until close, apart from
-// the drain's rounds: a drain held up (a sink that blocks, a slow disk or
-// listener, with d.mu held) must not hold the clock. Only while rtrace
-// itself is stopped do the times lag more.
+// ticker ticks the coarse clock until close when the drain's rounds have
+// not for a while: a drain held up (a sink that blocks, a slow disk or
+// listener, with d.mu held) must not hold the clock. It looks every 5 ms
+// (a wake each millisecond cost Lua's allocations 4% of their time, in
+// paired runs), and ticks when the last tick is 2 ms old: the times lag
+// by about a millisecond while the drain runs, 7 ms at most while it is
+// held up. Only while rtrace itself is stopped do they lag more.
 func (d *drainer) ticker() {
 	defer close(d.tickDone)
+	stale := d.clock.Scale().Ticks(uint64(2 * time.Millisecond))
 	for !d.tickStop.Load() {
-		time.Sleep(time.Millisecond)
-		d.tickCoarse(fast.ReadTSC())
+		time.Sleep(5 * time.Millisecond)
+		if now := fast.ReadTSC(); now-d.lastTick.Load() > stale {
+			d.tickCoarse(now)
+		}
 	}
 }
 

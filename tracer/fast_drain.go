@@ -52,6 +52,7 @@ type drainer struct {
 	ticking  bool
 	tickStop atomic.Bool
 	tickDone chan struct{} // closed when the ticker ends
+	lastTick atomic.Uint64 // the last tick's TSC
 	decoders map[*fast.State]*ringRes
 	resLost  uint64
 	walks    uint64       // calls whose record carried a backtrace
