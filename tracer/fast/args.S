@@ -33,7 +33,7 @@ entry_argroom:
 # entry_argrec: the frame pushed (%rsi its word), before the ENTRY: the
 # frame's FLAGRET, and the ARGS group, when the ring has room for it and
 # the ENTRY (a stalled ring: the ENTRY alone). The saved registers are at
-# 0x08 more than entry's offsets past the push.
+# 0x10 more than entry's offsets past the two pushes.
 entry_argrec:
 	mov (%rsp), %rax
 	btr $63, %rax
@@ -53,7 +53,8 @@ entry_argrec:
 	add ROOMNEED(%rdi), %rdx
 	cmp $RINGCAP, %rdx
 	ja entry_time
-	push %rsi
+	push %rsi               # the ENTRY's word
+	push %rcx               # the argument registers
 	mov %rcx, %rsi
 	shl $16, %rsi           # words
 	inc %ecx
@@ -61,31 +62,26 @@ entry_argrec:
 	shl $4, %rcx
 	or %rcx, %rsi           # payload records
 	or $RESARGS, %rsi
-	mov 8(%rsp), %rax
-	btr $63, %rax
-	mov D_ID(%rax), %eax
+	mov D_ID(%rax), %eax    # %rax: the descriptor still
 	shl $24, %rax
 	or %rax, %rsi           # the function's number
-	mov (%rsp), %r8         # the ENTRY's word
+	mov 8(%rsp), %r8        # the ENTRY's word
 	CALLCLEAR emit
-	mov 0x18(%rsp), %r8     # rdi
-	mov 0x20(%rsp), %rsi    # rsi
+	mov 0x20(%rsp), %r8     # rdi
+	mov 0x28(%rsp), %rsi    # rsi
 	CALLCLEAR emit
-	mov 8(%rsp), %rax
-	btr $63, %rax
-	cmpb $2, D_NARGS(%rax)
+	cmpq $2, (%rsp)
 	jbe 2f
-	mov 0x28(%rsp), %r8     # rdx
-	mov 0x30(%rsp), %rsi    # rcx
+	mov 0x30(%rsp), %r8     # rdx
+	mov 0x38(%rsp), %rsi    # rcx
 	CALLCLEAR emit
-	mov 8(%rsp), %rax
-	btr $63, %rax
-	cmpb $4, D_NARGS(%rax)
+	cmpq $4, (%rsp)
 	jbe 2f
-	mov 0x10(%rsp), %r8     # r8
+	mov 0x18(%rsp), %r8     # r8
 	mov %r9, %rsi
 	CALLCLEAR emit
-2:	pop %rsi
+2:	pop %rcx
+	pop %rsi
 	jmp entry_time
 
 # exit_ret: the return of a FLAGRET frame (%rcx), %rsi its EXIT's word,
