@@ -20,24 +20,23 @@ import (
 // has specs, gets a stub that records their values in the process, and
 // returns its descriptor (argsDescFor).
 func (t *Tracer) argsDesc(f *elfx.File, c cand, addr uint64) (fast.Desc, bool) {
-	if c.res != nil || t.cfg.Reads != nil && t.cfg.Reads(c.name) != 0 {
+	if c.res != nil || t.cfg.Reads != nil && t.cfg.Reads(c.name) != 0 || t.cfg.Specs == nil {
 		return fast.Desc{}, false
 	}
-	return t.argsDescFor(f, c.name, c.specValue(), addr)
+	args, rets := t.cfg.Specs(f, c.name, c.specValue())
+	return t.argsDescFor(args, rets, addr)
 }
 
-// argsDescFor returns the descriptor of the stub of function name (value:
-// its symbol's, for -a's DWARF types) at addr that records its values in
-// the process, when it has specs and every one is an integer register's
-// (argN for N up to 6, retval) shown as a number, a character, a pointer
-// or an enum. Strings, floats, structs, stack words and explicit locations
-// are read at stops, as are the counters of -T FUNC@read= and a resource
-// function's calls.
-func (t *Tracer) argsDescFor(f *elfx.File, name string, value, addr uint64) (fast.Desc, bool) {
-	if t.drain == nil || t.cfg.Specs == nil || argsAtStops {
+// argsDescFor returns the descriptor of the stub of the function at addr
+// that records its values in the process, when it has specs (args, rets)
+// and every one is an integer register's (argN for N up to 6, retval)
+// shown as a number, a character, a pointer or an enum. Strings, floats,
+// structs, stack words and explicit locations are read at stops, as are
+// the counters of -T FUNC@read= and a resource function's calls.
+func (t *Tracer) argsDescFor(args, rets []uftrace.ArgSpec, addr uint64) (fast.Desc, bool) {
+	if t.drain == nil || argsAtStops {
 		return fast.Desc{}, false
 	}
-	args, rets := t.cfg.Specs(f, name, value)
 	if len(args) == 0 && len(rets) == 0 {
 		return fast.Desc{}, false
 	}

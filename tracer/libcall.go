@@ -48,7 +48,7 @@ func (t *Tracer) patchGOT(mem *os.File, im *image) {
 				why := "only integer registers' are (--engine int3 records them all)"
 				if im.hookNext+32+bp.MaxSlot > im.hookEnd {
 					why = "no scratch room left for its descriptor"
-				} else if d, ok := t.argsDescFor(im.elf, imp.Name, 0, slot); ok {
+				} else if d, ok := t.argsDescFor(args, rets, slot); ok {
 					desc, tramp, why = d.Bytes(), cell+32, ""
 					head = func(at uint64) ([]byte, error) { return fast.ArgsHead(at, cell+16, im.fast.sites[0].EntryArgs) }
 				}
