@@ -119,10 +119,8 @@ func (d *drainer) laneCall(tid int, r *ringRes, rc *fast.ResCall, stack []trace.
 		if args[rf.ID] == 0 {
 			return true
 		}
-		if !d.btAll {
-			stack = nil
-		}
-		d.lanePut(tid, s, r, rc, stack, d.timeOfDay(sc.Nanos(relTSC)), false, 0, args[rf.ID])
+		tsc, frames := d.effectAt(false, rc, relTSC, stack)
+		d.lanePut(tid, s, r, rc, frames, d.timeOfDay(sc.Nanos(tsc)), false, 0, args[rf.ID])
 		return true
 	}
 	if !wantBacktrace(rf, &args, d.btAll, d.monitor) {
@@ -130,13 +128,7 @@ func (d *drainer) laneCall(tid int, r *ringRes, rc *fast.ResCall, stack []trace.
 	}
 	d.resEvs = resEffects(d.resEvs[:0], rf, &args, ret, func(uint64) (uint64, error) { return out, nil })
 	for _, e := range d.resEvs {
-		tsc, frames := rc.TSC, stack
-		if !e.alloc {
-			tsc = relTSC
-			if !d.btAll {
-				frames = nil
-			}
-		}
+		tsc, frames := d.effectAt(e.alloc, rc, relTSC, stack)
 		if !d.lanePut(tid, s, r, rc, frames, d.timeOfDay(sc.Nanos(tsc)), e.alloc, e.size, e.id) {
 			break
 		}

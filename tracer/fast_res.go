@@ -417,19 +417,27 @@ func (d *drainer) resCalls(tid int, rc *fast.ResCall, stack []trace.Frame, sc fa
 		for _, a := range rf.Args {
 			c.Args = append(c.Args, trace.Arg{Name: a.Name, Value: argValue(a, args[a.Arg])})
 		}
-		tsc := rc.TSC
-		if !e.alloc {
-			tsc = relTSC
-		}
+		tsc, fr := d.effectAt(e.alloc, rc, relTSC, frames)
 		c.Time = d.timeOfDay(sc.Nanos(tsc))
-		c.Alloc, c.ID, c.Size, c.Frames = e.alloc, e.id, e.size, nil
-		if e.alloc || d.btAll {
-			c.Frames = frames
-		}
+		c.Alloc, c.ID, c.Size, c.Frames = e.alloc, e.id, e.size, fr
 		if d.bsink == nil {
 			d.resErr(d.res.Call(c))
 		}
 	}
+}
+
+// effectAt is the time and the backtrace of an effect of call rc (its
+// backtrace frames, nil when none is wanted): an allocation's at the
+// call's return, with the backtrace; a release's at relTSC (resStub.words),
+// with it for --backtrace-all only.
+func (d *drainer) effectAt(alloc bool, rc *fast.ResCall, relTSC uint64, frames []trace.Frame) (uint64, []trace.Frame) {
+	if alloc {
+		return rc.TSC, frames
+	}
+	if !d.btAll {
+		frames = nil
+	}
+	return relTSC, frames
 }
 
 // resBatch is the most calls a batch holds: few enough to stay in the
