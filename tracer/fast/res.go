@@ -132,25 +132,28 @@ func (d *ResDecoder) Feed(r Rec) (c ResCall, whole, bad bool) {
 // first in a STACK when miss.
 func ResWords(tsc uint64, id uint32, words []uint64, stack []uint64, slot int, miss bool) []Rec {
 	var out []Rec
-	pairs := func(ws []uint64) {
-		for i := 0; i < len(ws); i += 2 {
-			r := Rec{TSC: ws[i]}
-			if i+1 < len(ws) {
-				r.Word = ws[i+1]
-			}
-			out = append(out, r)
-		}
-	}
 	w := uint64(id)<<16 | uint64(slot)<<8 | uint64((len(words)+1)/2)<<4 | resType
 	if stack != nil {
 		if miss {
 			out = append(out, Rec{Word: uint64(len(stack))<<16 | uint64(slot)<<8 | resStackBit | resType})
-			pairs(stack)
+			out = appendPairs(out, stack)
 		}
 		w |= resHasStack
 	}
 	out = append(out, Rec{TSC: tsc, Word: w})
-	pairs(words)
+	return appendPairs(out, words)
+}
+
+// appendPairs appends ws to out as the stubs write a payload: two words a
+// record, the last one's second word 0 for an odd count.
+func appendPairs(out []Rec, ws []uint64) []Rec {
+	for i := 0; i < len(ws); i += 2 {
+		r := Rec{TSC: ws[i]}
+		if i+1 < len(ws) {
+			r.Word = ws[i+1]
+		}
+		out = append(out, r)
+	}
 	return out
 }
 
@@ -164,12 +167,5 @@ func ValueWords(word uint64, id uint32, ret bool, regs []uint64) []Rec {
 		kind = 1
 	}
 	out := []Rec{{TSC: word, Word: uint64(id)<<24 | uint64(len(regs))<<16 | kind<<8 | uint64(k)<<4 | resArgsType}}
-	for i := 0; i < len(regs); i += 2 {
-		r := Rec{TSC: regs[i]}
-		if i+1 < len(regs) {
-			r.Word = regs[i+1]
-		}
-		out = append(out, r)
-	}
-	return out
+	return appendPairs(out, regs)
 }
