@@ -80,7 +80,8 @@ func (s *session) signal(sig unix.Signal) {
 		return
 	}
 	if s.caught != nil {
-		if sig == unix.SIGINT {
+		if sig == unix.SIGINT && !s.abort {
+			s.abort = true
 			close(s.aborted)
 		}
 		return

@@ -125,6 +125,7 @@ type session struct {
 	pid     int           // the target, once it runs
 	caught  os.Signal     // the signal that stopped the session
 	aborted chan struct{} // closed at a second Ctrl-C
+	abort   bool          // aborted is closed
 	files   []string      // control files to remove at the end
 }
 
@@ -281,10 +282,16 @@ func (s *session) run(sigs chan os.Signal) (int, error) {
 		s.ran = time.Since(s.start)
 	case <-s.aborted:
 		stopStatus()
-		stopSignals()
 		if s.c.Pid != 0 {
-			return 128 + int(unix.SIGINT), fmt.Errorf("%w (the process may be left stopped)", ErrAborted)
+			// The process goes on after rtrace: its code is restored and
+			// it is detached whatever else is cut short, and signals
+			// still come to rtrace meanwhile, not to its default action.
+			fmt.Fprintf(s.con, "rtrace: interrupted twice: restoring pid %d's code and detaching first; the trace is cut\n", s.c.Pid)
+			<-done
+			stopSignals()
+			return 128 + int(unix.SIGINT), fmt.Errorf("%w (pid %d detached, its code restored)", ErrAborted, s.c.Pid)
 		}
+		stopSignals()
 		return 128 + int(unix.SIGINT), ErrAborted
 	}
 	stopFinishing := s.signalsWhileFinishing() // before stopSignals: a signal is never unanswered
