@@ -1,14 +1,20 @@
 package e2e_test
 
 import (
+	"bytes"
+	"context"
 	"errors"
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
 
 	"rtrace/internal/testutil"
 )
@@ -138,5 +144,72 @@ func TestAttachInterruptedTwice(t *testing.T) {
 			}
 			p.finish("after three aborted attaches")
 		})
+	}
+}
+
+// runGuarded runs rtrace with args in dir, stdin from in, and fails the
+// test when it has not ended after hangGuard: what it guards against is a
+// hang (a read of a FIFO with no writer), not a slow run (these take
+// milliseconds).
+func runGuarded(t *testing.T, dir string, in io.Reader, args ...string) run {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, rtraceBin, args...)
+	cmd.Dir, cmd.Stdin = dir, in
+	var so, se bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &so, &se
+	err := cmd.Run()
+	if ctx.Err() != nil {
+		t.Fatalf("rtrace %v hung (killed after %v)\n%s", args, hangGuard, se.String())
+	}
+	return run{so.String(), se.String(), exitCode(err)}
+}
+
+const hangGuard = 2 * time.Minute
+
+// A trace that names a FIFO where a file is expected (a module's path, a
+// uftrace directory's .dat) is reported and skipped: resolve and postproc
+// never open it for reading, which would wait for a writer forever
+// (issue 31, item 8).
+func TestTraceNamesFIFO(t *testing.T) {
+	prog := testutil.BuildC(t, "leaky.c", "-O0", "-g")
+	tmp := t.TempDir()
+	raw, _ := recordLeaky(t, tmp, prog)
+	fifo := filepath.Join(tmp, "fifo")
+	if err := unix.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// The leak report, its module the FIFO.
+	text := runGuarded(t, tmp, nil, "postproc", "-l", "-c", "-i", raw)
+	if text.code != 0 || !strings.Contains(text.stdout, prog) {
+		t.Fatalf("postproc: exit %d, the report does not name %s\n%s", text.code, prog, text.stderr)
+	}
+	named := strings.ReplaceAll(text.stdout, prog, fifo)
+	r := runGuarded(t, tmp, strings.NewReader(named), "resolve")
+	if r.code != 0 || !strings.Contains(r.stdout, fifo) {
+		t.Errorf("resolve of a report naming a FIFO: exit %d\n%s", r.code, r.stderr)
+	}
+	r = runGuarded(t, tmp, strings.NewReader(named), "postproc", "-r")
+	if r.code != 0 {
+		t.Errorf("postproc -r of a report naming a FIFO: exit %d\n%s", r.code, r.stderr)
+	}
+
+	// A uftrace directory whose task's .dat is a FIFO.
+	slow := testutil.BuildC(t, "slow.c", "-O0", "-g")
+	if r := runCmd(t, tmp, rtraceBin, "record", "-d", "full", "--", slow); r.code != 0 {
+		t.Fatalf("record: exit %d\n%s", r.code, r.stderr)
+	}
+	dats, _ := filepath.Glob(filepath.Join(tmp, "full", "*.dat"))
+	if len(dats) == 0 {
+		t.Fatal("record wrote no .dat file")
+	}
+	os.Remove(dats[0])
+	if err := unix.Mkfifo(dats[0], 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r = runGuarded(t, tmp, nil, "resolve", "-i", "full", "-o", "copy")
+	if r.code == 0 || !strings.Contains(r.stderr, filepath.Base(dats[0])) || !strings.Contains(r.stderr, "FIFO") {
+		t.Errorf("resolve of a directory whose %s is a FIFO: exit %d, want an error naming it\n%s", filepath.Base(dats[0]), r.code, r.stderr)
 	}
 }

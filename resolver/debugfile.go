@@ -8,7 +8,9 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+
 	"rtrace/internal/elfx"
+	"rtrace/internal/regular"
 )
 
 // debugFile is an open separate debug file, parsed.
@@ -30,7 +32,7 @@ type openedModule struct {
 // openModule parses the ELF file at path and, when it lacks a symbol table
 // or DWARF, finds its separate debug file.
 func openModule(path string, dirs []string) (*openedModule, error) {
-	fh, err := os.Open(path)
+	fh, err := regular.Open(path)
 	if err != nil {
 		return nil, err
 	}
@@ -64,7 +66,7 @@ func findDebugFile(path string, f *elfFile, dirs []string) (*debugFile, error) {
 	self, _ := os.Stat(path)
 	var bad error
 	try := func(cand string, check func(*debugFile) bool) *debugFile {
-		fh, err := os.Open(cand)
+		fh, err := regular.Open(cand)
 		if err != nil {
 			return nil
 		}

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"rtrace/internal/elfx"
+	"rtrace/internal/regular"
 	"rtrace/internal/uftrace"
 )
 
@@ -276,7 +277,7 @@ func writeAtomic(path string, data []byte) error {
 
 // hasArgSpecs reports whether the .dbg file at path has A: or R: lines.
 func hasArgSpecs(path string) bool {
-	f, err := os.Open(path)
+	f, err := regular.Open(path)
 	if err != nil {
 		return false
 	}
@@ -316,7 +317,7 @@ func traceModules(dir string) ([]traceModule, error) {
 		}
 		nmaps++
 		path := filepath.Join(dir, name)
-		data, err := os.ReadFile(path)
+		data, err := regular.ReadFile(path)
 		if err != nil {
 			return nil, fmt.Errorf("reading session map: %w", err)
 		}
@@ -343,7 +344,7 @@ func traceModules(dir string) ([]traceModule, error) {
 	if nmaps == 0 {
 		return nil, fmt.Errorf("%s has no sid-*.map file: not a uftrace.data directory", dir)
 	}
-	f, err := os.Open(filepath.Join(dir, "task.txt"))
+	f, err := regular.Open(filepath.Join(dir, "task.txt"))
 	if errors.Is(err, os.ErrNotExist) {
 		return mods, nil
 	}
@@ -386,7 +387,7 @@ func mapBuildIDs(data []byte) map[string]string {
 // headerPath returns the "# path name:" of the .sym or .dbg file at path,
 // "" for none.
 func headerPath(path string) string {
-	f, err := os.Open(path)
+	f, err := regular.Open(path)
 	if err != nil {
 		return ""
 	}
@@ -407,7 +408,7 @@ func headerPath(path string) string {
 // autoArgs reports whether the trace in dir takes argument specs from
 // the .dbg files (info argspec "auto-args:1", set by record -a).
 func autoArgs(dir string) bool {
-	data, err := os.ReadFile(filepath.Join(dir, "info"))
+	data, err := regular.ReadFile(filepath.Join(dir, "info"))
 	if err != nil {
 		return false
 	}

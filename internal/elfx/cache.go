@@ -6,12 +6,14 @@ import (
 	"path/filepath"
 	"sync"
 	"syscall"
+
+	"rtrace/internal/regular"
 )
 
 // Open reads path. The File may be shared with other callers that opened
 // the same file (Open keeps what it parsed): it must not be changed.
 func Open(path string) (*File, error) {
-	f, err := os.Open(path)
+	f, err := regular.Open(path)
 	if err != nil {
 		return nil, err
 	}

@@ -9,6 +9,8 @@ import (
 	"io/fs"
 	"runtime"
 	"strings"
+
+	"rtrace/internal/regular"
 )
 
 // ErrCorrupt is returned when the standard library's ELF or DWARF reader
@@ -43,6 +45,9 @@ func NewELF(r io.ReaderAt) (*elf.File, error) {
 // OpenELF opens the ELF object at path like NewELF. Closing the returned
 // file closes path. Errors name path.
 func OpenELF(path string) (*elf.File, error) {
+	if err := regular.Check(path); err != nil {
+		return nil, err // a FIFO would block elf.Open's open
+	}
 	var f *elf.File
 	err := Guard(func() error {
 		var err error

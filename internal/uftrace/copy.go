@@ -6,6 +6,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+
+	"rtrace/internal/regular"
 )
 
 // Filter chooses the records Copy writes. Record is given every record in
@@ -79,7 +81,7 @@ func copyMeta(r *Reader, w *Writer) error {
 		switch e.Kind {
 		case KindSess:
 			var maps []byte
-			if maps, err = os.ReadFile(r.path("sid-" + e.SID + ".map")); err == nil {
+			if maps, err = regular.ReadFile(r.path("sid-" + e.SID + ".map")); err == nil {
 				err = w.Session(e, maps)
 			}
 		case KindTask:
@@ -123,7 +125,7 @@ func copyMeta(r *Reader, w *Writer) error {
 			return err
 		}
 	}
-	if data, err := os.ReadFile(r.path("extern.dat")); err == nil {
+	if data, err := regular.ReadFile(r.path("extern.dat")); err == nil {
 		if err := os.WriteFile(w.path("extern.dat"), data, 0o644); err != nil {
 			return fmt.Errorf("copying extern.dat: %w", err)
 		}
@@ -134,7 +136,7 @@ func copyMeta(r *Reader, w *Writer) error {
 	// does not decode it.
 	perf, _ := filepath.Glob(filepath.Join(r.Dir, "perf-cpu*.dat"))
 	for _, p := range perf {
-		data, err := os.ReadFile(p)
+		data, err := regular.ReadFile(p)
 		if err == nil {
 			err = os.WriteFile(w.path(filepath.Base(p)), data, 0o644)
 		}
@@ -142,7 +144,7 @@ func copyMeta(r *Reader, w *Writer) error {
 			return fmt.Errorf("copying %s: %w", filepath.Base(p), err)
 		}
 	}
-	if data, err := os.ReadFile(r.path("default.opts")); err == nil && len(data) > 0 {
+	if data, err := regular.ReadFile(r.path("default.opts")); err == nil && len(data) > 0 {
 		if err := os.WriteFile(w.path("default.opts"), data, 0o644); err != nil {
 			return fmt.Errorf("copying default.opts: %w", err)
 		}

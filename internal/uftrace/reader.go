@@ -9,8 +9,9 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-
 	"strings"
+
+	"rtrace/internal/regular"
 )
 
 // Item is one record read from a directory, with what the Reader knows of it.
@@ -72,7 +73,7 @@ func Open(dir string) (*Reader, error) {
 		r.Close()
 		return nil, &FileError{File: filepath.Join(dir, file), Offset: -1, Err: err}
 	}
-	data, err := os.ReadFile(r.path("info"))
+	data, err := regular.ReadFile(r.path("info"))
 	if err != nil {
 		return fail("info", err)
 	}
@@ -114,7 +115,7 @@ func (r *Reader) path(name string) string { return filepath.Join(r.Dir, name) }
 func (r *Reader) Parent(tid int) int { return r.parents[tid] }
 
 func (r *Reader) readTasks() error {
-	f, err := os.Open(r.path("task.txt"))
+	f, err := regular.Open(r.path("task.txt"))
 	if err != nil {
 		return err
 	}
@@ -140,7 +141,7 @@ func (r *Reader) readTasks() error {
 }
 
 func (r *Reader) readSession(s *Session) error {
-	data, err := os.ReadFile(r.path("sid-" + s.SID + ".map"))
+	data, err := regular.ReadFile(r.path("sid-" + s.SID + ".map"))
 	if err != nil {
 		return err
 	}
@@ -175,7 +176,7 @@ func hasModule(ms []*Module, path string) bool {
 func (r *Reader) loadModule(m *Module) error {
 	base := filepath.Base(m.Path)
 	for _, name := range r.symCandidates(base) {
-		f, err := os.Open(r.path(name + ".sym"))
+		f, err := regular.Open(r.path(name + ".sym"))
 		if err != nil {
 			continue
 		}
@@ -193,7 +194,7 @@ func (r *Reader) loadModule(m *Module) error {
 	if m.SymFile == "" {
 		return nil
 	}
-	f, err := os.Open(r.path(m.SymFile + ".dbg"))
+	f, err := regular.Open(r.path(m.SymFile + ".dbg"))
 	if err != nil {
 		return nil
 	}
@@ -246,7 +247,7 @@ func globEscape(s string) string {
 }
 
 func (r *Reader) readEvents() error {
-	data, err := os.ReadFile(r.path("events.txt"))
+	data, err := regular.ReadFile(r.path("events.txt"))
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
 	}
@@ -358,7 +359,7 @@ type stream struct {
 
 func (r *Reader) openStream(tid int) error {
 	name := fmt.Sprintf("%d.dat", tid)
-	f, err := os.Open(r.path(name))
+	f, err := regular.Open(r.path(name))
 	if err != nil {
 		return &FileError{File: r.path(name), Offset: -1, Err: err}
 	}

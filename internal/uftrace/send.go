@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"rtrace/internal/regular"
 )
 
 // RecvPort is the TCP port `uftrace recv` listens on by default
@@ -112,7 +114,7 @@ func sendMsg(w io.Writer, typ uint16, payload ...[]byte) error {
 // sendData sends the records of path, tid's, in chunks of whole records,
 // read one at a time.
 func sendData(w io.Writer, tid int32, path string) error {
-	f, err := os.Open(path)
+	f, err := regular.Open(path)
 	if err != nil {
 		return err
 	}
@@ -139,7 +141,7 @@ func sendData(w io.Writer, tid int32, path string) error {
 
 // sendFile sends the file name of dir as recv's metadata message.
 func sendFile(w io.Writer, dir, name string) error {
-	data, err := os.ReadFile(filepath.Join(dir, name))
+	data, err := regular.ReadFile(filepath.Join(dir, name))
 	if err != nil {
 		return err
 	}
@@ -152,7 +154,7 @@ func sendFile(w io.Writer, dir, name string) error {
 // header size, feature and info masks and max stack from network byte
 // order back into its own (cmds/recv.c, recv_trace_info).
 func sendInfo(w io.Writer, path string) error {
-	data, err := os.ReadFile(path)
+	data, err := regular.ReadFile(path)
 	if err != nil {
 		return err
 	}
