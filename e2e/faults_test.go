@@ -213,3 +213,106 @@ func TestTraceNamesFIFO(t *testing.T) {
 		t.Errorf("resolve of a directory whose %s is a FIFO: exit %d, want an error naming it\n%s", filepath.Base(dats[0]), r.code, r.stderr)
 	}
 }
+
+// A state file left by an rtrace that was killed (here <pid>.on, planted
+// for the target's pid while a new rtrace traces it, stamped with a gone
+// process) is taken for what it is: `rtrace toggle` turns tracing on, not
+// "off", and removes it (issue 31, item 6).
+func TestToggleStaleState(t *testing.T) {
+	prog := testutil.BuildC(t, "attachee.c", "-O0", "-g")
+	tmp := t.TempDir()
+	rec := exec.Command(rtraceBin, "record", "--disable", "-d", "W", "--", prog)
+	rec.Dir = tmp
+	in, _ := rec.StdinPipe()
+	stdout, _ := rec.StdoutPipe()
+	stderr, _ := rec.StderrPipe()
+	if err := rec.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer rec.Process.Kill()
+	errs := newLineLog(stderr)
+	s := &stepper{t: t, cmd: rec, in: in, out: newLineLog(stdout)}
+	pid, _ := strconv.Atoi(strings.TrimPrefix(s.out.waitFor("pid "), "pid "))
+	if errs.waitFor("tracing pid") == "" || pid == 0 {
+		t.Fatalf("rtrace did not announce the pid:\n%s", errs.String())
+	}
+	// A process that is gone: its pid, and a start time it never had.
+	gone := exec.Command("true")
+	if err := gone.Run(); err != nil {
+		t.Fatal(err)
+	}
+	stale := filepath.Join(os.TempDir(), "rtrace-"+strconv.Itoa(os.Getuid()), strconv.Itoa(pid)+".on")
+	if err := os.WriteFile(stale, []byte(strconv.Itoa(gone.Process.Pid)+" 1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	listener := exec.Command(rtraceBin, "toggle", strconv.Itoa(pid))
+	listener.Dir = tmp
+	lerr, _ := listener.StderrPipe()
+	if err := listener.Start(); err != nil {
+		t.Fatal(err)
+	}
+	ll := newLineLog(lerr)
+	if line := ll.waitFor("turned"); !strings.Contains(line, "turned on") {
+		t.Fatalf("toggle with a stale state file: %q, want \"turned on\"\n%s", line, ll.String())
+	}
+	s.steps(2)
+	if r := runCmd(t, tmp, rtraceBin, "toggle", strconv.Itoa(pid)); r.code != 0 || !strings.Contains(r.stderr, "turned off") {
+		t.Fatalf("toggle off: %+v", r)
+	}
+	ll.drain()
+	if err := listener.Wait(); err != nil {
+		t.Fatalf("listener: %v\n%s", err, ll.String())
+	}
+	in.Close()
+	s.out.drain()
+	errs.drain()
+	if err := rec.Wait(); err != nil {
+		t.Fatalf("record: %v\n%s", err, errs.String())
+	}
+	if _, err := os.Stat(stale); !os.IsNotExist(err) {
+		t.Errorf("%s outlived the session (%v)", stale, err)
+	}
+}
+
+// Without a usable state directory (here one another hand made with mode
+// 0755), `rtrace record --disable` says at once that toggling cannot
+// reach it, and `rtrace toggle` names that cause, not "without toggling"
+// (issue 31, item 10).
+func TestToggleNoStateDir(t *testing.T) {
+	prog := testutil.BuildC(t, "attachee.c", "-O0", "-g")
+	tmp := t.TempDir()
+	tmpdir := filepath.Join(tmp, "tmp")
+	state := filepath.Join(tmpdir, "rtrace-"+strconv.Itoa(os.Getuid()))
+	if err := os.MkdirAll(state, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(state, 0o755) // whatever the umask
+	env := append(os.Environ(), "TMPDIR="+tmpdir)
+	rec := exec.Command(rtraceBin, "record", "--disable", "-d", "W", "--", prog)
+	rec.Dir, rec.Env = tmp, env
+	in, _ := rec.StdinPipe()
+	stdout, _ := rec.StdoutPipe()
+	stderr, _ := rec.StderrPipe()
+	if err := rec.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer rec.Process.Kill()
+	errs := newLineLog(stderr)
+	s := &stepper{t: t, cmd: rec, in: in, out: newLineLog(stdout)}
+	// The program runs (it said its pid): rtrace has said what it had to
+	// of toggling, before it started it.
+	pid, _ := strconv.Atoi(strings.TrimPrefix(s.out.waitFor("pid "), "pid "))
+	tg := exec.Command(rtraceBin, "toggle", strconv.Itoa(pid))
+	tg.Dir, tg.Env = tmp, env
+	out, err := tg.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), state) || strings.Contains(string(out), "without toggling") {
+		t.Errorf("toggle: %v\n%s\nwant an error naming %s", err, out, state)
+	}
+	in.Close()
+	s.out.drain()
+	errs.drain()
+	rec.Wait()
+	if !strings.Contains(errs.String(), "warning: 'rtrace toggle "+strconv.Itoa(pid)+"' cannot reach") || !strings.Contains(errs.String(), state) {
+		t.Errorf("record --disable with an unusable %s said no warning naming it:\n%s", state, errs.String())
+	}
+}

@@ -223,14 +223,18 @@ func (s *session) started(pid int) {
 // signal of the target, and the target of this rtrace; and says, unless
 // -q, which pid to toggle.
 func (s *session) announce(pid int) {
-	if privateDir(FIFODir()) != nil {
+	if err := privateDir(FIFODir()); err != nil {
+		fmt.Fprintf(s.con, "rtrace: warning: 'rtrace toggle %d' cannot reach this session: %v\n", pid, err)
 		return
 	}
+	sweepStale(FIFODir())
 	for _, f := range []struct {
 		path, text string
 	}{{ControlPath(pid), strconv.Itoa(int(s.c.toggleSignal()))}, {TargetPath(os.Getpid()), strconv.Itoa(pid)}} {
-		if err := os.WriteFile(f.path, []byte(f.text+"\n"), 0o600); err == nil {
+		if err := writeState(f.path, f.text); err == nil {
 			s.files = append(s.files, f.path)
+		} else {
+			fmt.Fprintf(s.con, "rtrace: warning: 'rtrace toggle %d' cannot reach this session: %v\n", pid, err)
 		}
 	}
 	if !s.c.Quiet {

@@ -55,7 +55,7 @@ func Toggle(o ToggleOptions) error {
 		return err
 	}
 	fifo := FIFOPath(o.Pid)
-	if _, err := os.Lstat(StatePath(o.Pid)); err == nil {
+	if _, on := readState(StatePath(o.Pid)); on {
 		// Tracing is on (rtrace keeps this file while a window is open):
 		// turn it off; a listening toggle then sees the end of its stream.
 		if err := unix.Kill(o.Pid, o.Signal); err != nil {
@@ -128,9 +128,9 @@ func toggleTarget(pid int) (int, unix.Signal, error) {
 	if err != nil {
 		return 0, 0, fmt.Errorf("pid %d: no such process", pid)
 	}
-	if b, err := os.ReadFile(TargetPath(pid)); err == nil {
+	if f, ok := readState(TargetPath(pid)); ok && len(f) == 1 {
 		// rtrace's own pid: toggle the program it traces.
-		if target, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && target > 0 {
+		if target, err := strconv.Atoi(f[0]); err == nil && target > 0 {
 			pid = target
 			if status, err = os.ReadFile(fmt.Sprintf("/proc/%d/status", pid)); err != nil {
 				return 0, 0, fmt.Errorf("pid %d: no such process", pid)
@@ -142,15 +142,21 @@ func toggleTarget(pid int) (int, unix.Signal, error) {
 		return 0, 0, fmt.Errorf("pid %d is not traced: start it with 'rtrace record --disable -- PROG' or 'rtrace sp-rtrace -e MODULES -- PROG' (the toggle signal would kill it)", pid)
 	}
 	exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", tracer))
-	ctl, err := os.ReadFile(ControlPath(pid))
-	if err != nil {
+	ctl, ok := readState(ControlPath(pid))
+	if !ok {
 		if !strings.HasPrefix(filepath.Base(exe), "rtrace") {
 			return 0, 0, fmt.Errorf("pid %d is traced by pid %d (%s), not by rtrace", pid, tracer, exe)
 		}
+		if err := privateDir(FIFODir()); err != nil {
+			return 0, 0, fmt.Errorf("pid %d is traced by rtrace, which could not say how to toggle it: %w", pid, err)
+		}
 		return 0, 0, fmt.Errorf("pid %d is traced by rtrace without toggling: start it with --disable (function tracing) or -e MODULES (resource tracing)", pid)
 	}
-	n, err := strconv.Atoi(strings.TrimSpace(string(ctl)))
-	if err != nil || n <= 0 || n > 64 {
+	n := 0
+	if len(ctl) == 1 {
+		n, _ = strconv.Atoi(ctl[0])
+	}
+	if n <= 0 || n > 64 {
 		return 0, 0, fmt.Errorf("%s: not a signal number", ControlPath(pid))
 	}
 	return pid, unix.Signal(n), nil

@@ -68,8 +68,7 @@ func (m *marks) on(pids ...int) {
 	}
 	for _, p := range pids {
 		f := StatePath(p)
-		if h, err := os.OpenFile(f, os.O_CREATE|os.O_WRONLY|syscall.O_NOFOLLOW, 0o600); err == nil {
-			h.Close()
+		if writeState(f) == nil {
 			m.files = append(m.files, f)
 		}
 	}
