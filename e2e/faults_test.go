@@ -316,3 +316,116 @@ func TestToggleNoStateDir(t *testing.T) {
 		t.Errorf("record --disable with an unusable %s said no warning naming it:\n%s", state, errs.String())
 	}
 }
+
+// killRounds is how many SIGKILLs TestAttachKilled deals each mode:
+// RTRACE_KILL_ROUNDS (make stress: 50), else 3.
+func killRounds() int {
+	if n, err := strconv.Atoi(os.Getenv("RTRACE_KILL_ROUNDS")); err == nil && n > 0 {
+		return n
+	}
+	return 3
+}
+
+// SIGKILL of `rtrace attach` while the fast engine's code runs in a busy
+// four-thread process (registering its threads, filling its rings,
+// recording calls and allocations), at a moment that moves from round to
+// round (after 1 to 4 of the program's reports): the process goes on, its
+// results right, and ends as it would have (issue 31, item 2: it died of
+// SIGTRAP at the next stub that stopped for rtrace). rtrace's code stays
+// in it, running without recording (docs/RELIABILITY.md).
+func TestAttachKilled(t *testing.T) {
+	needAttach(t)
+	prog := testutil.BuildC(t, "tight.c", "-O2", "-g", "-pthread")
+	for _, mode := range []struct {
+		name string
+		args []string
+	}{
+		{"functions", []string{"-d", "F", "-t", "1ms"}}, // -t: the trace stays small
+		{"memory", []string{"-e", "memory", "-o", "D"}},
+	} {
+		t.Run(mode.name, func(t *testing.T) {
+			for round := range killRounds() {
+				p := startTight(t, prog)
+				tmp := t.TempDir()
+				at := exec.Command(rtraceBin, append(append([]string{"attach", "--engine", "fast"}, mode.args...), strconv.Itoa(p.pid))...)
+				at.Dir = tmp
+				stderr, _ := at.StderrPipe()
+				if err := at.Start(); err != nil {
+					t.Fatal(err)
+				}
+				errs := newLineLog(stderr)
+				errs.waitFor("attached to pid")
+				for range 1 + round%4 {
+					p.calls()
+				}
+				at.Process.Kill()
+				at.Wait()
+				errs.drain()
+				if _, err := io.WriteString(p.in, "p\n"); err != nil {
+					p.out.drain()
+					t.Fatalf("round %d: the program is gone after rtrace was killed: %v\n%s\nrtrace said:\n%s", round, p.cmd.Wait(), clipLines(p.out.String(), 8), errs.String())
+				}
+				p.running()
+				p.in.Close()
+				p.out.drain()
+				// Its exit status counts wrong sums and mappings that differ
+				// from their files: rtrace's code is still in it.
+				err := p.cmd.Wait()
+				out := p.out.String()
+				if !strings.Contains(out, "sums ok\n") || exitCode(err) != strings.Count(out, "text differs: ") {
+					t.Fatalf("round %d: after rtrace was killed the program ended with %v:\n%s\nrtrace said:\n%s", round, err, out[strings.Index(out, "sums"):], errs.String())
+				}
+			}
+		})
+	}
+}
+
+// SIGKILL of `rtrace record` kills the program it launched, at once and
+// whole (PTRACE_O_EXITKILL; docs/RELIABILITY.md says why): nothing is left
+// running with rtrace's code in it, or stopped (issue 31, item 3). The
+// test is the orphans' subreaper (prctl(2)): the program, reparented to
+// it when rtrace dies, is its to wait for, and says how it ended.
+func TestRecordKilled(t *testing.T) {
+	prog := testutil.BuildC(t, "tight.c", "-O2", "-g", "-pthread")
+	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0)
+	for _, engine := range engines {
+		t.Run(engine, func(t *testing.T) {
+			tmp := t.TempDir()
+			rec := exec.Command(rtraceBin, "record", "--engine", engine, "-t", "1ms", "-d", "F", "--", prog)
+			rec.Dir = tmp
+			in, _ := rec.StdinPipe()
+			stdout, _ := rec.StdoutPipe()
+			if err := rec.Start(); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { rec.Process.Kill(); rec.Wait() })
+			p := &tightProc{t: t, cmd: rec, in: in, out: newLineLog(stdout)}
+			pid, err := strconv.Atoi(strings.TrimPrefix(p.out.waitFor("pid "), "pid "))
+			if err != nil {
+				t.Fatalf("the program did not start:\n%s", p.out.String())
+			}
+			p.running()
+			rec.Process.Kill()
+			rec.Wait()
+			// Its end of input: a program that outlived rtrace ends now,
+			// after its report.
+			in.Close()
+			var ws unix.WaitStatus
+			for {
+				if _, err := unix.Wait4(pid, &ws, 0, nil); err != unix.EINTR {
+					if err != nil {
+						t.Fatalf("waiting for the program (pid %d): %v", pid, err)
+					}
+					break
+				}
+			}
+			p.out.drain()
+			if !ws.Signaled() || ws.Signal() != unix.SIGKILL {
+				t.Errorf("the program ended with status %#x, want killed by SIGKILL with rtrace:\n%s", int(ws), clipLines(p.out.String(), 8))
+			}
+		})
+	}
+}

@@ -102,6 +102,13 @@ func (t *Tracer) attach(pid int) error {
 	for _, th := range t.threads {
 		t.moveOutOfPatches(th)
 	}
+	// Every thread registered while parked, not at its first call into
+	// the stubs: that stops it at an int3, and a SIGTRAP stop is the one
+	// whose signal the kernel delivers, killing the process, should rtrace
+	// die before it resumes the thread (docs/RELIABILITY.md).
+	for _, th := range t.threads {
+		t.fastStart(th)
+	}
 	if t.cfg.Started != nil {
 		t.cfg.Started(pid)
 	}

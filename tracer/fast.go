@@ -24,6 +24,8 @@ func (t *Tracer) releaseFast(fi *fastImage) {
 	fi.ended = true
 	fi.arena.release()
 	fi.arena = nil
+	fi.life.release()
+	fi.life = nil
 	go func() {
 		for _, st := range free {
 			unmapState(st)

@@ -79,6 +79,9 @@ func (t *Tracer) unmapAll(p *process) {
 	if fi != nil && fi.arena != nil {
 		munmap(fi.arena.addr, arenaSize)
 	}
+	if fi != nil && fi.life != nil {
+		munmap(fi.life.addr, 4096)
+	}
 	if fi != nil {
 		munmap(fi.tableAddr, fast.TableSize+4096)
 		fi.dead = true // nothing more is written into the process

@@ -32,6 +32,9 @@ type fastImage struct {
 	// (0: none yet).
 	arena     *walkArena
 	walkIndex uint64
+	// life is the process's lifeline page (fast_lifeline.go; a forked
+	// child shares its parent's); nil: none.
+	life *lifePage
 }
 
 // name of the thread state memfds, written after the table.
@@ -168,4 +171,10 @@ func writeMem(tid int, addr uint64, b []byte) error {
 
 // gadget is where a thread runs rtrace's system calls: in the
 // executable's scratch mapping, which holds the first shared code copy.
-func (fi *fastImage) gadget() uint64 { return fi.sites[0].Base - 16 + gadgetOff }
+func (fi *fastImage) gadget() remoteGadget {
+	s := fi.sites[0]
+	return remoteGadget{pc: s.Gadget, trap: s.GadgetTrap, saved: s.Saved}
+}
+
+// memfdName is the address of the memfd name newFastImage wrote.
+func (fi *fastImage) memfdName() uint64 { return fi.tableAddr + fast.TableSize }

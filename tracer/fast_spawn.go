@@ -64,7 +64,7 @@ func (t *Tracer) fastDisable(th *thread, fi *fastImage) {
 func (t *Tracer) fastFork(th *thread, frames []fast.Frame, res fast.PendingRes) {
 	parent := th.proc.image.fast
 	fi := &fastImage{tableAddr: parent.tableAddr, rdfsbase: parent.rdfsbase, sites: slices.Clip(parent.sites),
-		arena: parent.arena, walkIndex: parent.walkIndex}
+		arena: parent.arena, walkIndex: parent.walkIndex, life: parent.life}
 	th.proc.image.fast = fi
 	th.fs = nil
 	// Kept until cleared: the entries stay in the child's memory, and a

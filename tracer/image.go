@@ -293,6 +293,17 @@ func (t *Tracer) setupImage(tid int) (*image, []byte, error) {
 		if im.fast, err = newFastImage(tid); err != nil {
 			return nil, nil, err
 		}
+		if t.keeper == nil && t.keeperErr == nil {
+			t.keeper, t.keeperErr = newKeeper() // on the tracer thread
+		}
+		lerr := t.keeperErr
+		if lerr == nil {
+			im.fast.life, lerr = newLifePage(t.keeper, tid, im.fast.memfdName())
+		}
+		if lerr != nil && !t.warnedLife {
+			t.warnedLife = true
+			fmt.Fprintf(t.cfg.Warn, "rtrace: warning: pid %d: no lifeline (%v): should rtrace be killed, the process may die of SIGTRAP\n", tid, lerr)
+		}
 		if f.Static() { // a live process at an attach has its base: left alone
 			if err := im.fast.setPreTLS(tid); err != nil {
 				return nil, nil, fmt.Errorf("setting the %%fs base of pid %d before its TLS: %w", tid, err)

@@ -491,9 +491,12 @@ func (t *Tracer) spawned(th *thread, event int, ts uint64) error {
 					nc.forkRes = st.PendingRes() // a resource call's frame among them
 				}
 				p.image.fast = &fastImage{tableAddr: fi.tableAddr, rdfsbase: fi.rdfsbase, sites: slices.Clip(fi.sites), inherited: append(fi.table.Offsets(), fi.inherited...),
-					arena: fi.arena, walkIndex: fi.walkIndex} // the arena's mapping is inherited
+					arena: fi.arena, walkIndex: fi.walkIndex, life: fi.life} // the arena's and lifeline's mappings are inherited
 				if fi.arena != nil {
 					fi.arena.users++
+				}
+				if fi.life != nil {
+					fi.life.users++
 				}
 				if earlyStop {
 					t.fastFork(nc, nc.forkFrames, nc.forkRes)

@@ -46,7 +46,7 @@ func (t *Tracer) plantFuncs(tid int, mem *os.File, im *image, cm *codeMap, cands
 	}
 	var fc *fastCode
 	if im.fast != nil {
-		fc = &fastCode{table: im.fast.tableAddr, rdfsbase: im.fast.rdfsbase, clones: t.on && !t.attached, res: t.resDesc, args: func(c cand, addr uint64) (fast.Desc, bool) {
+		fc = &fastCode{table: im.fast.tableAddr, alive: im.fast.life.word(), rdfsbase: im.fast.rdfsbase, clones: t.on && !t.attached, res: t.resDesc, args: func(c cand, addr uint64) (fast.Desc, bool) {
 			return t.argsDesc(f, c, addr)
 		}, stops: func(c cand) bool {
 			if c.res != nil {
@@ -170,17 +170,11 @@ type redirect struct {
 	orig, new [4]byte
 }
 
-// syscallGadget is `syscall; int3`, at gadgetOff in every scratch mapping:
-// where the fast engine runs system calls in a thread while others run
-// (remoteSyscallAt).
-var syscallGadget = []byte{0x0f, 0x05, bp.Int3}
-
-const gadgetOff = 8
-
 // fastCode says how the fast engine's code is generated (planFuncs): the
 // thread table's address and how the code reads a thread's key.
 type fastCode struct {
 	table    uint64
+	alive    uint64 // the lifeline word (fast_lifeline.go), 0: none
 	rdfsbase bool
 	// stops says which functions keep an int3 entry that the tracer
 	// handles at each call (their arguments or return value are recorded).
@@ -219,12 +213,11 @@ func planFuncs(cm *codeMap, cands []cand, scratch, size, entry uint64, exe bool,
 	// one function at a time was a quarter of planning sqlite3.
 	p := &plantPlan{f: cm.f, text: cm.text, scratch: scratch, size: size, code: make([]byte, 16, size), entries: make([]entryPlan, 0, len(cands))}
 	p.code[0] = bp.Int3
-	copy(p.code[gadgetOff:], syscallGadget)
 	ret := scratch
 	if fc != nil {
 		s := fast.SitesAt(scratch + 16)
 		p.sites = &s
-		p.code = append(p.code, fast.Code(fc.table, fc.rdfsbase)...)
+		p.code = append(p.code, fast.Code(fc.table, fc.alive, fc.rdfsbase)...)
 	}
 	for _, c := range cands {
 		addr := c.value + cm.bias

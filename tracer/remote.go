@@ -5,6 +5,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"rtrace/tracer/fast"
 	"rtrace/tracer/ptrace"
 )
 
@@ -13,21 +14,34 @@ import (
 // executes `syscall; int3` written over its current instruction
 // (docs/ptrace-costs.md, "Remote system call"). Called on the tracer thread.
 func remoteSyscall(tid int, nr uint64, args ...uint64) (uint64, error) {
-	return remoteSyscallAt(tid, 0, nr, args...)
+	return remoteSyscallAt(tid, remoteGadget{}, nr, args...)
 }
 
-// remoteSyscallAt is remoteSyscall run at gadget, `syscall; int3` rtrace
-// wrote once (0: written over the current instruction, and restored).
-// Other threads of the process may run meanwhile: code they may execute
-// must not change under them.
-func remoteSyscallAt(tid int, gadget uint64, nr uint64, args ...uint64) (uint64, error) {
+// remoteGadget is where a remote system call runs: pc, a `syscall` whose
+// int3 is at trap, and saved, where the thread's registers are written
+// first (the fast engine's gadget, fast.Sites: should rtrace die in
+// between, the thread resumes from them itself). The zero remoteGadget:
+// `syscall; int3` written over the current instruction, and restored.
+type remoteGadget struct{ pc, trap, saved uint64 }
+
+// remoteSyscallAt is remoteSyscall run at gadget g. Other threads of the
+// process may run meanwhile: code they may execute must not change under
+// them.
+func remoteSyscallAt(tid int, g remoteGadget, nr uint64, args ...uint64) (uint64, error) {
 	var saved, regs unix.PtraceRegs
 	if err := ptrace.GetRegs(tid, &saved); err != nil {
 		return 0, fmt.Errorf("reading registers of tid %d: %w", tid, err)
 	}
-	pc := saved.Rip
-	if gadget != 0 {
-		pc = gadget
+	pc, trap := saved.Rip, saved.Rip+2
+	if g.pc != 0 {
+		pc, trap = g.pc, g.trap
+		if g.saved != 0 {
+			r := &saved
+			b := fast.SavedRegs(r.Rip, r.Rsp, r.Eflags, r.Rax, r.Rbx, r.Rcx, r.Rdx, r.Rsi, r.Rdi, r.Rbp, r.R8, r.R9, r.R10, r.R11, r.R12, r.R13, r.R14, r.R15)
+			if err := writeMem(tid, g.saved, b); err != nil {
+				return 0, fmt.Errorf("saving the registers of tid %d: %w", tid, err)
+			}
+		}
 	} else {
 		orig, err := ptrace.PeekWord(tid, pc)
 		if err != nil {
@@ -53,7 +67,7 @@ func remoteSyscallAt(tid int, gadget uint64, nr uint64, args ...uint64) (uint64,
 		return 0, fmt.Errorf("setting registers of tid %d: %w", tid, err)
 	}
 	defer ptrace.SetRegs(tid, &saved)
-	if err := runToTrap(tid, pc+3); err != nil {
+	if err := runToTrap(tid, trap+1); err != nil {
 		return 0, fmt.Errorf("remote syscall in tid %d: %w", tid, err)
 	}
 	if err := ptrace.GetRegs(tid, &regs); err != nil {

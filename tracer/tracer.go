@@ -185,6 +185,9 @@ type Tracer struct {
 	// return for what a stub does not record (fastValues, fastExitValue).
 	valueStops  uint64
 	warnedArena bool
+	warnedLife  bool    // said once: a process without a lifeline (fast_lifeline.go)
+	keeper      *keeper // the tracer thread's robust list of lifeline words
+	keeperErr   error
 }
 
 // Events returns how many records the tracer produced so far (safe from any goroutine).

@@ -89,10 +89,15 @@ var CodeSize = uint64(len(blob)+15) &^ 15
 // thread table at table. rdfsbase: the kernel lets user code read the %fs
 // base (HWCAP2_FSGSBASE); otherwise the key is the word at %fs:0, which
 // glibc sets to the same value (the TCB points to itself).
-func Code(table uint64, rdfsbase bool) []byte {
+//
+// alive is the address of the process's lifeline word (0: none), whose
+// FUTEX_OWNER_DIED bit the kernel sets when rtrace dies: the code's int3s
+// that would stop for rtrace go on without it then (IFGONE in stub.S).
+func Code(table, alive uint64, rdfsbase bool) []byte {
 	c := make([]byte, CodeSize)
 	copy(c, blob)
 	binary.LittleEndian.PutUint64(c, table)
+	binary.LittleEndian.PutUint64(c[offAlive:], alive)
 	if rdfsbase {
 		// rdfsbase %rcx (f3 48 0f ae c1), then a 4-byte nop.
 		for _, at := range []int{offLookup, offResLookup} {
@@ -138,6 +143,21 @@ type Sites struct {
 	// WalkStop: the in-process walker stopped (State.WalkStopped): rtrace
 	// finishes the walk (State.SetWalk) and the thread goes on.
 	WalkStop uint64
+	// Gadget: rtrace's system calls in the process run here (`syscall`,
+	// then an int3 at GadgetTrap), the thread's own registers written at
+	// Saved first (SavedRegs): should rtrace die meanwhile, the thread
+	// puts them back itself and goes on (docs/RELIABILITY.md).
+	Gadget, GadgetTrap, Saved uint64
+}
+
+// SavedRegs encodes the registers at stub.S's saved, in its order: rip,
+// rsp, flags, rax, rbx, rcx, rdx, rsi, rdi, rbp, r8-r15.
+func SavedRegs(rip, rsp, flags, rax, rbx, rcx, rdx, rsi, rdi, rbp, r8, r9, r10, r11, r12, r13, r14, r15 uint64) []byte {
+	b := make([]byte, 0, 18*8)
+	for _, w := range []uint64{rip, rsp, flags, rax, rbx, rcx, rdx, rsi, rdi, rbp, r8, r9, r10, r11, r12, r13, r14, r15} {
+		b = binary.LittleEndian.AppendUint64(b, w)
+	}
+	return b
 }
 
 // SitesAt returns the Sites of the shared code at base.
@@ -150,6 +170,7 @@ func SitesAt(base uint64) Sites {
 		Held:     base + offHeldTrap,
 		ResEntry: base + offResEntry, ResMiss: base + offResMiss, ResUnhooked: base + offResUnhooked,
 		WalkStop: base + offWalkStop,
+		Gadget:   base + offGadget, GadgetTrap: base + offGadgetTrap, Saved: base + offSaved,
 	}
 }
 

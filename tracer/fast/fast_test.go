@@ -46,9 +46,10 @@ func TestBlobMatchesSource(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[string]uint64{"entry": offEntry, "entry_args": offEntryArgs, "entry_lookup": offLookup, "entry_out": offEntryOut,
-		"entry_miss": offEntryMiss, "entry_unhooked": offEntryUnhooked, "exit": offExit,
-		"exit_miss": offExitMiss, "exit_empty": offExitEmpty, "exit_stop_trap": offExitStop, "held": offHeldTrap,
-		"res_entry": offResEntry, "res_lookup": offResLookup, "res_miss": offResMiss, "res_unhooked": offResUnhooked, "walk_stop_trap": offWalkStop}
+		"entry_miss_trap": offEntryMiss, "entry_unhooked_trap": offEntryUnhooked, "exit": offExit,
+		"exit_miss": offExitMiss, "exit_empty": offExitEmpty, "exit_stop_trap": offExitStop, "held_trap": offHeldTrap,
+		"res_entry": offResEntry, "res_lookup": offResLookup, "res_miss_trap": offResMiss, "res_unhooked_trap": offResUnhooked, "walk_stop_trap": offWalkStop,
+		"alive": offAlive}
 	for _, s := range syms {
 		if w, ok := want[s.Name]; ok {
 			if s.Value != w {
@@ -97,9 +98,12 @@ func TestCode(t *testing.T) {
 		{false, "mov %fs:,%rcx"}, // x86asm prints %fs:0x0 so
 		{true, "rdfsbase %rcx; nopl (%rax)"},
 	} {
-		code := Code(0x7f0012345000, c.rdfsbase)
+		code := Code(0x7f0012345000, 0x7f0054321008, c.rdfsbase)
 		if got := binary.LittleEndian.Uint64(code); got != 0x7f0012345000 {
 			t.Errorf("table word %#x", got)
+		}
+		if got := binary.LittleEndian.Uint64(code[offAlive:]); got != 0x7f0054321008 {
+			t.Errorf("lifeline word's address %#x", got)
 		}
 		if got := testutil.Disasm(t, code[offLookup:offLookup+9], 0); got != c.want {
 			t.Errorf("rdfsbase %v: key read as %q, want %q", c.rdfsbase, got, c.want)

@@ -244,9 +244,13 @@ res_record:
 	pop %rsi
 	ret
 res_miss:
+	IFGONE entry_out        # untraced: no rtrace to register the thread
+res_miss_trap:
 	int3                    # rtrace registers the thread (key in %rcx)
 	jmp res_miss_retry
 res_unhooked:
+	IFGONE entry_out        # untraced from here on: UNHOOK stays
+res_unhooked_trap:
 	int3                    # rtrace drops the frames an exception unwound
 	jmp res_hooked
 

@@ -68,7 +68,81 @@ consts:
 table:	.quad 0                     # the thread table's address (rtrace writes it)
 hashk:	.quad 0x9E3779B97F4A7C15
 nap:	.quad 0, 1000000            # a futex wait's timeout: 1 ms
-	.quad 0, 0, 0, 0
+alive:	.quad 0                     # rtrace's lifeline word (0: none; rtrace writes it)
+	.quad 0
+# saved: the registers of the thread rtrace makes run a system call at
+# gadget, which rtrace writes before it (fast.Saved* order).
+saved:	.quad 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0
+	.set SV_RIP, 0x00
+	.set SV_RSP, 0x08
+	.set SV_FLAGS, 0x10
+	.set SV_RAX, 0x18
+	.set SV_RBX, 0x20
+	.set SV_RCX, 0x28
+	.set SV_RDX, 0x30
+	.set SV_RSI, 0x38
+	.set SV_RDI, 0x40
+	.set SV_RBP, 0x48
+	.set SV_R8, 0x50
+	.set SV_R9, 0x58
+	.set SV_R10, 0x60
+	.set SV_R11, 0x68
+	.set SV_R12, 0x70
+	.set SV_R13, 0x78
+	.set SV_R14, 0x80
+	.set SV_R15, 0x88
+
+# IFGONE jumps to \gone when rtrace is gone: the kernel marked its
+# lifeline word (a robust futex rtrace's keeper thread owns, in memory it
+# shares with the process: FUTEX_OWNER_DIED, futex(2)) as it died. A site
+# whose int3 would stop for rtrace goes on without it instead
+# (docs/RELIABILITY.md, "rtrace killed"). Clobbers rax.
+.macro IFGONE gone
+	mov alive(%rip), %rax
+	test %rax, %rax
+	jz 9f
+	testl $0x40000000, (%rax)
+	jnz \gone
+9:
+.endm
+
+# gadget: a system call rtrace makes the thread run (remoteSyscallAt),
+# then an int3 for rtrace to read its result and put the thread back as
+# it was. Should rtrace die meanwhile (its lifeline word says so), the
+# thread puts itself back (resume) instead of trapping: the registers
+# rtrace saved are in saved. The flags go through the stack, below the
+# red zone, where a signal frame would go.
+gadget:
+	syscall
+	mov alive(%rip), %rcx   # the system call clobbered rcx and r11 already
+	test %rcx, %rcx
+	jz gadget_trap
+	testl $0x40000000, (%rcx)
+	jnz resume
+gadget_trap:
+	int3
+resume:
+	mov saved+SV_RSP(%rip), %rsp
+	lea -136(%rsp), %rsp
+	pushq saved+SV_FLAGS(%rip)
+	popfq
+	lea 136(%rsp), %rsp
+	mov saved+SV_RAX(%rip), %rax
+	mov saved+SV_RBX(%rip), %rbx
+	mov saved+SV_RCX(%rip), %rcx
+	mov saved+SV_RDX(%rip), %rdx
+	mov saved+SV_RSI(%rip), %rsi
+	mov saved+SV_RDI(%rip), %rdi
+	mov saved+SV_RBP(%rip), %rbp
+	mov saved+SV_R8(%rip), %r8
+	mov saved+SV_R9(%rip), %r9
+	mov saved+SV_R10(%rip), %r10
+	mov saved+SV_R11(%rip), %r11
+	mov saved+SV_R12(%rip), %r12
+	mov saved+SV_R13(%rip), %r13
+	mov saved+SV_R14(%rip), %r14
+	mov saved+SV_R15(%rip), %r15
+	jmp *saved+SV_RIP(%rip)
 
 # CALLCLEAR calls \fn, then clears the return address the call left below the
 # stack pointer: no address of rtrace's code stays on a stack (a detach
@@ -308,9 +382,13 @@ entry_nested:
 	CALLCLEAR held
 	jmp entry_out
 entry_miss:
+	IFGONE entry_out        # untraced: no rtrace to register the thread
+entry_miss_trap:
 	int3                    # rtrace registers the thread (key in %rcx)
 	jmp entry_miss_retry
 entry_unhooked:
+	IFGONE entry_out        # untraced from here on: UNHOOK stays
+entry_unhooked_trap:
 	int3                    # rtrace drops the frames an exception unwound
 	jmp entry_hooked
 
@@ -389,6 +467,7 @@ roomn:
 	jbe 1f
 	cmpq $0, STALL(%rdi)
 	jne 1f
+	IFGONE 4f               # nothing drains the ring any more
 	rdtsc
 	shl $32, %rdx
 	or %rdx, %rax
@@ -398,6 +477,9 @@ roomn:
 2:	pause
 	cmpq $0, STALL(%rdi)    # rtrace gave up on this ring (a detach)
 	jne 1f
+	push %rax
+	IFGONE 5f               # rtrace died meanwhile
+	pop %rax
 	mov TAIL(%rdi), %rax    # CTAIL follows: the callers check room
 	mov %rax, CTAIL(%rdi)   # against it once this returns
 	mov HEAD(%rdi), %rcx
@@ -437,14 +519,25 @@ roomn:
 	jb 2b
 	movq $1, STALL(%rdi)
 1:	ret
+5:	pop %rax
+4:	movq $1, STALL(%rdi)    # its records are dropped from now on
+	ret
 
 # held: a signal came while the guard was set, and rtrace holds it. The
 # int3 stops for rtrace to deliver one held signal; it clears HELD with
 # the last.
 held:
+	push %rax
+	IFGONE held_gone
+	pop %rax
+held_trap:
 	int3
 	cmpq $0, HELD(%rdi)
 	jne held
+	ret
+held_gone:                      # the signals rtrace held died with it
+	pop %rax
+	movq $0, HELD(%rdi)
 	ret
 
 # emit appends the record {%r8, %rsi} to the ring of state %rdi, or counts
@@ -541,8 +634,14 @@ exit_stop:
 	decq DEPTH(%rdi)
 	REHOOK
 	EXIT_RESTORE
+	push %rax
+	IFGONE exit_stop_gone
+	pop %rax
 exit_stop_trap:
 	int3
+	ret
+exit_stop_gone:                 # the return, its value unrecorded
+	pop %rax
 	ret
 # exit_watch (-W cpu): as entry_watch, a watch event just before the EXIT.
 exit_watch:

@@ -301,8 +301,10 @@ walk_stop:
 	mov %r9, WALKSP(%rdi)
 	mov %r10, WALKBP(%rdi)
 	mov %r11, WALKEX(%rdi)
+	IFGONE walk_gone        # the frames walked so far: no rtrace to finish
 walk_stop_trap:
 	int3
+walk_gone:
 	mov WALKN(%rdi), %rbx
 	ret
 walk_done:
