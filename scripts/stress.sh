@@ -6,7 +6,7 @@
 # a `go test -race` of the slow packages loop beside them.
 # A failure keeps its output in $STRESS_DIR (default /tmp/rtrace-stress).
 # Tests synchronise on what the programs do, never on time: a failure here
-# is a bug, not flakiness.
+# is a bug, not flakiness. Then the fault tests (docs/RELIABILITY.md) once.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 RUNS=${RUNS:-200}
@@ -44,5 +44,16 @@ for engine in fast int3; do
     if ((i % 20 == 0)); then echo "stress: $engine: $i of $RUNS runs, $fails failed so far"; fi
   done
 done
-echo "stress: $fails of $((2 * RUNS)) runs failed"
+# The faults of docs/RELIABILITY.md once, rtrace attach SIGKILLed 50
+# times a mode (RTRACE_KILL_ROUNDS) at moments the program's progress
+# moves.
+log="$OUT/faults.log"
+if (cd e2e && RTRACE_KILL_ROUNDS=${KILL_ROUNDS:-50} "$OUT/e2e.test" -test.count=1 -test.timeout=20m -test.run 'TestAttachKilled|TestAttachInterruptedTwice|TestToggleStaleState' >"$log" 2>&1); then
+  rm -f "$log"
+else
+  fails=$((fails + 1))
+  echo "stress: the fault tests failed: $log"
+  grep -E -- '--- FAIL|panic' "$log" | head -5
+fi
+echo "stress: $fails of $((2 * RUNS + 1)) runs failed"
 [ "$fails" = 0 ]
