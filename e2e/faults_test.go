@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -425,6 +426,105 @@ func TestRecordKilled(t *testing.T) {
 			p.out.drain()
 			if !ws.Signaled() || ws.Signal() != unix.SIGKILL {
 				t.Errorf("the program ended with status %#x, want killed by SIGKILL with rtrace:\n%s", int(ws), clipLines(p.out.String(), 8))
+			}
+		})
+	}
+}
+
+// A listening `rtrace toggle` killed while its window is open: rtrace
+// notices at once (the pipe's reader is gone), closes the window and turns
+// tracing off by itself, so that the next `rtrace toggle` opens a new
+// window instead of taking tracing for on; the run ends with the
+// program's status, no "broken pipe" error, and its last line counts the
+// windows written (issue 31, item 5: the next toggle failed after 10 s,
+// the run ended with exit 1, and the resource path said tracing was never
+// turned on).
+func TestToggleListenerKilled(t *testing.T) {
+	prog := testutil.BuildC(t, "attachee.c", "-O0", "-g", "-fno-inline")
+	for _, mode := range []struct {
+		name             string
+		record, listener []string
+	}{
+		{"functions", []string{"record", "--disable", "-A", "step@arg1/i32", "-d", "W"}, nil},
+		{"memory", []string{"sp-rtrace", "-e", "memory", "-o", "D"}, []string{"-o", "D"}},
+	} {
+		t.Run(mode.name, func(t *testing.T) {
+			tmp := t.TempDir()
+			rec := exec.Command(rtraceBin, append(mode.record, "--", prog)...)
+			rec.Dir = tmp
+			in, _ := rec.StdinPipe()
+			stdout, _ := rec.StdoutPipe()
+			stderr, _ := rec.StderrPipe()
+			if err := rec.Start(); err != nil {
+				t.Fatal(err)
+			}
+			defer rec.Process.Kill()
+			errs := newLineLog(stderr)
+			s := &stepper{t: t, cmd: rec, in: in, out: newLineLog(stdout)}
+			pid, _ := strconv.Atoi(strings.TrimPrefix(s.out.waitFor("pid "), "pid "))
+			listen := func() (*exec.Cmd, *lineLog) {
+				l := exec.Command(rtraceBin, append(append([]string{"toggle"}, mode.listener...), strconv.Itoa(pid))...)
+				l.Dir = tmp
+				lerr, _ := l.StderrPipe()
+				if err := l.Start(); err != nil {
+					t.Fatal(err)
+				}
+				ll := newLineLog(lerr)
+				if line := ll.waitFor("turned"); !strings.Contains(line, "turned on") {
+					t.Fatalf("the listener did not turn tracing on: %q\n%s", line, ll.String())
+				}
+				return l, ll
+			}
+			s.steps(2)
+			first, _ := listen()
+			s.steps(3)
+			first.Process.Kill()
+			first.Wait()
+			// Without the watcher this waits until a write fails, or
+			// forever with no write: go test's -timeout then fails the run.
+			if line := errs.waitFor("went away"); line == "" {
+				t.Fatalf("rtrace did not notice the listener's death:\n%s", errs.String())
+			}
+			second, ll := listen()
+			s.steps(4)
+			if r := runCmd(t, tmp, rtraceBin, "toggle", strconv.Itoa(pid)); r.code != 0 || !strings.Contains(r.stderr, "turned off") {
+				t.Fatalf("toggle off: %+v", r)
+			}
+			ll.drain()
+			if err := second.Wait(); err != nil {
+				t.Fatalf("the second listener: %v\n%s", err, ll.String())
+			}
+			in.Close()
+			s.out.drain()
+			errs.drain()
+			if err := rec.Wait(); err != nil {
+				t.Errorf("rtrace ended with %v, want the program's status 0:\n%s", err, errs.String())
+			}
+			if strings.Contains(errs.String(), "broken pipe") {
+				t.Errorf("the listener's death reported as an error:\n%s", errs.String())
+			}
+			switch mode.name {
+			case "functions":
+				// The second window, the one that closed as it should: the
+				// last directory (the first listener may have made W before
+				// it died, or not).
+				last := "W"
+				if _, err := os.Stat(filepath.Join(tmp, "W.1")); err == nil {
+					last = "W.1"
+				}
+				if got := stepIndexes(t, filepath.Join(tmp, last)); !slices.Equal(got, span(5, 9)) {
+					t.Errorf("the second window (%s) holds steps %v, want %v", last, got, span(5, 9))
+				}
+			case "memory":
+				if !strings.Contains(errs.String(), "2 windows 'rtrace toggle' wrote") {
+					t.Errorf("the last line does not count the two windows:\n%s", errs.String())
+				}
+				// The second window's file: <pid>-1 (the first listener's,
+				// <pid>-0, is cut where it died).
+				raw := filepath.Join(tmp, "D", strconv.Itoa(pid)+"-1.rtrace")
+				if n := len(readCalls(t, raw)); n != 8 {
+					t.Errorf("the second window holds %d calls, want 8 (4 steps, a malloc and a free each)", n)
+				}
 			}
 		})
 	}

@@ -41,12 +41,16 @@ type funcStream struct {
 	symbols  map[string][]trace.Func   // by session
 	events   []trace.EventName
 
-	win     trace.Writer // the open window, nil when tracing is off
-	winOut  io.Closer    // a listener's pipe
-	chain   *funcChain   // an in-process window's pipeline
-	started time.Time    // of the open window
-	outs    []string     // directories, raw files and listener windows written
-	dirs    []string     // the uftrace.data directories written
+	win    trace.Writer // the open window, nil when tracing is off
+	winOut io.Closer    // a listener's pipe
+	// gone asks the tracer to close the window of process pid when its
+	// listener dies (Tracer.CloseWindow); unwatch stops watching.
+	gone    func(pid int)
+	unwatch func()
+	chain   *funcChain // an in-process window's pipeline
+	started time.Time  // of the open window
+	outs    []string   // directories, raw files and listener windows written
+	dirs    []string   // the uftrace.data directories written
 	errs    []error
 	records uint64
 	// removed is closed once the trace moved aside before is deleted.
@@ -86,7 +90,9 @@ func (s *funcStream) write(it trace.Item) error {
 		return nil
 	}
 	if err := s.win.Write(it); err != nil {
-		s.errs = append(s.errs, fmt.Errorf("function trace: %w", err))
+		if s.winOut == nil || !readerGone(err) {
+			s.errs = append(s.errs, fmt.Errorf("function trace: %w", err))
+		}
 		s.closeWindow(nil)
 		return tracer.ErrStreamClosed
 	}
@@ -213,6 +219,9 @@ func (s *funcStream) openWindow(pid int) error {
 		w := wire.NewWriter(out)
 		s.win, s.winOut = w, pipeCloser{w, out}
 		s.outs = append(s.outs, "a window 'rtrace toggle' wrote")
+		if s.gone != nil {
+			s.unwatch = watchReader(out, func() { s.gone(pid) })
+		}
 	} else {
 		c, err := newFuncChain(s.dir, s.rawDir, s.filters, s.warn)
 		if err != nil {
@@ -284,7 +293,12 @@ func (s *funcStream) closeWindow(res *tracer.Result) {
 		end.ExitStatus = &st
 		end.Usage = uftrace.UsageFromRusage(&res.Rusage)
 	}
-	if err := s.win.Write(&trace.Info{Info: end}); err != nil {
+	if s.unwatch != nil {
+		s.unwatch()
+		s.unwatch = nil
+	}
+	listener := s.winOut != nil
+	if err := s.win.Write(&trace.Info{Info: end}); err != nil && !(listener && readerGone(err)) {
 		s.errs = append(s.errs, fmt.Errorf("function trace: %w", err))
 	}
 	s.marks.off()
@@ -303,7 +317,7 @@ func (s *funcStream) closeWindow(res *tracer.Result) {
 	} else {
 		err = s.winOut.Close()
 	}
-	if err != nil {
+	if err != nil && !(listener && readerGone(err)) {
 		s.errs = append(s.errs, fmt.Errorf("function trace: %w", err))
 	}
 	s.win, s.winOut, s.chain = nil, nil, nil

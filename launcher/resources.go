@@ -50,8 +50,14 @@ type resStream struct {
 	files  []string // raw or text files written
 	errs   []error
 	broken bool // the window's output failed: tell the tracer once
-	calls  uint64
-	lost   uint64 // calls dropped in the process (a full ring)
+	// gone asks the tracer to close the window of process pid when its
+	// listener dies (Tracer.CloseWindow); unwatch stops watching;
+	// listened counts the windows listeners took.
+	gone     func(pid int)
+	unwatch  func()
+	listened int
+	calls    uint64
+	lost     uint64 // calls dropped in the process (a full ring)
 	// killed: rtrace killed the target (Ctrl-C): its end is no leak point.
 	killed atomic.Bool
 }
@@ -79,6 +85,10 @@ func (s *resStream) open(pid int) error {
 		}
 		if f != nil {
 			s.out = f
+			s.listened++
+			if s.gone != nil {
+				s.unwatch = watchReader(f, func() { s.gone(pid) })
+			}
 			s.marks.on(pid, s.pid)
 			return s.begin()
 		}
@@ -158,7 +168,9 @@ func (s *resStream) session(pid int, p *resProc) *trace.Session {
 // goes on untraced rather than blocked.
 func (s *resStream) fail(err error) error {
 	if err != nil {
-		s.errs = append(s.errs, fmt.Errorf("resource stream: %w", err))
+		if s.out == nil || !readerGone(err) {
+			s.errs = append(s.errs, fmt.Errorf("resource stream: %w", err))
+		}
 		s.closeOut()
 		s.broken = true
 	}
@@ -172,11 +184,15 @@ func (s *resStream) closeOut() {
 		return
 	}
 	s.marks.off()
+	if s.unwatch != nil {
+		s.unwatch()
+		s.unwatch = nil
+	}
 	if s.w != nil {
 		s.w.Write(&trace.Library{Name: "*"})
 	}
 	if ww, ok := s.w.(*wire.Writer); ok {
-		if err := ww.Close(); err != nil {
+		if err := ww.Close(); err != nil && !(s.out != nil && readerGone(err)) {
 			s.errs = append(s.errs, err)
 		}
 	}
@@ -369,7 +385,14 @@ func (s *resStream) finish() ([]string, error) {
 	s.closeOut()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.files, errors.Join(s.errs...)
+	files := s.files
+	switch {
+	case s.listened == 1:
+		files = append(files, "a window 'rtrace toggle' wrote")
+	case s.listened > 1:
+		files = append(files, fmt.Sprintf("%d windows 'rtrace toggle' wrote", s.listened))
+	}
+	return files, errors.Join(s.errs...)
 }
 
 // globQuote escapes what path.Match and fnmatch(3) read as glob syntax.

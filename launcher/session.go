@@ -179,6 +179,12 @@ func newSession(c *config, ready func()) *session {
 		Untraced:     c.untraced,
 		Signals:      c.signals,
 	}, funcs, res)
+	if s.fs != nil {
+		s.fs.gone = s.tr.CloseWindow
+	}
+	if s.rs != nil {
+		s.rs.gone = s.tr.CloseWindow
+	}
 	return s
 }
 

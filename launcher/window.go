@@ -1,6 +1,7 @@
 package launcher
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -108,3 +109,50 @@ func (m *marks) off() {
 	}
 	m.files = nil
 }
+
+// watchReader calls gone, once, when the reading end of the pipe f is
+// closed (the listening `rtrace toggle` died: poll(2) reports POLLERR on
+// a pipe's writing end then), until the function it returns is called;
+// that function must be called before f is closed.
+func watchReader(f *os.File, gone func()) (stop func()) {
+	efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC)
+	if err != nil {
+		return func() {}
+	}
+	raw, err := f.SyscallConn()
+	if err != nil {
+		unix.Close(efd)
+		return func() {}
+	}
+	var fd int
+	raw.Control(func(u uintptr) { fd = int(u) })
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		pfd := []unix.PollFd{{Fd: int32(fd)}, {Fd: int32(efd), Events: unix.POLLIN}}
+		for {
+			if _, err := unix.Poll(pfd, -1); err == unix.EINTR {
+				continue
+			} else if err != nil {
+				return
+			}
+			if pfd[1].Revents != 0 {
+				return
+			}
+			if pfd[0].Revents&(unix.POLLERR|unix.POLLHUP|unix.POLLNVAL) != 0 {
+				gone()
+				return
+			}
+		}
+	}()
+	return func() {
+		unix.Write(efd, []byte{1, 0, 0, 0, 0, 0, 0, 0})
+		<-done
+		unix.Close(efd)
+	}
+}
+
+// readerGone reports whether err is a write to a pipe whose reader is
+// gone: a listener's window ended by the listener, not a failure of the
+// session (the tracer says so when it turns tracing off).
+func readerGone(err error) bool { return errors.Is(err, unix.EPIPE) }

@@ -279,7 +279,7 @@ func (t *Tracer) park() error {
 					resume(tid, 0)
 				}
 			default:
-				if sig == wakeSignal && t.detachReq.Load() || sig == t.cfg.ToggleSignal && t.cfg.Toggle {
+				if sig == wakeSignal && t.detachReq.Load() || t.woken(sig) || sig == t.cfg.ToggleSignal && t.cfg.Toggle {
 					sig = 0 // rtrace's own (a toggle while parked is dropped)
 				}
 				t.pending[tid] = sig

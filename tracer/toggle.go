@@ -112,6 +112,9 @@ func (t *Tracer) whileParked(first *thread, f func()) {
 		}
 		delete(t.pending, tid)
 	}
+	if t.closeReq.Load() && first.proc != nil {
+		t.wake(first.proc.pid) // its wake came while the threads were parked
+	}
 }
 
 // moveOutOfPatches moves a stopped thread whose pc lies inside the bytes
@@ -144,6 +147,53 @@ func movedPC(im *image, pc uint64) (uint64, bool) {
 		}
 	})
 	return to, found
+}
+
+// CloseWindow asks the tracer to close the open window and turn tracing
+// off, as a toggle would (safe from any goroutine): its reader went away
+// (a listening `rtrace toggle` was killed), and the tracer must not wait
+// for its next write to notice. pid is a traced process: the wake signal
+// goes to its first thread, and the tracer swallows it.
+func (t *Tracer) CloseWindow(pid int) {
+	if t.closeReq.Swap(true) {
+		return
+	}
+	t.wake(pid)
+}
+
+// wake sends the wake signal to pid's main thread, counted: the loop
+// swallows as many as were sent.
+func (t *Tracer) wake(pid int) {
+	t.wakes.Add(1)
+	if unix.Tgkill(pid, pid, wakeSignal) != nil {
+		t.wakes.Add(-1)
+	}
+}
+
+// woken reports whether a wakeSignal that stopped a thread is one wake
+// sent, and swallows it.
+func (t *Tracer) woken(sig unix.Signal) bool {
+	if sig != wakeSignal {
+		return false
+	}
+	for {
+		n := t.wakes.Load()
+		if n <= 0 {
+			return false
+		}
+		if t.wakes.CompareAndSwap(n, n-1) {
+			return true
+		}
+	}
+}
+
+// closeRequested closes the window CloseWindow asked to close, th being
+// a thread stopped by the wake signal.
+func (t *Tracer) closeRequested(th *thread) {
+	if t.closeReq.Swap(false) && t.window && !t.finished && th.proc != nil {
+		fmt.Fprintf(t.cfg.Warn, "rtrace: the reader of the trace's window went away: tracing turned off\n")
+		t.switchWindow(th, false)
+	}
 }
 
 // ErrStreamClosed is what a sink returns once its stream is gone (a

@@ -173,6 +173,10 @@ type Tracer struct {
 	window, finished bool
 	resIDs           map[*ResType]int
 	attachState
+	// closeReq: CloseWindow asked for the window to close; wakes: the wake
+	// signals it sent that the loop has not swallowed yet.
+	closeReq atomic.Bool
+	wakes    atomic.Int32
 	// drain moves the fast engine's records to the sink (nil: int3 engine).
 	drain       *drainer
 	warnedState bool
