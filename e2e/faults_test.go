@@ -2,6 +2,7 @@ package e2e_test
 
 import (
 	"bytes"
+	"encoding/binary"
 	"context"
 	"errors"
 	"io"
@@ -527,5 +528,33 @@ func TestToggleListenerKilled(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A program with file capabilities (setcap) would run without them under
+// ptrace, as a setuid one would run without its privileges: refused with
+// the reason, before it runs (issue 31, item 7: it ran without them,
+// silently).
+func TestRecordRefusesFileCaps(t *testing.T) {
+	tmp := t.TempDir()
+	prog := filepath.Join(tmp, "capped")
+	b, err := os.ReadFile(testutil.BuildC(t, "chain.c", "-O0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(prog, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// vfs_cap_data, revision 2 (linux/capability.h): effective, and
+	// CAP_NET_BIND_SERVICE (10) permitted.
+	caps := make([]byte, 20)
+	binary.LittleEndian.PutUint32(caps, 0x02000000|1)
+	binary.LittleEndian.PutUint32(caps[4:], 1<<10)
+	if err := unix.Setxattr(prog, "security.capability", caps, 0); err != nil {
+		t.Skipf("setting file capabilities needs CAP_SETFCAP: %v", err)
+	}
+	r := runCmd(t, tmp, rtraceBin, "record", "-d", "R", "--", prog)
+	if r.code != 126 || !strings.Contains(r.stderr, "file capabilities") || r.stdout != "" {
+		t.Errorf("a program with file capabilities: %+v, want exit 126 and a refusal before it runs", r)
 	}
 }

@@ -198,6 +198,9 @@ func checkTraceable(f *elfx.File) error {
 	if f.Setuid {
 		return &Refusal{fmt.Sprintf("%s is setuid/setgid: the kernel drops its privileges under ptrace, so it would not run as it does without rtrace", f.Path)}
 	}
+	if f.FileCaps {
+		return &Refusal{fmt.Sprintf("%s has file capabilities (setcap): the kernel does not grant them under ptrace, so it would not run as it does without rtrace", f.Path)}
+	}
 	return nil
 }
 

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"syscall"
 
+	"golang.org/x/sys/unix"
+
 	"rtrace/internal/regular"
 )
 
@@ -61,7 +63,23 @@ func parseFile(f *os.File, path string, st os.FileInfo) (*File, error) {
 	}
 	ef.Path = path
 	ef.Setuid = st.Mode()&(os.ModeSetuid|os.ModeSetgid) != 0
+	ef.FileCaps = hasFileCaps(f)
 	return ef, nil
+}
+
+// hasFileCaps reports whether f carries file capabilities (setcap(8):
+// the security.capability extended attribute, capabilities(7)).
+func hasFileCaps(f *os.File) bool {
+	raw, err := f.SyscallConn()
+	if err != nil {
+		return false
+	}
+	var n int
+	raw.Control(func(fd uintptr) {
+		var buf [64]byte
+		n, err = unix.Fgetxattr(int(fd), "security.capability", buf[:])
+	})
+	return err == nil && n >= 4
 }
 
 // fileKey names a file's contents as Open saw them: a file replaced or

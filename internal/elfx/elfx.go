@@ -54,6 +54,7 @@ type File struct {
 	ProbeErr error
 	IsGo     bool
 	Setuid   bool
+	FileCaps bool // it has file capabilities (setcap)
 }
 
 // ErrNotELF is returned for files that are not 64-bit x86-64 ELF objects.
