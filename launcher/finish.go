@@ -41,7 +41,7 @@ func (s *session) watchSignals(sigs chan os.Signal) (stop func()) {
 	if s.c.toggleable() {
 		signal.Notify(sigs, s.c.toggleSignal())
 	}
-	s.aborted = make(chan struct{})
+	s.aborted, s.aborted3 = make(chan struct{}), make(chan struct{})
 	quit := make(chan struct{})
 	var timer <-chan time.Time
 	if s.c.Duration > 0 {
@@ -80,9 +80,14 @@ func (s *session) signal(sig unix.Signal) {
 		return
 	}
 	if s.caught != nil {
-		if sig == unix.SIGINT && !s.abort {
+		switch {
+		case sig != unix.SIGINT:
+		case !s.abort:
 			s.abort = true
 			close(s.aborted)
+		case !s.abort3:
+			s.abort3 = true
+			close(s.aborted3)
 		}
 		return
 	}

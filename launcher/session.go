@@ -126,7 +126,11 @@ type session struct {
 	caught  os.Signal     // the signal that stopped the session
 	aborted chan struct{} // closed at a second Ctrl-C
 	abort   bool          // aborted is closed
-	files   []string      // control files to remove at the end
+	// aborted3 is closed at a third Ctrl-C: an attach leaves the process
+	// as it is, without waiting for the detach any longer.
+	aborted3 chan struct{}
+	abort3   bool
+	files    []string // control files to remove at the end
 }
 
 func newSession(c *config, ready func()) *session {
@@ -296,8 +300,13 @@ func (s *session) run(sigs chan os.Signal) (int, error) {
 			// The process goes on after rtrace: its code is restored and
 			// it is detached whatever else is cut short, and signals
 			// still come to rtrace meanwhile, not to its default action.
-			fmt.Fprintf(s.con, "rtrace: interrupted twice: restoring pid %d's code and detaching first; the trace is cut\n", s.c.Pid)
-			<-done
+			fmt.Fprintf(s.con, "rtrace: interrupted twice: restoring pid %d's code and detaching first; the trace is cut (a third Ctrl-C leaves the process as it is)\n", s.c.Pid)
+			select {
+			case <-done:
+			case <-s.aborted3:
+				stopSignals()
+				return 128 + int(unix.SIGINT), fmt.Errorf("%w (pid %d may be left stopped, rtrace's code in it)", ErrAborted, s.c.Pid)
+			}
 			stopSignals()
 			return 128 + int(unix.SIGINT), fmt.Errorf("%w (pid %d detached, its code restored)", ErrAborted, s.c.Pid)
 		}

@@ -51,16 +51,26 @@ func statStart(b []byte) (uint64, error) {
 	return strconv.ParseUint(f[19], 10, 64)
 }
 
-// writeState writes the state file path: fields, then this rtrace's stamp.
+// writeState writes the state file path: fields, then this rtrace's
+// stamp. Whole or not at all: written beside it, then renamed over it, so
+// that a reader (readState, which removes what it cannot read) never
+// sees it half-written.
 func writeState(path string, fields ...string) error {
 	text := strings.Join(append(fields, ownerStamp()), " ") + "\n"
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_TRUNC|os.O_WRONLY|syscall.O_NOFOLLOW, 0o600)
+	tmp := path + ".tmp" + strconv.Itoa(os.Getpid())
+	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_EXCL|os.O_WRONLY|syscall.O_NOFOLLOW, 0o600)
 	if err != nil {
 		return err
 	}
 	_, err = f.WriteString(text)
 	if cerr := f.Close(); err == nil {
 		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		os.Remove(tmp)
 	}
 	return err
 }

@@ -41,6 +41,8 @@ type attachState struct {
 func (t *Tracer) Attach(pid int) (*Result, error) {
 	t.target.Store(int64(pid))
 	t.attached = true
+	reparkRemote.Store(true) // the process must outlive rtrace (docs/RELIABILITY.md)
+	defer reparkRemote.Store(false)
 	if t.cfg.Fast {
 		if err := t.startFast(); err != nil {
 			return nil, err
@@ -107,7 +109,9 @@ func (t *Tracer) attach(pid int) error {
 	// whose signal the kernel delivers, killing the process, should rtrace
 	// die before it resumes the thread (docs/RELIABILITY.md).
 	for _, th := range t.threads {
-		t.fastStart(th)
+		if !th.groupStop { // a group-stopped thread stays so: registered at its first call
+			t.fastStart(th)
+		}
 	}
 	if t.cfg.Started != nil {
 		t.cfg.Started(pid)
@@ -129,7 +133,14 @@ func (t *Tracer) attach(pid int) error {
 		if th.groupStop {
 			ptrace.Listen(tid) // it was stopped (SIGSTOP) before rtrace came
 		} else {
-			t.deliver(th, t.pending[tid])
+			sig := t.pending[tid]
+			if sig != 0 && inEventStop(tid) {
+				// Its remote system calls left it in an event stop
+				// (repark), from which a restart injects no signal.
+				unix.Tgkill(pid, tid, sig)
+				sig = 0
+			}
+			t.deliver(th, sig)
 		}
 		delete(t.pending, tid)
 	}

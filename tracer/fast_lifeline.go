@@ -42,8 +42,7 @@ func (p *lifePage) word() uint64 {
 
 const (
 	lifeWordOff   = 8
-	ownerDied     = 0x40000000 // FUTEX_OWNER_DIED, linux/futex.h
-	robustHeadLen = 24         // struct robust_list_head on x86-64
+	robustHeadLen = 24 // struct robust_list_head on x86-64
 )
 
 // keeper holds the robust list of the tracer thread (the thread that
@@ -164,7 +163,3 @@ func (p *lifePage) release() {
 	}
 }
 
-// gone reports whether p's word says its owner died (for tests).
-func (p *lifePage) gone() bool {
-	return *(*uint32)(unsafe.Pointer(&p.mem[lifeWordOff]))&ownerDied != 0
-}

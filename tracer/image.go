@@ -296,12 +296,17 @@ func (t *Tracer) setupImage(tid int) (*image, []byte, error) {
 		if im.fast, err = newFastImage(tid); err != nil {
 			return nil, nil, err
 		}
-		if t.keeper == nil && t.keeperErr == nil {
+		// Only for a process rtrace attached to: a launched one dies with
+		// rtrace (PTRACE_O_EXITKILL, docs/RELIABILITY.md).
+		var lerr error
+		if t.attached && t.keeper == nil && t.keeperErr == nil {
 			t.keeper, t.keeperErr = newKeeper() // on the tracer thread
 		}
-		lerr := t.keeperErr
-		if lerr == nil {
-			im.fast.life, lerr = newLifePage(t.keeper, tid, im.fast.memfdName())
+		if t.attached {
+			lerr = t.keeperErr
+			if lerr == nil {
+				im.fast.life, lerr = newLifePage(t.keeper, tid, im.fast.memfdName())
+			}
 		}
 		if lerr != nil && !t.warnedLife {
 			t.warnedLife = true

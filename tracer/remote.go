@@ -1,7 +1,9 @@
 package tracer
 
 import (
+	"encoding/binary"
 	"fmt"
+	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 
@@ -36,7 +38,7 @@ func remoteSyscallAt(tid int, g remoteGadget, nr uint64, args ...uint64) (uint64
 	if g.pc != 0 {
 		pc, trap = g.pc, g.trap
 		if g.saved != 0 {
-			r := &saved
+			r := resumeRegs(tid, saved, g)
 			b := fast.SavedRegs(r.Rip, r.Rsp, r.Eflags, r.Rax, r.Rbx, r.Rcx, r.Rdx, r.Rsi, r.Rdi, r.Rbp, r.R8, r.R9, r.R10, r.R11, r.R12, r.R13, r.R14, r.R15)
 			if err := writeMem(tid, g.saved, b); err != nil {
 				return 0, fmt.Errorf("saving the registers of tid %d: %w", tid, err)
@@ -66,7 +68,12 @@ func remoteSyscallAt(tid int, g remoteGadget, nr uint64, args ...uint64) (uint64
 	if err := ptrace.SetRegs(tid, &regs); err != nil {
 		return 0, fmt.Errorf("setting registers of tid %d: %w", tid, err)
 	}
-	defer ptrace.SetRegs(tid, &saved)
+	defer func() {
+		ptrace.SetRegs(tid, &saved)
+		if reparkRemote.Load() {
+			repark(tid)
+		}
+	}()
 	if err := runToTrap(tid, trap+1); err != nil {
 		return 0, fmt.Errorf("remote syscall in tid %d: %w", tid, err)
 	}
@@ -77,6 +84,86 @@ func remoteSyscallAt(tid int, g remoteGadget, nr uint64, args ...uint64) (uint64
 		return 0, fmt.Errorf("remote syscall %d in tid %d: %w", nr, tid, unix.Errno(-int64(regs.Rax)))
 	}
 	return regs.Rax, nil
+}
+
+// resumeRegs are the registers the gadget's resume puts back should
+// rtrace die during the call: saved's, but for a thread stopped inside a
+// system call the kernel would restart (rax -ERESTARTSYS and its kin,
+// linux/errno.h; arch/x86/kernel/signal.c does the same: back to the
+// syscall instruction, its number in rax), and for a thread stopped at an
+// int3 rtrace planted in the program's code (an int3 entry) the int3
+// itself, not the middle of the instruction it covers: it then traps, as
+// it would have without the gadget.
+func resumeRegs(tid int, saved unix.PtraceRegs, g remoteGadget) unix.PtraceRegs {
+	r := saved
+	switch rax := int64(r.Rax); {
+	case int64(r.Orig_rax) >= 0 && (rax == -512 || rax == -513 || rax == -514): // ERESTARTSYS, ERESTARTNOINTR, ERESTARTNOHAND
+		r.Rip -= 2
+		r.Rax = r.Orig_rax
+	case int64(r.Orig_rax) >= 0 && rax == -516: // ERESTART_RESTARTBLOCK
+		r.Rip -= 2
+		r.Rax = unix.SYS_RESTART_SYSCALL
+	}
+	base := g.pc - fast.GadgetOff
+	if r.Rip-1 < base || r.Rip-1 >= base+fast.CodeSize {
+		if w, err := ptrace.PeekWord(tid, r.Rip-1); err == nil && byte(w) == 0xcc {
+			r.Rip--
+		}
+	}
+	return r
+}
+
+// reparkRemote: a remote system call leaves its thread in a
+// PTRACE_EVENT_STOP (repark), not in the SIGTRAP stop its int3 makes: set
+// while rtrace traces a process it attached to, which must go on should
+// rtrace die.
+var reparkRemote atomic.Bool
+
+// repark turns the SIGTRAP stop tid is in into a PTRACE_EVENT_STOP: a
+// tracee let go from a signal-delivery-stop gets its signal ("If the
+// tracee is restarted from signal-delivery-stop, the pending signal is
+// injected", ptrace(2)), and SIGTRAP kills a process whose tracer died;
+// from an event stop it goes on without one. PTRACE_INTERRUPT, then a
+// restart without a signal: the thread stops again before it runs an
+// instruction. A signal that comes meanwhile is held and sent again.
+func repark(tid int) {
+	if ptrace.Interrupt(tid) != nil {
+		return
+	}
+	var held []unix.Signal
+	defer func() {
+		for _, sig := range held {
+			unix.Syscall(unix.SYS_TKILL, uintptr(tid), uintptr(sig), 0)
+		}
+	}()
+	for {
+		if ptrace.Cont(tid, 0) != nil {
+			return
+		}
+		var ws unix.WaitStatus
+		if _, err := unix.Wait4(tid, &ws, unix.WALL, nil); err != nil || !ws.Stopped() {
+			return
+		}
+		switch ptraceEvent(ws) {
+		case unix.PTRACE_EVENT_STOP:
+			return
+		case 0:
+			held = append(held, ws.StopSignal())
+		}
+	}
+}
+
+// inEventStop reports whether tid is in a PTRACE_EVENT_STOP (its siginfo
+// says SIGTRAP | PTRACE_EVENT_STOP << 8, ptrace(2)), not in a
+// signal-delivery-stop.
+func inEventStop(tid int) bool {
+	var info ptrace.SigInfo
+	if ptrace.GetSigInfo(tid, &info) != nil {
+		return false
+	}
+	signo := int32(binary.LittleEndian.Uint32(info[0:]))
+	code := int32(binary.LittleEndian.Uint32(info[8:]))
+	return signo == int32(unix.SIGTRAP) && code>>8 == unix.PTRACE_EVENT_STOP
 }
 
 // leaveExec runs a tracee stopped at PTRACE_EVENT_EXEC to its first user

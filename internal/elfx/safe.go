@@ -45,8 +45,11 @@ func NewELF(r io.ReaderAt) (*elf.File, error) {
 // OpenELF opens the ELF object at path like NewELF. Closing the returned
 // file closes path. Errors name path.
 func OpenELF(path string) (*elf.File, error) {
+	// Not a FIFO, which would block elf.Open's open, nor a device. (A
+	// file swapped in between is not guarded against: elf.File closes only
+	// what elf.Open opened.)
 	if err := regular.Check(path); err != nil {
-		return nil, err // a FIFO would block elf.Open's open
+		return nil, err
 	}
 	var f *elf.File
 	err := Guard(func() error {

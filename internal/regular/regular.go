@@ -19,27 +19,28 @@ import (
 var ErrNotRegular = errors.New("not a regular file")
 
 // Open opens path for reading when it is a regular file (after symbolic
-// links). It never blocks: a FIFO is opened with O_NONBLOCK, which does
-// not wait for a writer, seen for what it is and closed. The error names
+// links). It never blocks, and opens nothing else: the path is first
+// opened with O_PATH (open(2): the file itself is not opened, a FIFO does
+// not wait for a writer, a device's open has no effect), seen for what it
+// is, and only a regular file is then opened through /proc/self/fd
+// (the same file, whatever replaced the path meanwhile). The error names
 // path and what it is.
 func Open(path string) (*os.File, error) {
-	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	pfd, err := unix.Open(path, unix.O_PATH|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, &os.PathError{Op: "open", Path: path, Err: err}
 	}
+	defer unix.Close(pfd)
 	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		unix.Close(fd)
+	if err := unix.Fstat(pfd, &st); err != nil {
 		return nil, &os.PathError{Op: "stat", Path: path, Err: err}
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFREG {
-		unix.Close(fd)
 		return nil, fmt.Errorf("%s: %w (%s)", path, ErrNotRegular, kind(st.Mode))
 	}
-	// O_NONBLOCK means nothing to a regular file's reads; cleared all the
-	// same, for a reader that looks.
-	if fl, err := unix.FcntlInt(uintptr(fd), unix.F_GETFL, 0); err == nil {
-		unix.FcntlInt(uintptr(fd), unix.F_SETFL, fl&^unix.O_NONBLOCK)
+	fd, err := unix.Open(fmt.Sprintf("/proc/self/fd/%d", pfd), unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOCTTY, 0)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: path, Err: err}
 	}
 	return os.NewFile(uintptr(fd), path), nil
 }

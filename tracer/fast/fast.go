@@ -150,6 +150,9 @@ type Sites struct {
 	Gadget, GadgetTrap, Saved uint64
 }
 
+// GadgetOff is the gadget's offset in the shared code (Sites.Gadget).
+const GadgetOff = offGadget
+
 // SavedRegs encodes the registers at stub.S's saved, in its order: rip,
 // rsp, flags, rax, rbx, rcx, rdx, rsi, rdi, rbp, r8-r15.
 func SavedRegs(rip, rsp, flags, rax, rbx, rcx, rdx, rsi, rdi, rbp, r8, r9, r10, r11, r12, r13, r14, r15 uint64) []byte {

@@ -527,9 +527,10 @@ roomn:
 # int3 stops for rtrace to deliver one held signal; it clears HELD with
 # the last.
 held:
-	push %rax
-	IFGONE held_gone
+	push %rax               # it may hold exit's address (REHOOK): cleared
+	IFGONE held_gone        # from the stack once popped, as CALLCLEAR does
 	pop %rax
+	movq $0, -8(%rsp)
 held_trap:
 	int3
 	cmpq $0, HELD(%rdi)
@@ -537,6 +538,7 @@ held_trap:
 	ret
 held_gone:                      # the signals rtrace held died with it
 	pop %rax
+	movq $0, -8(%rsp)
 	movq $0, HELD(%rdi)
 	ret
 
