@@ -162,4 +162,3 @@ func (p *lifePage) release() {
 		p.mem = nil
 	}
 }
-
