@@ -557,3 +557,50 @@ func TestRecordRefusesFileCaps(t *testing.T) {
 		t.Errorf("a program with file capabilities: %+v, want exit 126 and a refusal before it runs", r)
 	}
 }
+
+// Writing the trace fails (a full disk: a 64 KiB tmpfs in a mount
+// namespace of its own): rtrace says so in one line starting "rtrace:"
+// (the first failure, the trace named incomplete), ends with the
+// program's status, and leaves no half-written temporary file (issue 31,
+// item 9: three lines, the first "stream closed", exit 1, and
+// libc.so.6.sym.tmp left).
+func TestWriteErrorKeepsStatus(t *testing.T) {
+	unshare := testutil.RequireTool(t, "unshare")
+	prog := testutil.BuildC(t, "busyexit.c", "-O0", "-g")
+	mnt := filepath.Join(t.TempDir(), "small")
+	if err := os.Mkdir(mnt, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// Inside the namespace: the run, its status, then what it left.
+	script := `mount -t tmpfs -o size=64k tmpfs "$1" || exit 99
+cd "$1" || exit 99
+"$2" record -d W -- "$3" 300000 2>"$4"
+code=$?
+echo "status $code"
+ls -a W
+cat "$4"`
+	errFile := filepath.Join(filepath.Dir(mnt), "err") // not on the full disk
+	cmd := exec.Command(unshare, "-m", "sh", "-c", script, "sh", mnt, rtraceBin, prog, errFile)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	if code := exitCode(err); code != 0 {
+		t.Skipf("a tmpfs in a mount namespace needs CAP_SYS_ADMIN (unshare -m, mount): %v\n%s", err, out.String())
+	}
+	text := out.String()
+	if !strings.Contains(text, "status 7\n") {
+		t.Errorf("rtrace did not end with the program's status 7:\n%s", text)
+	}
+	if strings.Contains(text, ".tmp") {
+		t.Errorf("a half-written temporary file was left:\n%s", text)
+	}
+	var said []string
+	for _, l := range strings.Split(text, "\n") {
+		if strings.HasPrefix(l, "rtrace:") || strings.Contains(l, "stream closed") || strings.Contains(l, "function trace:") {
+			said = append(said, l)
+		}
+	}
+	if len(said) != 1 || !strings.Contains(said[0], "no space left on device") || !strings.Contains(said[0], "incomplete") {
+		t.Errorf("rtrace said %q, want one line naming the full disk and the trace incomplete:\n%s", said, text)
+	}
+}

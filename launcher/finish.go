@@ -131,6 +131,9 @@ func (s *session) finish(res *tracer.Result, runErr error) (int, error) {
 		outs, errs = append(outs, o...), append(errs, err)
 	}
 	finishErr := errors.Join(errs...)
+	if errors.Is(runErr, tracer.ErrStreamClosed) && finishErr != nil {
+		runErr = nil // an output's write failed: finishErr says why
+	}
 	what := c.Args
 	if c.Pid != 0 {
 		what = []string{"pid " + strconv.Itoa(c.Pid)}
@@ -165,7 +168,30 @@ func (s *session) finish(res *tracer.Result, runErr error) (int, error) {
 	caught := s.caught
 	s.mu.Unlock()
 	if finishErr != nil {
-		return 1, fmt.Errorf("%w (%s)", finishErr, saved)
+		// An output failed (a full disk): one line, the first failure
+		// (the rest follow from it), and the program's own status.
+		code := 1
+		switch {
+		case c.Pid != 0:
+			code = 0
+		case caught != nil:
+			code = 128 + int(caught.(unix.Signal))
+		case res != nil:
+			code = res.ExitCode()
+		}
+		msg, more, _ := strings.Cut(finishErr.Error(), "\n")
+		if more != "" {
+			if n := strings.Count(more, "\n") + 1; n == 1 {
+				msg += " (and 1 more error)"
+			} else {
+				msg += fmt.Sprintf(" (and %d more errors)", n)
+			}
+		}
+		where := "nothing saved"
+		if len(outs) > 0 {
+			where = "the trace in " + strings.Join(outs, ", ") + " is incomplete"
+		}
+		return code, &ExitError{code, fmt.Errorf("%s; %s", msg, where)}
 	}
 	switch {
 	case c.Pid != 0:

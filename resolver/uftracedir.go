@@ -266,6 +266,7 @@ func warn(w io.Writer, path string, err error, effect string) {
 func writeAtomic(path string, data []byte) error {
 	tmp := path + ".tmp"
 	if err := os.WriteFile(tmp, data, 0o644); err != nil {
+		os.Remove(tmp) // half-written (a full disk)
 		return fmt.Errorf("writing %s: %w", path, err)
 	}
 	if err := os.Rename(tmp, path); err != nil {

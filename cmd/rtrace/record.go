@@ -25,6 +25,10 @@ func cmdline(c *cli.Context) string {
 
 // exit turns a session's exit code and error into the verb's result.
 func exit(code int, err error) error {
+	var ee *launcher.ExitError
+	if errors.As(err, &ee) {
+		return cli.Exit(err.Error(), ee.Code) // the code it says, 0 too (the program's, a trace that failed)
+	}
 	if err != nil {
 		return cli.Exit(err.Error(), max(code, 1))
 	}

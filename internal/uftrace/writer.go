@@ -134,9 +134,11 @@ func (w *Writer) writeInfo() error {
 func writeFileAtomic(path string, b []byte) error {
 	tmp := path + ".tmp"
 	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+		os.Remove(tmp) // half-written (a full disk)
 		return fmt.Errorf("writing %s: %w", filepath.Base(path), err)
 	}
 	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
 		return fmt.Errorf("writing %s: %w", filepath.Base(path), err)
 	}
 	return nil
