@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -602,5 +603,38 @@ cat "$4"`
 	}
 	if len(said) != 1 || !strings.Contains(said[0], "no space left on device") || !strings.Contains(said[0], "incomplete") {
 		t.Errorf("rtrace said %q, want one line naming the full disk and the trace incomplete:\n%s", said, text)
+	}
+}
+
+// A program that switches contexts (makecontext/swapcontext: a coroutine
+// on a stack of its own) runs under rtrace as untraced, on both engines,
+// at -O0 and -O2, library calls nested or not, and its functions are in
+// the trace. swapcontext's and getcontext's calls are not recorded: their
+// returns come in another context (issue 31, item 4: the -O2 build looped
+// forever, both engines).
+func TestContextSwitch(t *testing.T) {
+	uft := testutil.RequireTool(t, "uftrace")
+	for _, opt := range []string{"-O0", "-O2"} {
+		prog := testutil.BuildC(t, "ucontext.c", opt, "-g")
+		want, err := exec.Command(prog).Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, engine := range engines {
+			for _, extra := range [][]string{nil, {"--nest-libcall"}} {
+				t.Run(fmt.Sprintf("%s/%s/%v", opt, engine, extra), func(t *testing.T) {
+					tmp := t.TempDir()
+					args := append(append([]string{"record", "--engine", engine, "-d", "W"}, extra...), "--", prog)
+					r := runGuarded(t, tmp, nil, args...)
+					if r.code != 0 || r.stdout != string(want) {
+						t.Fatalf("exit %d, output:\n%s\nwant:\n%s\n%s", r.code, clipLines(r.stdout, 12), want, r.stderr)
+					}
+					replay := testutil.Run(t, tmp, uft, "replay", "--no-pager", "-d", "W")
+					if n := strings.Count(replay, "work();"); n != 3 || !strings.Contains(replay, "coroutine() {") {
+						t.Errorf("the trace shows work() %d times (want 3), coroutine: %v:\n%s", n, strings.Contains(replay, "coroutine() {"), replay)
+					}
+				})
+			}
+		}
 	}
 }
