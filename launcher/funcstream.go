@@ -92,6 +92,8 @@ func (s *funcStream) write(it trace.Item) error {
 	if err := s.win.Write(it); err != nil {
 		if s.winOut == nil || !readerGone(err) {
 			s.errs = append(s.errs, fmt.Errorf("function trace: %w", err))
+		} else {
+			fmt.Fprintln(s.warn, goneLine)
 		}
 		s.closeWindow(nil)
 		return tracer.ErrStreamClosed

@@ -56,6 +56,7 @@ type resStream struct {
 	gone     func(pid int)
 	unwatch  func()
 	listened int
+	warn     io.Writer
 	calls    uint64
 	lost     uint64 // calls dropped in the process (a full ring)
 	// killed: rtrace killed the target (Ctrl-C): its end is no leak point.
@@ -72,7 +73,7 @@ type resProc struct {
 
 func newResStream(c *config, m *marks) *resStream {
 	return &resStream{mods: c.mods, depth: c.Backtrace, outDir: c.OutDir, postOpts: c.PostOpts, post: c.post, manage: c.Manage, start: c.onAtStart(), marks: m,
-		procs: map[int]*resProc{}, threads: map[int]int{}}
+		procs: map[int]*resProc{}, threads: map[int]int{}, warn: c.Stderr}
 }
 
 // open starts a window: the pipe of a listener when one waits (the
@@ -170,6 +171,8 @@ func (s *resStream) fail(err error) error {
 	if err != nil {
 		if s.out == nil || !readerGone(err) {
 			s.errs = append(s.errs, fmt.Errorf("resource stream: %w", err))
+		} else if s.warn != nil {
+			fmt.Fprintln(s.warn, goneLine)
 		}
 		s.closeOut()
 		s.broken = true

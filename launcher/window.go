@@ -152,6 +152,11 @@ func watchReader(f *os.File, gone func()) (stop func()) {
 	}
 }
 
+// goneLine is what rtrace says when a listener's window ends because the
+// listener is gone (the tracer says it too when it closes the window
+// first: Tracer.CloseWindow).
+const goneLine = "rtrace: the reader of the trace's window went away: tracing turned off"
+
 // readerGone reports whether err is a write to a pipe whose reader is
 // gone: a listener's window ended by the listener, not a failure of the
 // session (the tracer says so when it turns tracing off).

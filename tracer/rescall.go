@@ -3,7 +3,6 @@ package tracer
 import (
 	"encoding/binary"
 	"errors"
-	"fmt"
 	"strconv"
 	"time"
 
@@ -199,7 +198,7 @@ func (t *Tracer) resReport(th *thread, c *resCall, regs *unix.PtraceRegs) {
 			tc.Frames = c.frames
 		}
 		if err := t.res.Call(tc); errors.Is(err, ErrStreamClosed) {
-			fmt.Fprintf(t.cfg.Warn, "rtrace: the resource stream was closed (its reader is gone): tracing turned off\n")
+			// The sink says why, or reports it at the end.
 			t.setOn(false)
 			t.window = false
 		} else {

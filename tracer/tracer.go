@@ -548,8 +548,9 @@ func (t *Tracer) record(th *thread, r uftrace.Record, payload []byte) {
 func (t *Tracer) flush(th *thread) {
 	if len(th.batch) > 0 && t.funcs != nil {
 		if err := t.funcs.Records(th.tid, th.batch); errors.Is(err, ErrStreamClosed) {
-			fmt.Fprintf(t.cfg.Warn, "rtrace: the function trace's window failed (its reader is gone, or a write failed): tracing turned off\n")
-			t.window = false // the sink closed it
+			// The sink closed it, and says why (a listener gone) or
+			// reports it at the end (a failed write).
+			t.window = false
 			if t.drain != nil {
 				// The fast engine rewrites entries only with every thread
 				// parked (toggle): its records are dropped until a toggle.
