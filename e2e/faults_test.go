@@ -579,24 +579,31 @@ cd "$1" || exit 99
 code=$?
 echo "status $code"
 ls -a W
+echo "-- rtrace said"
 cat "$4"`
 	errFile := filepath.Join(filepath.Dir(mnt), "err") // not on the full disk
-	cmd := exec.Command(unshare, "-m", "sh", "-c", script, "sh", mnt, rtraceBin, prog, errFile)
+	ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, unshare, "-m", "sh", "-c", script, "sh", mnt, rtraceBin, prog, errFile)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	err := cmd.Run()
+	if ctx.Err() != nil {
+		t.Fatalf("rtrace hung on a full disk (killed after %v):\n%s", hangGuard, out.String())
+	}
 	if code := exitCode(err); code != 0 {
 		t.Skipf("a tmpfs in a mount namespace needs CAP_SYS_ADMIN (unshare -m, mount): %v\n%s", err, out.String())
 	}
 	text := out.String()
-	if !strings.Contains(text, "status 7\n") {
+	listing, said0, _ := strings.Cut(text, "-- rtrace said\n")
+	if !strings.Contains(listing, "status 7\n") {
 		t.Errorf("rtrace did not end with the program's status 7:\n%s", text)
 	}
-	if strings.Contains(text, ".tmp") {
+	if strings.Contains(listing, ".tmp") {
 		t.Errorf("a half-written temporary file was left:\n%s", text)
 	}
 	var said []string
-	for _, l := range strings.Split(text, "\n") {
+	for _, l := range strings.Split(said0, "\n") {
 		if strings.HasPrefix(l, "rtrace:") || strings.Contains(l, "stream closed") || strings.Contains(l, "function trace:") {
 			said = append(said, l)
 		}

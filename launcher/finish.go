@@ -131,8 +131,8 @@ func (s *session) finish(res *tracer.Result, runErr error) (int, error) {
 		outs, errs = append(outs, o...), append(errs, err)
 	}
 	finishErr := errors.Join(errs...)
-	if errors.Is(runErr, tracer.ErrStreamClosed) && finishErr != nil {
-		runErr = nil // an output's write failed: finishErr says why
+	if errors.Is(runErr, tracer.ErrStreamClosed) {
+		runErr = nil // a window closed: its sink said why, or finishErr does
 	}
 	what := c.Args
 	if c.Pid != 0 {
@@ -170,10 +170,9 @@ func (s *session) finish(res *tracer.Result, runErr error) (int, error) {
 	if finishErr != nil {
 		// An output failed (a full disk): one line, the first failure
 		// (the rest follow from it), and the program's own status.
-		code := 1
+		code := 1 // an attach: the trace is what it made
 		switch {
 		case c.Pid != 0:
-			code = 0
 		case caught != nil:
 			code = 128 + int(caught.(unix.Signal))
 		case res != nil:

@@ -290,7 +290,7 @@ func (t *Tracer) park() error {
 					resume(tid, 0)
 				}
 			default:
-				if sig == wakeSignal && t.detachReq.Load() || t.woken(sig) || sig == t.cfg.ToggleSignal && t.cfg.Toggle {
+				if sig == wakeSignal && (t.detachReq.Load() || ownWake(tid)) || sig == t.cfg.ToggleSignal && t.cfg.Toggle {
 					sig = 0 // rtrace's own (a toggle while parked is dropped)
 				}
 				t.pending[tid] = sig
@@ -403,7 +403,14 @@ func (t *Tracer) detachAll(first *thread) {
 	}
 	t.unpin()
 	for tid := range t.threads {
-		if err := ptrace.Detach(tid, int(t.pending[tid])); err != nil && !errors.Is(err, unix.ESRCH) {
+		sig := t.pending[tid]
+		if th := t.threads[tid]; sig != 0 && th.proc != nil && inEventStop(tid) {
+			// Left in an event stop (repark), from which no signal is
+			// injected: sent again.
+			unix.Tgkill(th.proc.pid, tid, sig)
+			sig = 0
+		}
+		if err := ptrace.Detach(tid, int(sig)); err != nil && !errors.Is(err, unix.ESRCH) {
 			fmt.Fprintf(t.cfg.Warn, "rtrace: warning: detaching tid %d: %v\n", tid, err)
 		}
 		if th := t.threads[tid]; th.proc != nil {

@@ -197,13 +197,13 @@ func (t *Tracer) stopped(th *thread, ws unix.WaitStatus, regs *unix.PtraceRegs, 
 		return nil
 	}
 	// A signal for the program.
-	if t.woken(sig) {
-		t.closeRequested(th)
-		resume(th.tid, 0) // rtrace's, not the program's
-		return nil
-	}
 	if sig == wakeSignal && t.detachReq.Load() && t.attached {
 		t.detachAll(th)
+		return nil
+	}
+	if sig == wakeSignal && ownWake(th.tid) {
+		t.closeRequested(th)
+		resume(th.tid, 0) // rtrace's, not the program's
 		return nil
 	}
 	if act := t.cfg.Signals[sig]; act != 0 && th.proc != nil {

@@ -3,6 +3,7 @@ package tracer
 import (
 	"encoding/binary"
 	"fmt"
+	"os"
 	"sync/atomic"
 
 	"golang.org/x/sys/unix"
@@ -35,10 +36,11 @@ func remoteSyscallAt(tid int, g remoteGadget, nr uint64, args ...uint64) (uint64
 		return 0, fmt.Errorf("reading registers of tid %d: %w", tid, err)
 	}
 	pc, trap := saved.Rip, saved.Rip+2
+	restoreCode := func() {}
 	if g.pc != 0 {
 		pc, trap = g.pc, g.trap
 		if g.saved != 0 {
-			r := resumeRegs(tid, saved, g)
+			r := resumeRegs(saved)
 			b := fast.SavedRegs(r.Rip, r.Rsp, r.Eflags, r.Rax, r.Rbx, r.Rcx, r.Rdx, r.Rsi, r.Rdi, r.Rbp, r.R8, r.R9, r.R10, r.R11, r.R12, r.R13, r.R14, r.R15)
 			if err := writeMem(tid, g.saved, b); err != nil {
 				return 0, fmt.Errorf("saving the registers of tid %d: %w", tid, err)
@@ -53,7 +55,7 @@ func remoteSyscallAt(tid int, g remoteGadget, nr uint64, args ...uint64) (uint64
 		if err := ptrace.PokeWord(tid, pc, code); err != nil {
 			return 0, fmt.Errorf("writing code of tid %d at %#x: %w", tid, pc, err)
 		}
-		defer ptrace.PokeWord(tid, pc, orig)
+		restoreCode = func() { ptrace.PokeWord(tid, pc, orig) }
 	}
 	regs = saved
 	regs.Rip = pc
@@ -66,9 +68,11 @@ func remoteSyscallAt(tid int, g remoteGadget, nr uint64, args ...uint64) (uint64
 		*dst[i] = a
 	}
 	if err := ptrace.SetRegs(tid, &regs); err != nil {
+		restoreCode()
 		return 0, fmt.Errorf("setting registers of tid %d: %w", tid, err)
 	}
 	defer func() {
+		restoreCode() // first: the program's bytes back before anything else
 		ptrace.SetRegs(tid, &saved)
 		if reparkRemote.Load() {
 			repark(tid)
@@ -90,11 +94,10 @@ func remoteSyscallAt(tid int, g remoteGadget, nr uint64, args ...uint64) (uint64
 // rtrace die during the call: saved's, but for a thread stopped inside a
 // system call the kernel would restart (rax -ERESTARTSYS and its kin,
 // linux/errno.h; arch/x86/kernel/signal.c does the same: back to the
-// syscall instruction, its number in rax), and for a thread stopped at an
-// int3 rtrace planted in the program's code (an int3 entry) the int3
-// itself, not the middle of the instruction it covers: it then traps, as
-// it would have without the gadget.
-func resumeRegs(tid int, saved unix.PtraceRegs, g remoteGadget) unix.PtraceRegs {
+// syscall instruction, its number in rax). A thread stopped at an int3
+// entry rtrace planted resumes past the int3, in the middle of the
+// instruction it covers (docs/RELIABILITY.md: not guaranteed).
+func resumeRegs(saved unix.PtraceRegs) unix.PtraceRegs {
 	r := saved
 	switch rax := int64(r.Rax); {
 	case int64(r.Orig_rax) >= 0 && (rax == -512 || rax == -513 || rax == -514): // ERESTARTSYS, ERESTARTNOINTR, ERESTARTNOHAND
@@ -103,12 +106,6 @@ func resumeRegs(tid int, saved unix.PtraceRegs, g remoteGadget) unix.PtraceRegs 
 	case int64(r.Orig_rax) >= 0 && rax == -516: // ERESTART_RESTARTBLOCK
 		r.Rip -= 2
 		r.Rax = unix.SYS_RESTART_SYSCALL
-	}
-	base := g.pc - fast.GadgetOff
-	if r.Rip-1 < base || r.Rip-1 >= base+fast.CodeSize {
-		if w, err := ptrace.PeekWord(tid, r.Rip-1); err == nil && byte(w) == 0xcc {
-			r.Rip--
-		}
 	}
 	return r
 }
@@ -145,25 +142,36 @@ func repark(tid int) {
 			return
 		}
 		switch ptraceEvent(ws) {
-		case unix.PTRACE_EVENT_STOP:
-			return
 		case 0:
 			held = append(held, ws.StopSignal())
+		default:
+			return // the interrupt's stop, or another event's (an exec): no signal stop either way
 		}
 	}
 }
 
-// inEventStop reports whether tid is in a PTRACE_EVENT_STOP (its siginfo
-// says SIGTRAP | PTRACE_EVENT_STOP << 8, ptrace(2)), not in a
+// inEventStop reports whether tid is in a PTRACE_EVENT_STOP (its siginfo's
+// si_code says PTRACE_EVENT_STOP << 8, ptrace(2)), not in a
 // signal-delivery-stop.
 func inEventStop(tid int) bool {
 	var info ptrace.SigInfo
 	if ptrace.GetSigInfo(tid, &info) != nil {
 		return false
 	}
-	signo := int32(binary.LittleEndian.Uint32(info[0:]))
 	code := int32(binary.LittleEndian.Uint32(info[8:]))
-	return signo == int32(unix.SIGTRAP) && code>>8 == unix.PTRACE_EVENT_STOP
+	return code>>8 == unix.PTRACE_EVENT_STOP // si_signo is the stop signal in a group-stop
+}
+
+// ownWake reports whether tid stopped for a wake signal rtrace sent
+// (Tracer.wake, Detach): tgkill's siginfo names rtrace's pid.
+func ownWake(tid int) bool {
+	var info ptrace.SigInfo
+	if ptrace.GetSigInfo(tid, &info) != nil {
+		return false
+	}
+	code := int32(binary.LittleEndian.Uint32(info[8:]))
+	pid := int32(binary.LittleEndian.Uint32(info[16:]))
+	return code == -6 && int(pid) == os.Getpid() // SI_TKILL, asm-generic/siginfo.h
 }
 
 // leaveExec runs a tracee stopped at PTRACE_EVENT_EXEC to its first user

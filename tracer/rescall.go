@@ -2,7 +2,6 @@ package tracer
 
 import (
 	"encoding/binary"
-	"errors"
 	"strconv"
 	"time"
 
@@ -197,13 +196,7 @@ func (t *Tracer) resReport(th *thread, c *resCall, regs *unix.PtraceRegs) {
 		if e.alloc || t.cfg.BacktraceAll {
 			tc.Frames = c.frames
 		}
-		if err := t.res.Call(tc); errors.Is(err, ErrStreamClosed) {
-			// The sink says why, or reports it at the end.
-			t.setOn(false)
-			t.window = false
-		} else {
-			t.emit(err)
-		}
+		t.emit(t.res.Call(tc))
 	}
 }
 

@@ -47,6 +47,9 @@ func (t *Tracer) switchWindow(th *thread, on bool) {
 		opened = append(opened, s)
 	}
 	t.window = on
+	if on {
+		t.closeReq.Store(false) // a request for an earlier window is stale
+	}
 	// Entries are rewritten with every thread stopped: none runs the
 	// bytes while they change.
 	t.whileParked(th, func() { t.setOn(on) })
@@ -161,30 +164,10 @@ func (t *Tracer) CloseWindow(pid int) {
 	t.wake(pid)
 }
 
-// wake sends the wake signal to pid's main thread, counted: the loop
-// swallows as many as were sent.
+// wake sends the wake signal to pid's main thread; the loop knows it for
+// rtrace's own by its siginfo (ownWake) and swallows it.
 func (t *Tracer) wake(pid int) {
-	t.wakes.Add(1)
-	if unix.Tgkill(pid, pid, wakeSignal) != nil {
-		t.wakes.Add(-1)
-	}
-}
-
-// woken reports whether a wakeSignal that stopped a thread is one wake
-// sent, and swallows it.
-func (t *Tracer) woken(sig unix.Signal) bool {
-	if sig != wakeSignal {
-		return false
-	}
-	for {
-		n := t.wakes.Load()
-		if n <= 0 {
-			return false
-		}
-		if t.wakes.CompareAndSwap(n, n-1) {
-			return true
-		}
-	}
+	unix.Tgkill(pid, pid, wakeSignal)
 }
 
 // closeRequested closes the window CloseWindow asked to close, th being

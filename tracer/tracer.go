@@ -173,10 +173,8 @@ type Tracer struct {
 	window, finished bool
 	resIDs           map[*ResType]int
 	attachState
-	// closeReq: CloseWindow asked for the window to close; wakes: the wake
-	// signals it sent that the loop has not swallowed yet.
+	// closeReq: CloseWindow asked for the window to close.
 	closeReq atomic.Bool
-	wakes    atomic.Int32
 	// drain moves the fast engine's records to the sink (nil: int3 engine).
 	drain       *drainer
 	warnedState bool
@@ -523,9 +521,27 @@ func (t *Tracer) announce(p *process) {
 	t.emit(t.funcs.Symbols(p.sid, funcs))
 }
 
+// streamClosed turns tracing off when a sink closed its window
+// (ErrStreamClosed: its listener is gone, or a write failed): the sink
+// says why, or reports it at the end.
+func (t *Tracer) streamClosed() {
+	t.window = false
+	if t.drain != nil {
+		// The fast engine rewrites entries only with every thread
+		// parked (toggle): its records are dropped until a toggle.
+		t.on = false
+	} else {
+		t.setOn(false)
+	}
+}
+
 // emit keeps the first sink error; tracing goes on so the target is not
 // disturbed, and Run reports the error at the end.
 func (t *Tracer) emit(err error) {
+	if errors.Is(err, ErrStreamClosed) {
+		t.streamClosed() // the sink closed its window and says why
+		return
+	}
 	if err != nil && t.err == nil {
 		t.err = fmt.Errorf("writing the trace: %w", err)
 	}
@@ -547,20 +563,7 @@ func (t *Tracer) record(th *thread, r uftrace.Record, payload []byte) {
 // flush hands th's pending records to the sink.
 func (t *Tracer) flush(th *thread) {
 	if len(th.batch) > 0 && t.funcs != nil {
-		if err := t.funcs.Records(th.tid, th.batch); errors.Is(err, ErrStreamClosed) {
-			// The sink closed it, and says why (a listener gone) or
-			// reports it at the end (a failed write).
-			t.window = false
-			if t.drain != nil {
-				// The fast engine rewrites entries only with every thread
-				// parked (toggle): its records are dropped until a toggle.
-				t.on = false
-			} else {
-				t.setOn(false)
-			}
-		} else {
-			t.emit(err)
-		}
+		t.emit(t.funcs.Records(th.tid, th.batch))
 		th.batch = th.batch[:0]
 	}
 }
