@@ -92,11 +92,7 @@ func waitCreated(t *testing.T, dir, name string) {
 // computing the same results, and its code in memory equals its files
 // (every byte rtrace patched in it and in libc is back).
 func TestAttach(t *testing.T) {
-	// rtrace attaches to its sibling, which Yama's ptrace_scope 1 refuses
-	// to anyone but root (a capability, not the code under test).
-	if b, err := os.ReadFile("/proc/sys/kernel/yama/ptrace_scope"); err == nil && strings.TrimSpace(string(b)) != "0" && os.Geteuid() != 0 {
-		testutil.RequireCapability(t, "kernel.yama.ptrace_scope = %s: attaching to a non-child needs root", strings.TrimSpace(string(b)))
-	}
+	needAttach(t)
 	prog := testutil.BuildC(t, "attachee.c", "-O2", "-g")
 	// The untraced run of the same steps.
 	ref, _ := startAttachee(t, prog)
@@ -263,9 +259,7 @@ func (s *syncBuffer) String() string {
 // on a line of its own (the line is cleared first), and the line is gone
 // at the end. -q shows nothing.
 func TestAttachStatusLine(t *testing.T) {
-	if b, err := os.ReadFile("/proc/sys/kernel/yama/ptrace_scope"); err == nil && strings.TrimSpace(string(b)) != "0" && os.Geteuid() != 0 {
-		testutil.RequireCapability(t, "kernel.yama.ptrace_scope = %s: attaching to a non-child needs root", strings.TrimSpace(string(b)))
-	}
+	needAttach(t)
 	prog := testutil.BuildC(t, "attachee.c", "-O0")
 	for _, quiet := range []bool{false, true} {
 		t.Run(fmt.Sprintf("quiet=%v", quiet), func(t *testing.T) {
@@ -319,35 +313,12 @@ func TestAttachStatusLine(t *testing.T) {
 // mapped. The program then computes what it computes untraced, its code
 // equals its files, and its maps are as before the first attach.
 func TestAttachDetachLoop(t *testing.T) {
-	if b, err := os.ReadFile("/proc/sys/kernel/yama/ptrace_scope"); err == nil && strings.TrimSpace(string(b)) != "0" && os.Geteuid() != 0 {
-		testutil.RequireCapability(t, "kernel.yama.ptrace_scope = %s: attaching to a non-child needs root", strings.TrimSpace(string(b)))
-	}
+	needAttach(t)
 	prog := testutil.BuildC(t, "tight.c", "-O2", "-g", "-pthread")
 	for _, engine := range engines {
 		t.Run(engine, func(t *testing.T) {
-			cmd := exec.Command(prog)
-			in, _ := cmd.StdinPipe()
-			stdout, _ := cmd.StdoutPipe()
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-			out := newLineLog(stdout)
-			pid, err := strconv.Atoi(strings.TrimPrefix(out.waitFor("pid "), "pid "))
-			if err != nil {
-				t.Fatalf("the fixture did not start:\n%s", out.String())
-			}
-			// calls asks the program how many calls its threads made.
-			calls := func() uint64 {
-				if _, err := io.WriteString(in, "p\n"); err != nil {
-					t.Fatal(err)
-				}
-				n, err := strconv.ParseUint(strings.TrimPrefix(out.waitFor("calls "), "calls "), 10, 64)
-				if err != nil {
-					t.Fatalf("no count of calls:\n%s", out.String())
-				}
-				return n
-			}
+			p := startTight(t, prog)
+			pid, cmd, out := p.pid, p.cmd, p.out
 			maps := mapsOf(t, pid)
 			var records int
 			for round := range 3 {
@@ -361,8 +332,7 @@ func TestAttachDetachLoop(t *testing.T) {
 				errs := newLineLog(stderr)
 				errs.waitFor("attached to pid") // the code is in
 				// The threads run traced: the count of calls grows.
-				for first := calls(); calls() == first; {
-				}
+				p.running()
 				at.Process.Signal(syscall.SIGINT)
 				errs.drain()
 				if err := at.Wait(); err != nil {
@@ -383,14 +353,7 @@ func TestAttachDetachLoop(t *testing.T) {
 			if records == 0 {
 				t.Errorf("no records in three attaches")
 			}
-			// Untraced again: the count still grows.
-			for first := calls(); calls() == first; {
-			}
-			in.Close()
-			out.drain()
-			if err := cmd.Wait(); err != nil || !strings.Contains(out.String(), "sums ok\ntext intact\n") {
-				t.Errorf("after the detaches: %v\n%s", err, clipLines(out.String(), 8))
-			}
+			p.finish("after the detaches") // untraced again: the count still grows
 		})
 	}
 }

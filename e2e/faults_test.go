@@ -223,18 +223,8 @@ func TestTraceNamesFIFO(t *testing.T) {
 func TestToggleStaleState(t *testing.T) {
 	prog := testutil.BuildC(t, "attachee.c", "-O0", "-g")
 	tmp := t.TempDir()
-	rec := exec.Command(rtraceBin, "record", "--disable", "-d", "W", "--", prog)
-	rec.Dir = tmp
-	in, _ := rec.StdinPipe()
-	stdout, _ := rec.StdoutPipe()
-	stderr, _ := rec.StderrPipe()
-	if err := rec.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer rec.Process.Kill()
-	errs := newLineLog(stderr)
-	s := &stepper{t: t, cmd: rec, in: in, out: newLineLog(stdout)}
-	pid, _ := strconv.Atoi(strings.TrimPrefix(s.out.waitFor("pid "), "pid "))
+	s, errs, pid := startStepped(t, tmp, nil, "record", "--disable", "-d", "W", "--", prog)
+	rec, in := s.cmd, s.in
 	if errs.waitFor("tracing pid") == "" || pid == 0 {
 		t.Fatalf("rtrace did not announce the pid:\n%s", errs.String())
 	}
@@ -289,23 +279,12 @@ func TestToggleNoStateDir(t *testing.T) {
 		t.Fatal(err)
 	}
 	os.Chmod(state, 0o755) // whatever the umask
-	env := append(os.Environ(), "TMPDIR="+tmpdir)
-	rec := exec.Command(rtraceBin, "record", "--disable", "-d", "W", "--", prog)
-	rec.Dir, rec.Env = tmp, env
-	in, _ := rec.StdinPipe()
-	stdout, _ := rec.StdoutPipe()
-	stderr, _ := rec.StderrPipe()
-	if err := rec.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer rec.Process.Kill()
-	errs := newLineLog(stderr)
-	s := &stepper{t: t, cmd: rec, in: in, out: newLineLog(stdout)}
-	// The program runs (it said its pid): rtrace has said what it had to
-	// of toggling, before it started it.
-	pid, _ := strconv.Atoi(strings.TrimPrefix(s.out.waitFor("pid "), "pid "))
+	// The program runs once it said its pid: rtrace has said what it had
+	// to of toggling, before it started it.
+	s, errs, pid := startStepped(t, tmp, []string{"TMPDIR=" + tmpdir}, "record", "--disable", "-d", "W", "--", prog)
+	rec, in := s.cmd, s.in
 	tg := exec.Command(rtraceBin, "toggle", strconv.Itoa(pid))
-	tg.Dir, tg.Env = tmp, env
+	tg.Dir, tg.Env = tmp, append(os.Environ(), "TMPDIR="+tmpdir)
 	out, err := tg.CombinedOutput()
 	if err == nil || !strings.Contains(string(out), state) || strings.Contains(string(out), "without toggling") {
 		t.Errorf("toggle: %v\n%s\nwant an error naming %s", err, out, state)
@@ -451,18 +430,8 @@ func TestToggleListenerKilled(t *testing.T) {
 	} {
 		t.Run(mode.name, func(t *testing.T) {
 			tmp := t.TempDir()
-			rec := exec.Command(rtraceBin, append(mode.record, "--", prog)...)
-			rec.Dir = tmp
-			in, _ := rec.StdinPipe()
-			stdout, _ := rec.StdoutPipe()
-			stderr, _ := rec.StderrPipe()
-			if err := rec.Start(); err != nil {
-				t.Fatal(err)
-			}
-			defer rec.Process.Kill()
-			errs := newLineLog(stderr)
-			s := &stepper{t: t, cmd: rec, in: in, out: newLineLog(stdout)}
-			pid, _ := strconv.Atoi(strings.TrimPrefix(s.out.waitFor("pid "), "pid "))
+			s, errs, pid := startStepped(t, tmp, nil, append(mode.record, "--", prog)...)
+			rec, in := s.cmd, s.in
 			listen := func() (*exec.Cmd, *lineLog) {
 				l := exec.Command(rtraceBin, append(append([]string{"toggle"}, mode.listener...), strconv.Itoa(pid))...)
 				l.Dir = tmp

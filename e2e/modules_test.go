@@ -159,9 +159,7 @@ func TestResourceStatic(t *testing.T) {
 // a function rtrace had patched killed the program with SIGSEGV) is not
 // instrumented, and a warning names it and says why, with both engines.
 func TestForeignBreakpoint(t *testing.T) {
-	if b, err := os.ReadFile("/proc/sys/kernel/yama/ptrace_scope"); err == nil && strings.TrimSpace(string(b)) != "0" && os.Geteuid() != 0 {
-		testutil.RequireCapability(t, "kernel.yama.ptrace_scope = %s: attaching to a non-child needs root", strings.TrimSpace(string(b)))
-	}
+	needAttach(t)
 	prog := testutil.BuildC(t, "foreignbp.c", "-O0", "-g")
 	for _, engine := range engines {
 		t.Run(engine, func(t *testing.T) {

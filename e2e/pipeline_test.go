@@ -81,6 +81,30 @@ type stepper struct {
 	n   int // steps run
 }
 
+// startStepped runs rtrace with args in dir (env added to the
+// environment when not nil) on a stepper fixture (attachee.c), whose
+// steps it returns with rtrace's stderr, once the program said its pid
+// (0: it said none). rtrace is killed at the end of the test.
+func startStepped(t *testing.T, dir string, env []string, args ...string) (*stepper, *lineLog, int) {
+	t.Helper()
+	cmd := exec.Command(rtraceBin, args...)
+	cmd.Dir = dir
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
+	in, _ := cmd.StdinPipe()
+	stdout, _ := cmd.StdoutPipe()
+	stderr, _ := cmd.StderrPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill() })
+	s := &stepper{t: t, cmd: cmd, in: in, out: newLineLog(stdout)}
+	errs := newLineLog(stderr)
+	pid, _ := strconv.Atoi(strings.TrimPrefix(s.out.waitFor("pid "), "pid "))
+	return s, errs, pid
+}
+
 // steps runs n more steps and waits until the program printed them.
 func (s *stepper) steps(n int) {
 	s.t.Helper()
@@ -125,21 +149,8 @@ func span(lo, hi int) []int {
 func TestToggleFunctions(t *testing.T) {
 	prog := testutil.BuildC(t, "attachee.c", "-O0", "-g")
 	tmp := t.TempDir()
-	rec := exec.Command(rtraceBin, "record", "--disable", "-A", "step@arg1/i32", "-d", "W", "--", prog)
-	rec.Dir = tmp
-	in, _ := rec.StdinPipe()
-	stdout, _ := rec.StdoutPipe()
-	stderr, _ := rec.StderrPipe()
-	if err := rec.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer rec.Process.Kill()
-	errs := newLineLog(stderr)
-	s := &stepper{t: t, cmd: rec, in: in, out: newLineLog(stdout)}
-	pid := 0
-	if line := s.out.waitFor("pid "); line != "" {
-		pid, _ = strconv.Atoi(strings.TrimPrefix(line, "pid "))
-	}
+	s, errs, pid := startStepped(t, tmp, nil, "record", "--disable", "-A", "step@arg1/i32", "-d", "W", "--", prog)
+	rec, in := s.cmd, s.in
 	// rtrace says which pid to toggle, as tracing starts off.
 	if line := errs.waitFor("tracing pid"); !strings.Contains(line, "tracing pid "+strconv.Itoa(pid)+" (off)") {
 		t.Fatalf("rtrace did not announce pid %d: %q", pid, line)

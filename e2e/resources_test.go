@@ -266,21 +266,8 @@ func clipLines(s string, n int) string {
 func TestToggle(t *testing.T) {
 	prog := testutil.BuildC(t, "attachee.c", "-O0", "-g")
 	tmp := t.TempDir()
-	rec := exec.Command(rtraceBin, "sp-rtrace", "-e", "memory", "-o", "D", "-q", "--", prog)
-	rec.Dir = tmp
-	in, _ := rec.StdinPipe()
-	stdout, _ := rec.StdoutPipe()
-	stderr, _ := rec.StderrPipe()
-	if err := rec.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer rec.Process.Kill()
-	errs := newLineLog(stderr)
-	s := &stepper{t: t, cmd: rec, in: in, out: newLineLog(stdout)}
-	pid := 0
-	if line := s.out.waitFor("pid "); line != "" {
-		pid, _ = strconv.Atoi(strings.TrimPrefix(line, "pid "))
-	}
+	s, errs, pid := startStepped(t, tmp, nil, "sp-rtrace", "-e", "memory", "-o", "D", "-q", "--", prog)
+	rec, in := s.cmd, s.in
 	if pid == 0 {
 		t.Fatalf("the fixture did not start:\n%s", errs.String())
 	}
