@@ -128,11 +128,7 @@ func repark(tid int) {
 		return
 	}
 	var held []unix.Signal
-	defer func() {
-		for _, sig := range held {
-			unix.Syscall(unix.SYS_TKILL, uintptr(tid), uintptr(sig), 0)
-		}
-	}()
+	defer func() { resend(tid, held) }()
 	for {
 		if ptrace.Cont(tid, 0) != nil {
 			return
@@ -154,24 +150,32 @@ func repark(tid int) {
 // si_code says PTRACE_EVENT_STOP << 8, ptrace(2)), not in a
 // signal-delivery-stop.
 func inEventStop(tid int) bool {
+	code, _, ok := stopInfo(tid)
+	return ok && code>>8 == unix.PTRACE_EVENT_STOP // si_signo is the stop signal in a group-stop
+}
+
+// stopInfo reads the siginfo of the stop tid is in: its si_code and, for
+// a signal sent by kill or tgkill, the sender's pid.
+func stopInfo(tid int) (code, pid int32, ok bool) {
 	var info ptrace.SigInfo
 	if ptrace.GetSigInfo(tid, &info) != nil {
-		return false
+		return 0, 0, false
 	}
-	code := int32(binary.LittleEndian.Uint32(info[8:]))
-	return code>>8 == unix.PTRACE_EVENT_STOP // si_signo is the stop signal in a group-stop
+	return int32(binary.LittleEndian.Uint32(info[8:])), int32(binary.LittleEndian.Uint32(info[16:])), true
 }
 
 // ownWake reports whether tid stopped for a wake signal rtrace sent
 // (Tracer.wake, Detach): tgkill's siginfo names rtrace's pid.
 func ownWake(tid int) bool {
-	var info ptrace.SigInfo
-	if ptrace.GetSigInfo(tid, &info) != nil {
-		return false
+	code, pid, ok := stopInfo(tid)
+	return ok && code == -6 && int(pid) == os.Getpid() // SI_TKILL, asm-generic/siginfo.h
+}
+
+// resend sends tid again the signals held while rtrace ran it to a stop.
+func resend(tid int, held []unix.Signal) {
+	for _, sig := range held {
+		unix.Syscall(unix.SYS_TKILL, uintptr(tid), uintptr(sig), 0)
 	}
-	code := int32(binary.LittleEndian.Uint32(info[8:]))
-	pid := int32(binary.LittleEndian.Uint32(info[16:]))
-	return code == -6 && int(pid) == os.Getpid() // SI_TKILL, asm-generic/siginfo.h
 }
 
 // leaveExec runs a tracee stopped at PTRACE_EVENT_EXEC to its first user
@@ -207,11 +211,7 @@ func leaveExec(tid int) error {
 // when the program has handlers). Other ptrace event stops are continued.
 func runToTrap(tid int, want uint64) error {
 	var held []unix.Signal
-	defer func() {
-		for _, sig := range held {
-			unix.Syscall(unix.SYS_TKILL, uintptr(tid), uintptr(sig), 0)
-		}
-	}()
+	defer func() { resend(tid, held) }()
 	for {
 		if err := ptrace.Cont(tid, 0); err != nil {
 			return err
