@@ -50,17 +50,19 @@ type fn struct {
 // uftrace's PLT hooks skip them (libmcount/plthook.c): the start-up call
 // that never returns, and the C++ runtime calls that exceptions unwind
 // through. Their effect on the stack is followed by the hooks instead.
-// Nor the calls that switch contexts (ucontext(3)): swapcontext returns
-// in another context, getcontext returns again when a setcontext resumes
-// it; a hijacked return of theirs popped another context's frame, and the
-// program went wrong (docs/RELIABILITY.md).
+// Nor the calls that switch contexts (ucontext(3)): swapcontext may
+// return in another context, setcontext does not return; a hijacked
+// return of swapcontext's popped another context's frame, and the program
+// went wrong (docs/RELIABILITY.md). getcontext is recorded, as uftrace
+// records it; its second return, when a setcontext resumes it, is not
+// followed.
 var libcallSkip = map[string]bool{
 	"__libc_start_main": true, "__cxa_finalize": true, "__cxa_throw": true,
 	"__cxa_rethrow": true, "__cxa_begin_catch": true, "__cxa_end_catch": true,
 	"_Unwind_Resume": true, "_mcleanup": true, "mcount": true, "_mcount": true,
 	"__fentry__": true, "__gnu_mcount_nc": true,
 	"__cyg_profile_func_enter": true, "__cyg_profile_func_exit": true,
-	"swapcontext": true, "setcontext": true, "getcontext": true,
+	"swapcontext": true, "setcontext": true,
 }
 
 // cand is code setupImage instruments: a function of the executable or a
