@@ -280,6 +280,12 @@ func stackLimit(pid int) uint64 {
 	if err != nil {
 		return 0
 	}
+	return parseStackLimit(b)
+}
+
+// parseStackLimit reads the soft limit of "Max stack size" from the text
+// of /proc/PID/limits (proc(5)); 0 when it is missing or "unlimited".
+func parseStackLimit(b []byte) uint64 {
 	for _, l := range strings.Split(string(b), "\n") {
 		if rest, ok := strings.CutPrefix(l, "Max stack size"); ok {
 			f := strings.Fields(rest)

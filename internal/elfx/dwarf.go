@@ -48,16 +48,23 @@ func readSubprograms(path string, types bool) ([]Subprogram, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	var subs []Subprogram
+	subs, err := DataSubprograms(d, types)
+	if err != nil {
+		return nil, fmt.Errorf("%s: reading DWARF: %w", path, err)
+	}
+	return subs, nil
+}
+
+// DataSubprograms is Subprograms (types) or SubprogramLines (!types) of
+// DWARF data already loaded; corrupt DWARF gives an error wrapping
+// ErrCorrupt.
+func DataSubprograms(d *dwarf.Data, types bool) (subs []Subprogram, err error) {
 	err = Guard(func() error {
 		var err error
 		subs, err = subprograms(d, types)
 		return err
 	})
-	if err != nil {
-		return nil, fmt.Errorf("%s: reading DWARF: %w", path, err)
-	}
-	return subs, nil
+	return subs, err
 }
 
 // subprograms walks d for Subprograms (types: with the types). With

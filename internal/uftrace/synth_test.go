@@ -34,7 +34,7 @@ const (
 
 // synth writes records for one task, keeping its depth and the clock.
 type synth struct {
-	t     *testing.T
+	t     testing.TB
 	w     *uftrace.Writer
 	tid   int
 	depth int
@@ -84,7 +84,7 @@ func (s *synth) raw(typ uftrace.RecordType, addr uint64) {
 	}
 }
 
-func payload(t *testing.T, spec string, vals ...uftrace.Value) []byte {
+func payload(t testing.TB, spec string, vals ...uftrace.Value) []byte {
 	t.Helper()
 	fs, err := uftrace.ParseFuncSpec(spec)
 	if err != nil {
@@ -111,9 +111,9 @@ const (
 // writeSynthetic writes a trace with a call tree, three threads, a fork, an
 // exec in the child, a dlopen, arguments and return values of every kind, a
 // user event, a LOST record and recursion 1500 deep.
-func writeSynthetic(t *testing.T, dir string) { writeSyntheticSkip(t, dir, "") }
+func writeSynthetic(t testing.TB, dir string) { writeSyntheticSkip(t, dir, "") }
 
-func writeSyntheticSkip(t *testing.T, dir string, skip string) {
+func writeSyntheticSkip(t testing.TB, dir string, skip string) {
 	on := func(part string) bool { return !strings.Contains(skip, part) }
 	exe := "/opt/synth/bin/synth"
 	exe2 := "/opt/synth/bin/synth2"
@@ -238,7 +238,7 @@ func writeSyntheticSkip(t *testing.T, dir string, skip string) {
 	must(w.Close())
 }
 
-func uftraceCmd(t *testing.T, dir string, args ...string) string {
+func uftraceCmd(t testing.TB, dir string, args ...string) string {
 	t.Helper()
 	bin := testutil.RequireTool(t, "uftrace")
 	return testutil.Run(t, "", bin, append(args, "-d", dir)...)
