@@ -7,6 +7,9 @@ LDFLAGS  := -X main.version=$(VERSION)
 # 0.3 ms of every run (GODEBUG=inittrace=1).
 TAGS     := urfave_cli_no_docs
 FUZZTIME ?= 10s
+# How long a new input that widened coverage, or a failing one, is
+# minimised: within FUZZTIME for the first, so short runs (.ci/run) fuzz.
+FUZZMINTIME ?= 10s
 GOFILES  := $(shell find . -name '*.go' -not -path './testdata/*')
 
 .PHONY: build install test demo bench bench-quick bench-go fuzz lint clean stress
@@ -25,9 +28,16 @@ install:
 # detector is on: the launcher and the pipeline stages are concurrent.
 # The end-to-end tests run a second time with the int3 engine as the
 # default (RTRACE_ENGINE=int3; docs/FAST-PATH.md): each engine passes them.
+#
+# The third pass builds rtrace itself with the race detector
+# (RTRACE_BUILD_RACE=1) for the tests of its concurrent parts: the drain,
+# the sinks, toggling windows, signals, attach and detach. A race it
+# reports fails the pass. (All of e2e so built takes 14 times longer.)
+RACE_E2E := TestToggle|TestAttach|TestDetachWhileBlockedInside|TestResourceOrderOneThread|TestResourceForkThreads|TestResourceRing|TestFastRingOverflow|TestPipelineStreamEqualsInProcess|TestSignalHandlerCalls|TestStopContinue|TestInterrupt|TestSIGKILL|TestWriteError|TestRecordMemoryUftrace|TestRecordKilled|TestStatusLine
 test: lint
 	$(GO) test -race -count=1 -timeout 15m ./...
 	RTRACE_ENGINE=int3 $(GO) test -race -count=1 -timeout 15m ./e2e
+	RTRACE_BUILD_RACE=1 $(GO) test -race -count=1 -timeout 15m -run '$(RACE_E2E)' ./e2e
 
 # The end-to-end tests that once failed only under load, RUNS times (200)
 # on each engine beside CPU hogs and a go test -race run (scripts/stress.sh).
@@ -53,12 +63,12 @@ bench-quick:
 bench-go: build
 	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m ./...
 
-# Every Fuzz target of every package, each for FUZZTIME.
+# Every Fuzz target of every package, each for FUZZTIME (.ci/run: 3s).
 fuzz:
 	@for pkg in $$($(GO) list ./...); do \
 	  for f in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz'); do \
 	    echo "== $$pkg $$f"; \
-	    $(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
+	    $(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) $$pkg || exit 1; \
 	  done; \
 	done
 

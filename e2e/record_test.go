@@ -29,7 +29,15 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
+	// rtrace is built with the race detector when the tests are: a race
+	// any run of it reports fails the package, whatever that run's test
+	// expected of its exit status.
+	testutil.RaceLog(dir)
 	code := m.Run()
+	if r := testutil.RaceReports(dir); r != "" {
+		fmt.Fprintf(os.Stderr, "FAIL: rtrace's race detector reported data races:\n%s", r)
+		code = 1
+	}
 	os.RemoveAll(dir)
 	os.Exit(code)
 }

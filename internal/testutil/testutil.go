@@ -139,9 +139,18 @@ const BuildTags = "urfave_cli_no_docs"
 
 // BuildRtrace builds the rtrace command into dir and returns its path: tests
 // and benchmarks run it as users do, so signals and exit codes are real.
+// With RTRACE_BUILD_RACE=1 under the race detector (make test's third
+// pass) rtrace is built with it as well, so the concurrent recorder
+// (drain, sinks, windows, signals) is checked by the tests that run it;
+// RaceReports finds what it found. Not always: race-built rtrace makes the
+// whole e2e suite 14 times slower.
 func BuildRtrace(dir string) (string, error) {
 	bin := filepath.Join(dir, "rtrace")
-	cmd := exec.Command("go", "build", "-tags", BuildTags, "-o", bin, "./cmd/rtrace")
+	args := []string{"build", "-tags", BuildTags, "-o", bin}
+	if RaceBuild() {
+		args = append(args, "-race")
+	}
+	cmd := exec.Command("go", append(args, "./cmd/rtrace")...)
 	cmd.Dir = Root()
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("building rtrace: %v\n%s", err, out)
@@ -219,4 +228,32 @@ func Disasm(t testing.TB, code []byte, base uint64) string {
 		off += in.Len
 	}
 	return strings.Join(lines, "; ")
+}
+
+// RaceBuild reports whether BuildRtrace builds rtrace with the race
+// detector: RTRACE_BUILD_RACE=1 in tests that run with it.
+func RaceBuild() bool { return Race && os.Getenv("RTRACE_BUILD_RACE") == "1" }
+
+// RaceLog makes every race-detector build that this process starts (rtrace
+// built by BuildRtrace) write its reports into dir instead of its stderr,
+// where a test that expects a failure would not see them, by setting
+// GORACE's log_path (https://go.dev/doc/articles/race_detector#Options).
+// It does nothing unless RaceBuild.
+func RaceLog(dir string) {
+	if RaceBuild() {
+		os.Setenv("GORACE", "log_path="+filepath.Join(dir, "race"))
+	}
+}
+
+// RaceReports returns the reports that race-detector builds wrote into dir
+// (RaceLog), one per file, "" when there are none.
+func RaceReports(dir string) string {
+	files, _ := filepath.Glob(filepath.Join(dir, "race.*"))
+	var b strings.Builder
+	for _, f := range files {
+		if data, err := os.ReadFile(f); err == nil && len(data) > 0 {
+			fmt.Fprintf(&b, "== %s\n%s\n", f, data)
+		}
+	}
+	return b.String()
 }
