@@ -12,7 +12,6 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"rtrace/internal/testutil"
 	"rtrace/tracer/fast"
@@ -24,13 +23,21 @@ import (
 // has called work() 1000 times: each call was a traced stop.
 func startLoop(t *testing.T, dir string) (*exec.Cmd, io.ReadCloser) {
 	t.Helper()
+	return startLoopEnv(t, dir, nil, os.Stderr)
+}
+
+// startLoopEnv is startLoop with env added to rtrace's environment and its
+// standard error written to stderr.
+func startLoopEnv(t *testing.T, dir string, env []string, stderr io.Writer) (*exec.Cmd, io.ReadCloser) {
+	t.Helper()
 	prog := testutil.BuildC(t, "loop.c", "-O0")
 	cmd := exec.Command(rtraceBin, "record", "-q", "-d", filepath.Join(dir, "R"), "--", prog)
+	cmd.Env = append(os.Environ(), env...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd.Stderr = os.Stderr
+	cmd.Stderr = stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -231,26 +238,41 @@ func procState(t *testing.T, pid string) string {
 	return s[i+2 : i+3]
 }
 
-// waitState polls until pid's state is one of want.
+// waitState waits until pid's state is one of want (waitFor: what another
+// process does, not a time, is the signal).
 func waitState(t *testing.T, pid, want string) string {
 	t.Helper()
 	var st string
-	for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if st = procState(t, pid); strings.Contains(want, st) {
-			return st
-		}
-	}
-	t.Fatalf("pid %s in state %s, want one of %q", pid, st, want)
+	waitFor(t, fmt.Sprintf("pid %s in one of the states %q", pid, want), func() bool {
+		st = procState(t, pid)
+		return strings.Contains(want, st)
+	})
 	return st
 }
 
 // SIGSTOP stops a traced program and SIGCONT resumes it, as without
-// rtrace: group-stops are kept with PTRACE_LISTEN.
+// rtrace: group-stops are kept with PTRACE_LISTEN. The test waits for
+// rtrace's own word (RTRACE_DEBUG) that it handled the group-stop and kept
+// the program stopped, rather than for a time in which a wrong resume
+// would have shown.
 func TestStopContinue(t *testing.T) {
 	dir := t.TempDir()
-	cmd, _ := startLoop(t, dir)
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd, _ := startLoopEnv(t, dir, []string{"RTRACE_DEBUG=1"}, pw)
+	pw.Close()
 	defer cmd.Wait()
 	defer cmd.Process.Signal(syscall.SIGINT)
+	lines := make(chan string, 64)
+	go func() {
+		sc := bufio.NewScanner(pr)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
 	kids := childPids(t, cmd.Process.Pid)
 	if len(kids) != 1 {
 		t.Fatalf("children %v", kids)
@@ -258,15 +280,26 @@ func TestStopContinue(t *testing.T) {
 	pid := kids[0]
 	n, _ := strconv.Atoi(pid)
 	syscall.Kill(n, syscall.SIGSTOP)
-	waitState(t, pid, "tT") // t: held by the tracer in group-stop
-	// Not an ordering: a window in which a wrong PTRACE_CONT would show.
-	// A right tracer passes whatever the timing.
-	time.Sleep(200 * time.Millisecond)
-	if st := procState(t, pid); st != "t" && st != "T" {
-		t.Fatalf("stopped program ran again (state %s)", st)
+	want := "tid " + pid + " group-stop by "
+	found := false
+	for line := range lines {
+		if found = strings.Contains(line, want) && strings.Contains(line, "kept stopped"); found {
+			break
+		}
 	}
+	if !found {
+		t.Fatalf("rtrace's debug output ended without %q...\"kept stopped\"", want)
+	}
+	// A tracee kept in group-stop may pass through R for a moment (a
+	// PTRACE_LISTEN woken by a notification re-traps at once): what
+	// counts is that it is stopped, as rtrace said.
+	waitState(t, pid, "tT")
 	syscall.Kill(n, syscall.SIGCONT)
 	waitState(t, pid, "RS")
+	go func() {
+		for range lines {
+		}
+	}()
 }
 
 // A thread whose ring fills while nothing drains it (rtrace stopped) loses

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"rtrace/internal/datadir"
+	"rtrace/internal/testutil"
 	"rtrace/internal/trace"
 	"rtrace/internal/uftrace"
 	"rtrace/tracer/fast"
@@ -238,7 +239,7 @@ func testClock(t *testing.T) *fast.Clock {
 	t.Helper()
 	clock, err := fast.NewClock()
 	if err != nil {
-		t.Skip(err)
+		testutil.RequireCapability(t, "no usable TSC clock: %v", err)
 	}
 	return clock
 }

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"rtrace/internal/testutil"
 	"rtrace/internal/trace"
 	"rtrace/tracer/fast"
 )
@@ -25,7 +26,7 @@ func (s *callsSink) Lost(int, uint64) error   { return nil }
 func TestResBothEntryTime(t *testing.T) {
 	clock, err := fast.NewClock()
 	if err != nil {
-		t.Skip(err)
+		testutil.RequireCapability(t, "no usable TSC clock: %v", err)
 	}
 	for _, sym := range []string{"realloc", "reallocarray", "mremap"} {
 		var rf *ResFunc

@@ -181,6 +181,9 @@ func (t *Tracer) stopped(th *thread, ws unix.WaitStatus, regs *unix.PtraceRegs, 
 		switch sig {
 		case unix.SIGSTOP, unix.SIGTSTP, unix.SIGTTIN, unix.SIGTTOU:
 			ptrace.Listen(th.tid)
+			if debug {
+				fmt.Fprintf(os.Stderr, "rtrace: debug: tid %d group-stop by %v: kept stopped (PTRACE_LISTEN)\n", th.tid, sig)
+			}
 		default:
 			if th.proc != nil {
 				if sig == unix.SIGTRAP {
