@@ -271,12 +271,16 @@ func (t *Tracer) park() error {
 				case unix.SIGSTOP, unix.SIGTSTP, unix.SIGTTIN, unix.SIGTTOU:
 					th.groupStop = true
 				}
+			// Every ptrace stop but the interrupt's own clears a pending
+			// interrupt (kernel/signal.c, ptrace_stop: "any trap clears
+			// pending STOP trap"): a thread resumed from one is
+			// interrupted again, or it would run on, unparked (a vfork
+			// parent interrupted while it waited, reporting
+			// PTRACE_EVENT_VFORK_DONE).
 			case sig == unix.SIGTRAP && event == 0 && th.proc != nil:
 				t.trap(th, &regs, now())
-				if th.trapFirst {
-					th.trapFirst = false
-					ptrace.Interrupt(tid)
-				}
+				th.trapFirst = false
+				ptrace.Interrupt(tid)
 			case event != 0:
 				if th.proc != nil && (event == unix.PTRACE_EVENT_CLONE || event == unix.PTRACE_EVENT_FORK || event == unix.PTRACE_EVENT_VFORK) {
 					t.spawned(th, event, now())
@@ -288,6 +292,9 @@ func (t *Tracer) park() error {
 					// handled as in the loop; they then go on.
 					t.fastEvent(th, event, now())
 					resume(tid, 0)
+				}
+				if event != unix.PTRACE_EVENT_EXIT {
+					ptrace.Interrupt(tid)
 				}
 			default:
 				if sig == wakeSignal && (t.detachReq.Load() || ownWake(tid)) || sig == t.cfg.ToggleSignal && t.cfg.Toggle {

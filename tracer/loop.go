@@ -444,6 +444,7 @@ func (t *Tracer) spawned(th *thread, event int, ts uint64) error {
 			// clone(CLONE_VM) without CLONE_THREAD and without SIGCHLD:
 			// reported as a clone, a process of its own in the same memory.
 			nc.vforked = true
+			nc.parked = earlyStop // stopped, its stop reported: park must not wait for it
 			t.fastDisable(th, fi)
 		}
 	default: // fork, vfork: the child is a copy, hijacked return addresses included
@@ -490,6 +491,7 @@ func (t *Tracer) spawned(th *thread, event int, ts uint64) error {
 				// write to its parent's state while the parent runs.
 				p.image = th.proc.image
 				nc.vforked = true
+				nc.parked = earlyStop // stopped, its stop reported: park must not wait for it
 				t.fastDisable(th, fi)
 			} else {
 				if st != nil && !fresh {

@@ -1,0 +1,144 @@
+package e2e_test
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+
+	"rtrace/internal/testutil"
+)
+
+// inSyscall reports whether a task of pid, or of a child process of pid,
+// is inside system call nr (/proc/TID/syscall, proc(5)).
+func inSyscall(pid, nr int) bool {
+	pids := []string{strconv.Itoa(pid)}
+	kids, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", pid))
+	for _, k := range kids {
+		b, _ := os.ReadFile(k)
+		pids = append(pids, strings.Fields(string(b))...)
+	}
+	for _, p := range pids {
+		files, _ := filepath.Glob("/proc/" + p + "/task/*/syscall")
+		for _, f := range files {
+			b, _ := os.ReadFile(f)
+			if fields := strings.Fields(string(b)); len(fields) > 0 && fields[0] == strconv.Itoa(nr) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// A detach while the program is blocked inside a function rtrace hooked:
+// open (a resource call whose return rtrace took), pthread_join, open in a
+// child made with clone(CLONE_VM) (which shares the memory: the fast
+// engine stops recording there), and open in a vfork child, whose parent
+// waits inside vfork where no tracer can stop it. The blocked call returns
+// what it would have, later calls of the same functions run untraced, and
+// the program's output and exit status are the untraced run's. With a
+// vfork child the detach waits for the child (docs/RELIABILITY.md); when
+// it catches the parent just back from vfork, no thread is outside a
+// system call to unmap rtrace's code, which stays, neutral (and rtrace
+// says so). Then, and only then, the maps may differ. Both engines.
+func TestDetachWhileBlockedInside(t *testing.T) {
+	needAttach(t)
+	prog := testutil.BuildC(t, "blockedopen.c", "-O2", "-g", "-pthread")
+	for _, engine := range engines {
+		for _, c := range []struct {
+			cmd  string
+			said []string // what the program says once the blocked open returns
+		}{
+			{"open", []string{"read hello"}},
+			{"join", []string{"read hello", "joined"}},
+			{"clone", []string{"read hello", "waited"}},
+			{"vfork", []string{"vforked 0"}},
+		} {
+			t.Run(engine+"/"+c.cmd, func(t *testing.T) {
+				tmp := t.TempDir()
+				fifo := filepath.Join(tmp, "ff")
+				if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+					t.Fatal(err)
+				}
+				p := exec.Command(prog, fifo)
+				in, _ := p.StdinPipe()
+				stdout, _ := p.StdoutPipe()
+				if err := p.Start(); err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { p.Process.Kill(); p.Wait() })
+				out := newLineLog(stdout)
+				pid, err := strconv.Atoi(strings.TrimPrefix(out.waitFor("pid "), "pid "))
+				if err != nil {
+					t.Fatalf("the fixture did not start:\n%s", out.String())
+				}
+				maps := mapsOf(t, pid)
+				at := exec.Command(rtraceBin, "attach", "--engine", engine, "-e", "file", "-e", "thread", "-o", "D", strconv.Itoa(pid))
+				at.Dir = tmp
+				stderr, _ := at.StderrPipe()
+				if err := at.Start(); err != nil {
+					t.Fatal(err)
+				}
+				errs := newLineLog(stderr)
+				if errs.waitFor("attached to pid") == "" {
+					t.Fatalf("rtrace attach ended before attaching:\n%s", errs.String())
+				}
+				fmt.Fprintln(in, c.cmd)
+				waitFor(t, "the program blocked in open(2) of the FIFO", func() bool { return inSyscall(pid, int(syscall.SYS_OPENAT)) })
+				at.Process.Signal(syscall.SIGINT)
+				// The blocked open returns; then one more open runs after
+				// the detach, through whatever rtrace left in the function.
+				// Each line is read, and the FIFO closed, before the next
+				// writer opens it: else one read takes both.
+				send := func(s string) {
+					f, err := os.OpenFile(fifo, os.O_WRONLY, 0)
+					if err != nil {
+						t.Fatal(err)
+					}
+					fmt.Fprintln(f, s)
+					f.Close()
+				}
+				if c.cmd == "vfork" {
+					send("hello") // the detach waits for the child
+				}
+				errs.drain()
+				if err := at.Wait(); err != nil {
+					t.Fatalf("rtrace attach: %v\n%s", err, errs.String())
+				}
+				if c.cmd != "vfork" {
+					send("hello")
+				}
+				for _, line := range c.said {
+					if out.waitFor(line) == "" {
+						t.Fatalf("the program did not say %q:\n%s", line, out.String())
+					}
+				}
+				// A thread stopped in rtrace's code, spinning where a stub
+				// waits, keeps it mapped too (and rtrace says so).
+				kept := strings.Contains(errs.String(), "rtrace's memory stays mapped")
+				if !kept {
+					// Nothing of rtrace is left (a thread's stack may be,
+					// with pthread_join's: glibc caches it).
+					if after := mapsOf(t, pid); after != maps && c.cmd != "join" {
+						t.Errorf("maps after the detach differ from before the attach:\nbefore:\n%s\nafter:\n%s", maps, after)
+					}
+				}
+				fmt.Fprintln(in, "open")
+				send("again")
+				in.Close()
+				out.drain()
+				if err := p.Wait(); err != nil {
+					t.Fatalf("the program failed after the detach: %v\n%s", err, out.String())
+				}
+				want := "pid " + strconv.Itoa(pid) + "\n" + strings.Join(c.said, "\n") + "\nread again\ndone\n"
+				if got := out.String(); got != want {
+					t.Errorf("the program printed:\n%s\nwant (untraced):\n%s\nrtrace said:\n%s", got, want, errs.String())
+				}
+			})
+		}
+	}
+}
