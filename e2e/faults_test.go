@@ -307,58 +307,126 @@ func killRounds() int {
 	return 3
 }
 
-// SIGKILL of `rtrace attach` while the fast engine's code runs in a busy
-// four-thread process (registering its threads, filling its rings,
-// recording calls and allocations), at a moment that moves from round to
-// round (after 1 to 4 of the program's reports): the process goes on, its
-// results right, and ends as it would have (issue 31, item 2: it died of
-// SIGTRAP at the next stub that stopped for rtrace). rtrace's code stays
-// in it, running without recording (docs/RELIABILITY.md).
+// tracerOf is the pid of the tracer process that the `rtrace attach`
+// command sup started (its child), 0 when it has none (yet, or any more).
+func tracerOf(sup int) int {
+	kids, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", sup))
+	for _, k := range kids {
+		b, _ := os.ReadFile(k)
+		if f := strings.Fields(string(b)); len(f) > 0 {
+			n, _ := strconv.Atoi(f[0])
+			return n
+		}
+	}
+	return 0
+}
+
+// SIGKILL of `rtrace attach` during a busy four-thread process's run, at
+// a moment that moves from round to round: at once (rtrace still setting
+// up, the tracer maybe not started), once the tracer process runs (setting
+// up, attaching), once it has attached, and after 1 to 3 of the program's
+// reports. Two ways (issue 31, item 2: the
+// process died of SIGTRAP):
+//   - the command the user started (kill -9 PID): its tracer, a child
+//     process, detaches as at a Ctrl-C. The process goes on, its code
+//     equal to its files, with either engine;
+//   - the command and its tracer at once (pkill -9 rtrace): nothing
+//     detaches. The fast engine's code stays in the process and runs
+//     without recording (docs/RELIABILITY.md); its results stay right.
+//     The int3 engine's process dies: not tested.
 func TestAttachKilled(t *testing.T) {
 	needAttach(t)
 	prog := testutil.BuildC(t, "tight.c", "-O2", "-g", "-pthread")
-	for _, mode := range []struct {
-		name string
-		args []string
+	for _, c := range []struct {
+		name, engine string
+		args         []string
+		tracer       bool // the tracer is killed too
 	}{
-		{"functions", []string{"-d", "F", "-t", "1ms"}}, // -t: the trace stays small
-		{"memory", []string{"-e", "memory", "-o", "D"}},
+		{"command/fast/functions", "fast", []string{"-d", "F", "-t", "1ms"}, false}, // -t: the trace stays small
+		{"command/fast/memory", "fast", []string{"-e", "memory", "-o", "D"}, false},
+		{"command/int3/functions", "int3", []string{"-d", "F", "-t", "1ms"}, false},
+		{"command/int3/memory", "int3", []string{"-e", "memory", "-o", "D"}, false},
+		{"tracer/fast/functions", "fast", []string{"-d", "F", "-t", "1ms"}, true},
+		{"tracer/fast/memory", "fast", []string{"-e", "memory", "-o", "D"}, true},
 	} {
-		t.Run(mode.name, func(t *testing.T) {
+		t.Run(c.name, func(t *testing.T) {
 			for round := range killRounds() {
 				p := startTight(t, prog)
 				tmp := t.TempDir()
-				at := exec.Command(rtraceBin, append(append([]string{"attach", "--engine", "fast"}, mode.args...), strconv.Itoa(p.pid))...)
+				at := exec.Command(rtraceBin, append(append([]string{"attach", "--engine", c.engine}, c.args...), strconv.Itoa(p.pid))...)
 				at.Dir = tmp
 				stderr, _ := at.StderrPipe()
 				if err := at.Start(); err != nil {
 					t.Fatal(err)
 				}
 				errs := newLineLog(stderr)
-				errs.waitFor("attached to pid")
-				for range round % 4 { // round 0: at once, the threads just registered
-					p.calls()
+				moment := round % 6
+				if c.tracer {
+					moment = 3 + round%3 // the tracer running in the process
+				}
+				switch moment {
+				case 0: // at once
+				case 1: // the tracer started: setting up, attaching
+					waitFor(t, "the tracer process", func() bool { return tracerOf(at.Process.Pid) != 0 })
+				default:
+					errs.waitFor("attached to pid")
+					for range moment - 2 {
+						p.calls()
+					}
+				}
+				tracer := 0
+				if c.tracer {
+					tracer = tracerOf(at.Process.Pid)
+					if tracer == 0 {
+						t.Fatalf("round %d: no tracer process under rtrace attach (pid %d)", round, at.Process.Pid)
+					}
+					unix.Kill(tracer, unix.SIGKILL)
 				}
 				at.Process.Kill()
+				// Wait closes the pipe of rtrace's standard error: the
+				// tracer, still detaching, writes into a pipe that no one
+				// reads, which must not kill it (SIGPIPE).
 				at.Wait()
-				errs.drain()
+				errs.drain() // the tracer has ended: it held the pipe
 				if _, err := io.WriteString(p.in, "p\n"); err != nil {
 					p.out.drain()
-					t.Fatalf("round %d: the program is gone after rtrace was killed: %v\n%s\nrtrace said:\n%s", round, p.cmd.Wait(), clipLines(p.out.String(), 8), errs.String())
+					t.Fatalf("round %d (moment %d): the program is gone after rtrace was killed: %v\n%s\nrtrace said:\n%s", round, moment, p.cmd.Wait(), clipLines(p.out.String(), 8), errs.String())
 				}
+				// The kernel lets a dead tracer's tracees go once it has
+				// exited, after it closed its files (the pipe).
+				waitFor(t, "the program untraced", func() bool { return procStatus(t, p.pid, "TracerPid:") == "0" })
+				t.Logf("round %d (moment %d): rtrace said:\n%s", round, moment, errs.String())
 				p.running()
 				p.in.Close()
 				p.out.drain()
 				// Its exit status counts wrong sums and mappings that differ
-				// from their files: rtrace's code is still in it.
+				// from their files: rtrace's code is still in it after a
+				// killed tracer, and never after a detach.
 				err := p.cmd.Wait()
 				out := p.out.String()
-				if !strings.Contains(out, "sums ok\n") || exitCode(err) != strings.Count(out, "text differs: ") {
-					t.Fatalf("round %d: after rtrace was killed the program ended with %v:\n%s\nrtrace said:\n%s", round, err, clipLines(out, 12), errs.String())
+				differs := strings.Count(out, "text differs: ")
+				if !strings.Contains(out, "sums ok\n") || exitCode(err) != differs || !c.tracer && differs != 0 {
+					t.Fatalf("round %d (moment %d): after rtrace was killed the program ended with %v:\n%s\nrtrace said:\n%s", round, moment, err, clipLines(out, 12), errs.String())
 				}
 			}
 		})
 	}
+}
+
+// procStatus is the value of a field of /proc/PID/status.
+func procStatus(t *testing.T, pid int, field string) string {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, field); ok {
+			return strings.TrimSpace(v)
+		}
+	}
+	t.Fatalf("/proc/%d/status has no %s", pid, field)
+	return ""
 }
 
 // SIGKILL of `rtrace record` kills the program it launched, at once and

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -27,8 +28,20 @@ var ErrAborted = errors.New("interrupted twice, aborting")
 func Record(o Options) (int, error) { return run(o) }
 
 // Attach traces the running process o.Pid until Ctrl-C, o.Duration or
-// its end, then detaches and leaves it running as it was.
-func Attach(o Options) (int, error) { return run(o) }
+// its end, then detaches and leaves it running as it was. The tracer is a
+// child process that detaches when this one dies, however (supervise).
+func Attach(o Options) (int, error) {
+	if supervisorPid() == 0 {
+		return supervise()
+	}
+	// In a process group of its own: writing to the terminal must not
+	// stop it (SIGTTOU, with stty tostop). Nor may a reader of its output
+	// that went away kill it (SIGPIPE, which Go lets kill a program that
+	// writes to a closed pipe on fd 1 or 2): it holds a process, which it
+	// must still detach from. Its writes fail instead.
+	signal.Ignore(unix.SIGTTOU, unix.SIGPIPE)
+	return run(o)
+}
 
 // run checks o, then runs one session.
 func run(o Options) (int, error) {
@@ -240,7 +253,10 @@ func (s *session) announce(pid int) {
 	sweepStale(FIFODir())
 	for _, f := range []struct {
 		path, text string
-	}{{ControlPath(pid), strconv.Itoa(int(s.c.toggleSignal()))}, {TargetPath(os.Getpid()), strconv.Itoa(pid)}} {
+	}{{ControlPath(pid), strconv.Itoa(int(s.c.toggleSignal()))}, {TargetPath(os.Getpid()), strconv.Itoa(pid)}, {TargetPath(supervisorPid()), strconv.Itoa(pid)}} {
+		if strings.HasSuffix(f.path, "/0.target") {
+			continue // not supervised
+		}
 		if err := writeState(f.path, f.text); err == nil {
 			s.files = append(s.files, f.path)
 		} else {

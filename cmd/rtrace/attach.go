@@ -29,7 +29,9 @@ It takes record's function-trace options (-d, -F, -N, -D, -t, -A, -R, -a,
 With -e the resource calls go to out/<pid>-<n>.rtrace (or text with -P);
 without -e, or with -d, the function calls go to a uftrace.data directory.
 A process already traced (by a debugger, strace, another rtrace) is refused
-with the tracer's pid and name. Attaching needs ptrace permission: the same
+with the tracer's pid and name. The tracing is done by a child process of
+this command: if the command is killed, even with SIGKILL, the child
+detaches first, as at Ctrl-C (docs/RELIABILITY.md). Attaching needs ptrace permission: the same
 user and /proc/sys/kernel/yama/ptrace_scope 0, or root (CAP_SYS_PTRACE).`,
 		Flags: append(sessionFlags(),
 			&cli.DurationFlag{Name: "duration", Usage: "detach after `D` (e.g. 10s; default: at Ctrl-C or the process's end)"},
