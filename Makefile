@@ -63,7 +63,8 @@ bench-quick:
 bench-go: build
 	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m ./...
 
-# Every Fuzz target of every package, each for FUZZTIME (.ci/run: 3s).
+# Every Fuzz target of every package, each for FUZZTIME (a time, or
+# a count of inputs: .ci/run gives 1000x).
 fuzz:
 	@for pkg in $$($(GO) list ./...); do \
 	  for f in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz'); do \
