@@ -58,11 +58,29 @@ func (t *Tracer) Detach() {
 	if t.detachReq.Swap(true) {
 		return
 	}
-	pid := int(t.target.Load())
+	wakeTree(int(t.target.Load()), 0)
+}
+
+// wakeTree sends the wake signal to every thread of pid and of its child
+// processes, which rtrace follows: a process whose threads all wait where
+// no signal is taken (a vfork parent, waiting for its child) cannot start
+// the detach, its child can.
+func wakeTree(pid, depth int) {
 	tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
 	for _, e := range tasks {
-		if tid, err := strconv.Atoi(e.Name()); err == nil {
-			unix.Tgkill(pid, tid, wakeSignal)
+		tid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		unix.Tgkill(pid, tid, wakeSignal)
+		if depth >= 16 {
+			continue
+		}
+		kids, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, tid))
+		for _, k := range strings.Fields(string(kids)) {
+			if kid, err := strconv.Atoi(k); err == nil {
+				wakeTree(kid, depth+1)
+			}
 		}
 	}
 }
@@ -246,6 +264,7 @@ func (t *Tracer) park() error {
 			t.threads[tid] = th
 			ptrace.Interrupt(tid)
 		}
+		th.vforkWait = false // it stopped: out of vfork's wait, if it was in it
 		switch {
 		case ws.Exited() || ws.Signaled():
 			t.gone(th, ws, &unix.Rusage{}, now())
@@ -283,9 +302,17 @@ func (t *Tracer) park() error {
 				ptrace.Interrupt(tid)
 			case event != 0:
 				if th.proc != nil && (event == unix.PTRACE_EVENT_CLONE || event == unix.PTRACE_EVENT_FORK || event == unix.PTRACE_EVENT_VFORK) {
+					msg, err := ptrace.EventMsg(tid) // before spawned resumes it
 					t.spawned(th, event, now())
-					if msg, err := ptrace.EventMsg(tid); err == nil {
+					if err == nil {
 						ptrace.Interrupt(int(msg))
+					}
+					// spawned may have parked and resumed every thread
+					// itself (fastDisable's whileParked): stop them again.
+					for tid, th := range t.threads {
+						if !th.parked {
+							ptrace.Interrupt(tid)
+						}
 					}
 				} else {
 					// A thread's exit and a vfork parent's wake-up are
@@ -364,7 +391,11 @@ func statusValue(status []byte, key string) (string, bool) {
 // allParked reports whether every thread is stopped for good.
 func (t *Tracer) allParked() bool {
 	for _, th := range t.threads {
-		if !th.parked {
+		// A vfork parent counts as parked: it runs nothing before its
+		// child (which is parked) execs or exits, and no interrupt can
+		// stop it before then; waiting for it could wait forever, its
+		// child waiting for something that comes only after the detach.
+		if !th.parked && !th.vforkWait {
 			return false
 		}
 	}
@@ -405,6 +436,12 @@ func (t *Tracer) detachAll(first *thread) {
 			t.restoreReturns(th)
 		}
 	}
+	// The frames still open end now, before the states that hold them
+	// go (unmapAll): a vfork child's are its parent's state.
+	for _, th := range t.threads {
+		t.closeAll(th, now())
+		t.flush(th)
+	}
 	for _, p := range t.procs {
 		t.unmapAll(p)
 	}
@@ -425,10 +462,6 @@ func (t *Tracer) detachAll(first *thread) {
 				unix.Tgkill(th.proc.pid, tid, h.sig) // the siginfo is lost: the sender is rtrace
 			}
 		}
-	}
-	for _, th := range t.threads {
-		t.closeAll(th, now())
-		t.flush(th)
 	}
 	clear(t.threads)
 	clear(t.procs)
@@ -548,6 +581,25 @@ func (im *image) detourAt(pc uint64) *bp.Breakpoint {
 // in its return breakpoint.
 func (t *Tracer) restoreReturns(th *thread) {
 	im := th.proc.image
+	peek, poke := ptrace.PeekWord, ptrace.PokeWord
+	if !th.parked {
+		// Not stopped (a vfork parent in the kernel): its memory is
+		// written through /proc, which needs no stop.
+		mem, err := os.OpenFile(fmt.Sprintf("/proc/%d/mem", th.tid), os.O_RDWR, 0)
+		if err != nil {
+			return
+		}
+		defer mem.Close()
+		peek = func(_ int, addr uint64) (uint64, error) {
+			var b [8]byte
+			_, err := mem.ReadAt(b[:], int64(addr))
+			return binary.LittleEndian.Uint64(b[:]), err
+		}
+		poke = func(_ int, addr, v uint64) error {
+			_, err := mem.WriteAt(binary.LittleEndian.AppendUint64(nil, v), int64(addr))
+			return err
+		}
+	}
 	if fi := im.fast; fi != nil && th.fs != nil {
 		// Top down: of two frames sharing a slot (a tail call), the lower
 		// one's real return address is the one that stays.
@@ -557,14 +609,14 @@ func (t *Tracer) restoreReturns(th *thread) {
 			if fi.isExit(fr.Ret) {
 				continue
 			}
-			if v, err := ptrace.PeekWord(th.tid, fr.Slot); err == nil && fi.isExit(v) {
-				ptrace.PokeWord(th.tid, fr.Slot, fr.Ret)
+			if v, err := peek(th.tid, fr.Slot); err == nil && fi.isExit(v) {
+				poke(th.tid, fr.Slot, fr.Ret)
 			}
 		}
 	}
 	for _, fr := range th.stack {
-		if v, err := ptrace.PeekWord(th.tid, fr.slot); err == nil && im.isRet(v) {
-			ptrace.PokeWord(th.tid, fr.slot, fr.ret)
+		if v, err := peek(th.tid, fr.slot); err == nil && im.isRet(v) {
+			poke(th.tid, fr.slot, fr.ret)
 		}
 	}
 }

@@ -155,6 +155,7 @@ func (t *Tracer) signalInRes(th *thread) {
 func (t *Tracer) stopped(th *thread, ws unix.WaitStatus, regs *unix.PtraceRegs, ts uint64) error {
 	sig := ws.StopSignal()
 	event := ptraceEvent(ws)
+	th.vforkWait = false // it stopped: out of vfork's wait, if it was in it
 	if debug && !(sig == unix.SIGTRAP && event == 0) {
 		var r unix.PtraceRegs
 		ptrace.GetRegs(th.tid, &r)
@@ -446,12 +447,14 @@ func (t *Tracer) spawned(th *thread, event int, ts uint64) error {
 			nc.vforked = true
 			nc.parked = earlyStop // stopped, its stop reported: park must not wait for it
 			t.fastDisable(th, fi)
+			nc.parked = false
 		}
 	default: // fork, vfork: the child is a copy, hijacked return addresses included
 		p := &process{pid: child, sid: th.proc.sid, image: th.proc.image.fork(), entered: th.proc.entered}
 		t.procs[child] = p
 		nc := th.clone(child, p)
 		nc.vforked = event == unix.PTRACE_EVENT_VFORK
+		th.vforkWait = nc.vforked // once resumed below
 		if nc.vforked {
 			nc.dropCalls()
 		}
@@ -493,6 +496,7 @@ func (t *Tracer) spawned(th *thread, event int, ts uint64) error {
 				nc.vforked = true
 				nc.parked = earlyStop // stopped, its stop reported: park must not wait for it
 				t.fastDisable(th, fi)
+				nc.parked = false
 			} else {
 				if st != nil && !fresh {
 					for i := range st.Depth() {

@@ -87,6 +87,11 @@ type thread struct {
 	// for a child on a stack of its own: posix_spawn's).
 	vforkShared int
 	vforked     bool // a vfork child, in its parent's memory until it execs
+	// vforkWait: a vfork parent, waiting in the kernel until its child
+	// execs or exits, where no tracer can stop it (the wait is killable
+	// only); it runs none of its code before then. Cleared at its next
+	// stop.
+	vforkWait bool
 	// forkFrames: a forked child not set up yet, with its parent's frames.
 	forkFrames []fast.Frame
 	forkRes    fast.PendingRes // and its resource call being made
