@@ -385,9 +385,11 @@ func TestAttachKilled(t *testing.T) {
 				at.Process.Kill()
 				// Wait closes the pipe of rtrace's standard error: the
 				// tracer, still detaching, writes into a pipe that no one
-				// reads, which must not kill it (SIGPIPE).
+				// reads, which must not kill it (SIGPIPE). Then the test
+				// waits for it to end: nothing runs in tmp any more.
 				at.Wait()
-				errs.drain() // the tracer has ended: it held the pipe
+				errs.drain()
+				waitFor(t, "the tracer's end", func() bool { return !runsIn(tmp) })
 				if _, err := io.WriteString(p.in, "p\n"); err != nil {
 					p.out.drain()
 					t.Fatalf("round %d (moment %d): the program is gone after rtrace was killed: %v\n%s\nrtrace said:\n%s", round, moment, p.cmd.Wait(), clipLines(p.out.String(), 8), errs.String())
@@ -411,6 +413,17 @@ func TestAttachKilled(t *testing.T) {
 			}
 		})
 	}
+}
+
+// runsIn reports whether a process has dir as its working directory.
+func runsIn(dir string) bool {
+	cwds, _ := filepath.Glob("/proc/[0-9]*/cwd")
+	for _, c := range cwds {
+		if d, err := os.Readlink(c); err == nil && d == dir {
+			return true
+		}
+	}
+	return false
 }
 
 // procStatus is the value of a field of /proc/PID/status.

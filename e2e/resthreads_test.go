@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -158,8 +159,12 @@ func TestResourceRebuilt(t *testing.T) {
 	var sets [2]string
 	for i, m := range resModes[1:] {
 		tmp, _ := recordRes(t, m, []string{"--module", "memory", "--no-randomize-addr"}, "/bin/sh", script)
-		var calls []string
+		// One block per process, in an order that does not depend on
+		// the pids (files are named by pid, and pids wrap: pid_max is
+		// 32768 on some machines).
+		var blocks []string
 		for _, f := range rawFiles(t, filepath.Join(tmp, "D"), ".rtrace") {
+			var calls []string
 			for _, c := range readCalls(t, f) {
 				var frames []string
 				for _, fr := range c.Frames {
@@ -167,8 +172,10 @@ func TestResourceRebuilt(t *testing.T) {
 				}
 				calls = append(calls, fmt.Sprintf("%s(%d) %s", c.Name, c.Size, strings.Join(frames, " ")))
 			}
+			blocks = append(blocks, strings.Join(calls, "\n"))
 		}
-		sets[i] = strings.Join(calls, "\n")
+		slices.Sort(blocks)
+		sets[i] = strings.Join(blocks, "\n")
 	}
 	if !regexp.MustCompile(`malloc\(\d+\) 0x`).MatchString(sets[0]) {
 		t.Fatalf("no backtraces recorded:\n%s", clipLines(sets[0], 20))

@@ -263,16 +263,9 @@ func TestStopContinue(t *testing.T) {
 	}
 	cmd, _ := startLoopEnv(t, dir, []string{"RTRACE_DEBUG=1"}, pw)
 	pw.Close()
+	errs := newLineLog(pr) // read to the end: rtrace never blocks on its stderr
 	defer cmd.Wait()
 	defer cmd.Process.Signal(syscall.SIGINT)
-	lines := make(chan string, 64)
-	go func() {
-		sc := bufio.NewScanner(pr)
-		for sc.Scan() {
-			lines <- sc.Text()
-		}
-		close(lines)
-	}()
 	kids := childPids(t, cmd.Process.Pid)
 	if len(kids) != 1 {
 		t.Fatalf("children %v", kids)
@@ -282,13 +275,13 @@ func TestStopContinue(t *testing.T) {
 	syscall.Kill(n, syscall.SIGSTOP)
 	want := "tid " + pid + " group-stop by "
 	found := false
-	for line := range lines {
+	for line := range errs.lines {
 		if found = strings.Contains(line, want) && strings.Contains(line, "kept stopped"); found {
 			break
 		}
 	}
 	if !found {
-		t.Fatalf("rtrace's debug output ended without %q...\"kept stopped\"", want)
+		t.Fatalf("rtrace's debug output ended without %q...\"kept stopped\":\n%s", want, errs.String())
 	}
 	// A tracee kept in group-stop may pass through R for a moment (a
 	// PTRACE_LISTEN woken by a notification re-traps at once): what
@@ -297,7 +290,7 @@ func TestStopContinue(t *testing.T) {
 	syscall.Kill(n, syscall.SIGCONT)
 	waitState(t, pid, "RS")
 	go func() {
-		for range lines {
+		for range errs.lines { // the rest, which nothing waits for
 		}
 	}()
 }

@@ -32,7 +32,7 @@ func Record(o Options) (int, error) { return run(o) }
 // child process that detaches when this one dies, however (supervise).
 func Attach(o Options) (int, error) {
 	if supervisorPid() == 0 {
-		return supervise()
+		return supervise(o)
 	}
 	// In a process group of its own: writing to the terminal must not
 	// stop it (SIGTTOU, with stty tostop). Nor may a reader of its output

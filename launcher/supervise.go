@@ -1,6 +1,7 @@
 package launcher
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"os"
@@ -8,6 +9,7 @@ import (
 	"os/signal"
 	"runtime"
 	"strconv"
+	"strings"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -18,8 +20,16 @@ import (
 const supervisorEnv = "RTRACE_SUPERVISOR"
 
 // supervisedSignals are the signals the rtrace command passes on to its
-// tracer: those that end a session, and the toggle signals.
-var supervisedSignals = []os.Signal{unix.SIGINT, unix.SIGTERM, unix.SIGHUP, unix.SIGUSR1, unix.SIGUSR2}
+// tracer: those that end a session, and the toggle signal when tracing
+// can be toggled (any other signal ends the command with its default
+// action, and the tracer detaches).
+func supervisedSignals(o Options) []os.Signal {
+	sigs := []os.Signal{unix.SIGINT, unix.SIGTERM, unix.SIGHUP}
+	if len(o.Modules) > 0 || len(o.Audit) > 0 || o.Disable {
+		sigs = append(sigs, cmp.Or(o.ToggleSignal, unix.SIGUSR1))
+	}
+	return sigs
+}
 
 // `rtrace attach` runs the tracer in a child process of the command the
 // user started. The command only passes on signals and waits; the child,
@@ -36,20 +46,24 @@ var supervisedSignals = []os.Signal{unix.SIGINT, unix.SIGTERM, unix.SIGHUP, unix
 
 // supervise is the command's side: start the tracer, pass signals on,
 // and exit as it does.
-func supervise() (int, error) {
+func supervise(o Options) (int, error) {
 	// The death signal follows the thread that forked the child, not the
 	// process (prctl(2)): this one stays until the end.
 	runtime.LockOSThread()
-	self, err := os.Executable()
-	if err != nil {
-		return 1, fmt.Errorf("finding rtrace's executable: %w", err)
+	// This very executable, even if its file was replaced or removed.
+	cmd := exec.Command("/proc/self/exe", os.Args[1:]...)
+	cmd.Args[0] = os.Args[0]
+	var env []string
+	for _, e := range os.Environ() {
+		if !strings.HasPrefix(e, supervisorEnv+"=") {
+			env = append(env, e)
+		}
 	}
-	cmd := exec.Command(self, os.Args[1:]...)
-	cmd.Env = append(os.Environ(), supervisorEnv+"="+strconv.Itoa(os.Getpid()))
+	cmd.Env = append(env, supervisorEnv+"="+strconv.Itoa(os.Getpid()))
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGHUP}
 	sigs := make(chan os.Signal, 8)
-	signal.Notify(sigs, supervisedSignals...) // before the start: none is lost
+	signal.Notify(sigs, supervisedSignals(o)...) // before the start: none is lost
 	defer signal.Stop(sigs)
 	if err := cmd.Start(); err != nil {
 		return 1, fmt.Errorf("starting the tracer: %w", err)
@@ -65,7 +79,7 @@ func supervise() (int, error) {
 			}
 		}
 	}()
-	err = cmd.Wait()
+	err := cmd.Wait()
 	close(done)
 	var ee *exec.ExitError
 	if errors.As(err, &ee) {
@@ -81,8 +95,21 @@ func supervise() (int, error) {
 }
 
 // supervisorPid is the pid of the rtrace command that started this tracer
-// (0: none), which `rtrace toggle` may be given for the session's.
+// (0: none), which `rtrace toggle` may be given for the session's. The
+// variable counts only from the parent: one inherited from elsewhere
+// does not stop a command from supervising.
 func supervisorPid() int {
 	pid, _ := strconv.Atoi(os.Getenv(supervisorEnv))
+	if pid <= 0 || pid != os.Getppid() {
+		return 0
+	}
 	return pid
+}
+
+// Supervising reports whether this process is the command of `rtrace
+// attach` that will start a tracer (args: rtrace's arguments), so that
+// what only the tracer should do (write RTRACE_CPUPROFILE's profile) is
+// left to it.
+func Supervising(args []string) bool {
+	return len(args) > 1 && args[1] == "attach" && supervisorPid() == 0
 }

@@ -42,11 +42,10 @@ func FuzzAutoSpecs(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, in []byte) {
 		var d *dwarf.Data
-		elfx.Guard(func() error {
-			d, _ = testutil.UnpackDWARF(in)
-			return nil
-		})
-		if d == nil {
+		if err := elfx.Guard(func() (err error) {
+			d, err = testutil.UnpackDWARF(in)
+			return err
+		}); err != nil {
 			return
 		}
 		subs, err := elfx.DataSubprograms(d, true)

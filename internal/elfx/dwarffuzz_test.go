@@ -1,6 +1,7 @@
 package elfx
 
 import (
+	"debug/dwarf"
 	"testing"
 
 	"rtrace/internal/testutil"
@@ -31,16 +32,12 @@ func FuzzSubprograms(f *testing.F) {
 		f.Add(seed)
 	}
 	f.Fuzz(func(t *testing.T, in []byte) {
-		var err error
-		Guard(func() error {
-			_, err = testutil.UnpackDWARF(in)
-			return nil
-		})
-		if err != nil {
-			return
-		}
-		d, _ := testutil.UnpackDWARF(in)
-		if d == nil {
+		var d *dwarf.Data
+		// debug/dwarf's panics on bad input are errors (Guard).
+		if err := Guard(func() (err error) {
+			d, err = testutil.UnpackDWARF(in)
+			return err
+		}); err != nil {
 			return
 		}
 		DataSubprograms(d, true)

@@ -241,7 +241,7 @@ func RaceBuild() bool { return Race && os.Getenv("RTRACE_BUILD_RACE") == "1" }
 // It does nothing unless RaceBuild.
 func RaceLog(dir string) {
 	if RaceBuild() {
-		os.Setenv("GORACE", "log_path="+filepath.Join(dir, "race"))
+		os.Setenv("GORACE", strings.TrimSpace(os.Getenv("GORACE")+" log_path="+filepath.Join(dir, "race")))
 	}
 }
 

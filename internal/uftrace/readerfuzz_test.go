@@ -49,7 +49,7 @@ func unpackDir(t testing.TB, in []byte, dir string) {
 		}
 		data := in[:n]
 		in = in[n:]
-		if name == "" || name == "." || name == ".." || strings.ContainsAny(name, "/\x00") {
+		if name == "" || name == "." || name == ".." || len(name) > 255 || strings.ContainsAny(name, "/\x00") {
 			continue
 		}
 		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
