@@ -138,3 +138,66 @@ func TestDetachWhileBlockedInside(t *testing.T) {
 		}
 	}
 }
+
+// An attach to a process already waiting inside vfork (its child blocked
+// before exec) says what it waits for, attaches once the child exits, and
+// detaches as usual: the program ends as untraced. Both engines.
+func TestAttachDuringVfork(t *testing.T) {
+	needAttach(t)
+	prog := testutil.BuildC(t, "blockedopen.c", "-O2", "-g", "-pthread")
+	for _, engine := range engines {
+		t.Run(engine, func(t *testing.T) {
+			tmp := t.TempDir()
+			fifo := filepath.Join(tmp, "ff")
+			if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			p := exec.Command(prog, fifo)
+			in, _ := p.StdinPipe()
+			stdout, _ := p.StdoutPipe()
+			if err := p.Start(); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { p.Process.Kill(); p.Wait() })
+			out := newLineLog(stdout)
+			pid, err := strconv.Atoi(strings.TrimPrefix(out.waitFor("pid "), "pid "))
+			if err != nil {
+				t.Fatalf("the fixture did not start:\n%s", out.String())
+			}
+			fmt.Fprintln(in, "vfork")
+			waitFor(t, "the vfork child blocked in open(2)", func() bool { return inSyscall(pid, int(syscall.SYS_OPENAT)) })
+			at := exec.Command(rtraceBin, "attach", "--engine", engine, "-e", "file", "-o", "D", strconv.Itoa(pid))
+			at.Dir = tmp
+			stderr, _ := at.StderrPipe()
+			if err := at.Start(); err != nil {
+				t.Fatal(err)
+			}
+			errs := newLineLog(stderr)
+			if errs.waitFor("waits inside vfork for its child") == "" {
+				t.Fatalf("rtrace attach did not say what it waits for:\n%s", errs.String())
+			}
+			f, err := os.OpenFile(fifo, os.O_WRONLY, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fmt.Fprintln(f, "hello")
+			f.Close()
+			if errs.waitFor("attached to pid") == "" {
+				t.Fatalf("rtrace attach ended before attaching:\n%s", errs.String())
+			}
+			if out.waitFor("vforked 0") == "" {
+				t.Fatalf("the program did not go on:\n%s", out.String())
+			}
+			at.Process.Signal(syscall.SIGINT)
+			errs.drain()
+			if err := at.Wait(); err != nil {
+				t.Fatalf("rtrace attach: %v\n%s", err, errs.String())
+			}
+			in.Close()
+			out.drain()
+			if err := p.Wait(); err != nil || out.String() != "pid "+strconv.Itoa(pid)+"\nvforked 0\ndone\n" {
+				t.Errorf("the program: %v\n%s\nrtrace said:\n%s", err, out.String(), errs.String())
+			}
+		})
+	}
+}

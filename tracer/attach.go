@@ -1,6 +1,7 @@
 package tracer
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -234,6 +235,11 @@ func (t *Tracer) seizeAll(pid int) error {
 			ptrace.Interrupt(tid)
 			t.threads[tid] = &thread{tid: tid}
 			fresh++
+			if inVfork(pid, tid) {
+				// It stops only once its child execs or exits: say what
+				// the attach waits for.
+				fmt.Fprintf(t.cfg.Warn, "rtrace: pid %d: thread %d waits inside vfork for its child; attaching once the child execs or exits\n", pid, tid)
+			}
 		}
 		if fresh == 0 || round > 100 {
 			return nil
@@ -242,6 +248,30 @@ func (t *Tracer) seizeAll(pid int) error {
 			return err
 		}
 	}
+}
+
+// inVfork reports whether thread tid of pid waits in the kernel for a
+// vfork child (or clone's CLONE_VFORK, posix_spawn's): uninterruptible,
+// inside vfork, clone or clone3 (proc(5): stat's state, syscall).
+func inVfork(pid, tid int) bool {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/stat", pid, tid))
+	if err != nil {
+		return false
+	}
+	i := bytes.LastIndexByte(stat, ')')
+	if i < 0 || i+2 >= len(stat) || stat[i+2] != 'D' {
+		return false
+	}
+	sc, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/syscall", pid, tid))
+	if err != nil {
+		return false
+	}
+	nr, _, _ := strings.Cut(string(sc), " ")
+	switch nr {
+	case strconv.Itoa(unix.SYS_VFORK), strconv.Itoa(unix.SYS_CLONE), strconv.Itoa(unix.SYS_CLONE3):
+		return true
+	}
+	return false
 }
 
 // park waits until every known thread is stopped, keeping the signals
