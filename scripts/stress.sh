@@ -48,7 +48,7 @@ done
 # times a mode (RTRACE_KILL_ROUNDS) at moments the program's progress
 # moves.
 log="$OUT/faults.log"
-if (cd e2e && RTRACE_KILL_ROUNDS=${KILL_ROUNDS:-50} "$OUT/e2e.test" -test.count=1 -test.timeout=20m -test.run 'TestAttachKilled|TestAttachInterruptedTwice|TestToggleStaleState' >"$log" 2>&1); then
+if (cd e2e && RTRACE_KILL_ROUNDS=${KILL_ROUNDS:-50} "$OUT/e2e.test" -test.count=1 -test.timeout=20m -test.run 'TestAttachKilled|TestAttachInterruptedTwice|TestToggleStaleState|TestDetachWhileBlockedInside|TestAttachDuringVfork' >"$log" 2>&1); then
   rm -f "$log"
 else
   fails=$((fails + 1))
