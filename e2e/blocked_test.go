@@ -2,6 +2,7 @@ package e2e_test
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -34,6 +35,38 @@ func inSyscall(pid, nr int) bool {
 	return false
 }
 
+// blocked is a running blockedopen.c, reading the FIFO fifo.
+type blocked struct {
+	cmd  *exec.Cmd
+	in   io.WriteCloser
+	out  *lineLog
+	pid  int
+	fifo string
+}
+
+// startBlocked makes a FIFO in dir and starts prog (blockedopen.c built)
+// on it, once it has said its pid.
+func startBlocked(t *testing.T, prog, dir string) *blocked {
+	t.Helper()
+	b := &blocked{fifo: filepath.Join(dir, "ff")}
+	if err := syscall.Mkfifo(b.fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	b.cmd = exec.Command(prog, b.fifo)
+	b.in, _ = b.cmd.StdinPipe()
+	stdout, _ := b.cmd.StdoutPipe()
+	if err := b.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.cmd.Process.Kill(); b.cmd.Wait() })
+	b.out = newLineLog(stdout)
+	var err error
+	if b.pid, err = strconv.Atoi(strings.TrimPrefix(b.out.waitFor("pid "), "pid ")); err != nil {
+		t.Fatalf("the fixture did not start:\n%s", b.out.String())
+	}
+	return b
+}
+
 // A detach while the program is blocked inside a function rtrace hooked:
 // open (a resource call whose return rtrace took), pthread_join, open in a
 // child made with clone(CLONE_VM) (which shares the memory: the fast
@@ -61,22 +94,8 @@ func TestDetachWhileBlockedInside(t *testing.T) {
 		} {
 			t.Run(engine+"/"+c.cmd, func(t *testing.T) {
 				tmp := t.TempDir()
-				fifo := filepath.Join(tmp, "ff")
-				if err := syscall.Mkfifo(fifo, 0o600); err != nil {
-					t.Fatal(err)
-				}
-				p := exec.Command(prog, fifo)
-				in, _ := p.StdinPipe()
-				stdout, _ := p.StdoutPipe()
-				if err := p.Start(); err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { p.Process.Kill(); p.Wait() })
-				out := newLineLog(stdout)
-				pid, err := strconv.Atoi(strings.TrimPrefix(out.waitFor("pid "), "pid "))
-				if err != nil {
-					t.Fatalf("the fixture did not start:\n%s", out.String())
-				}
+				b := startBlocked(t, prog, tmp)
+				p, in, out, pid, fifo := b.cmd, b.in, b.out, b.pid, b.fifo
 				maps := mapsOf(t, pid)
 				at := exec.Command(rtraceBin, "attach", "--engine", engine, "-e", "file", "-e", "thread", "-o", "D", strconv.Itoa(pid))
 				at.Dir = tmp
@@ -148,22 +167,8 @@ func TestAttachDuringVfork(t *testing.T) {
 	for _, engine := range engines {
 		t.Run(engine, func(t *testing.T) {
 			tmp := t.TempDir()
-			fifo := filepath.Join(tmp, "ff")
-			if err := syscall.Mkfifo(fifo, 0o600); err != nil {
-				t.Fatal(err)
-			}
-			p := exec.Command(prog, fifo)
-			in, _ := p.StdinPipe()
-			stdout, _ := p.StdoutPipe()
-			if err := p.Start(); err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { p.Process.Kill(); p.Wait() })
-			out := newLineLog(stdout)
-			pid, err := strconv.Atoi(strings.TrimPrefix(out.waitFor("pid "), "pid "))
-			if err != nil {
-				t.Fatalf("the fixture did not start:\n%s", out.String())
-			}
+			b := startBlocked(t, prog, tmp)
+			p, in, out, pid, fifo := b.cmd, b.in, b.out, b.pid, b.fifo
 			fmt.Fprintln(in, "vfork")
 			waitFor(t, "the vfork child blocked in open(2)", func() bool { return inSyscall(pid, int(syscall.SYS_OPENAT)) })
 			at := exec.Command(rtraceBin, "attach", "--engine", engine, "-e", "file", "-o", "D", strconv.Itoa(pid))
