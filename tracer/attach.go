@@ -332,13 +332,11 @@ func (t *Tracer) park() error {
 				ptrace.Interrupt(tid)
 			case event != 0:
 				if th.proc != nil && (event == unix.PTRACE_EVENT_CLONE || event == unix.PTRACE_EVENT_FORK || event == unix.PTRACE_EVENT_VFORK) {
-					msg, err := ptrace.EventMsg(tid) // before spawned resumes it
+					// spawned resumes th, adds the child, and may park and
+					// resume every thread itself (fastDisable's
+					// whileParked): every thread not parked, th and the
+					// child among them, is stopped again.
 					t.spawned(th, event, now())
-					if err == nil {
-						ptrace.Interrupt(int(msg))
-					}
-					// spawned may have parked and resumed every thread
-					// itself (fastDisable's whileParked): stop them again.
 					for tid, th := range t.threads {
 						if !th.parked {
 							ptrace.Interrupt(tid)
@@ -349,9 +347,9 @@ func (t *Tracer) park() error {
 					// handled as in the loop; they then go on.
 					t.fastEvent(th, event, now())
 					resume(tid, 0)
-				}
-				if event != unix.PTRACE_EVENT_EXIT {
-					ptrace.Interrupt(tid)
+					if event != unix.PTRACE_EVENT_EXIT {
+						ptrace.Interrupt(tid)
+					}
 				}
 			default:
 				if sig == wakeSignal && (t.detachReq.Load() || ownWake(tid)) || sig == t.cfg.ToggleSignal && t.cfg.Toggle {
