@@ -41,18 +41,15 @@ type funcStream struct {
 	symbols  map[string][]trace.Func   // by session
 	events   []trace.EventName
 
-	win    trace.Writer // the open window, nil when tracing is off
-	winOut io.Closer    // a listener's pipe
-	// gone asks the tracer to close the window of process pid when its
-	// listener dies (Tracer.CloseWindow); unwatch stops watching.
-	gone    func(pid int)
-	unwatch func()
-	chain   *funcChain // an in-process window's pipeline
-	started time.Time  // of the open window
-	outs    []string   // directories, raw files and listener windows written
-	dirs    []string   // the uftrace.data directories written
-	errs    []error
-	records uint64
+	win      trace.Writer  // the open window, nil when tracing is off
+	winOut   io.Closer     // a listener's pipe
+	listener listenerWatch // the listener's death closes its window
+	chain    *funcChain    // an in-process window's pipeline
+	started  time.Time     // of the open window
+	outs     []string      // directories, raw files and listener windows written
+	dirs     []string      // the uftrace.data directories written
+	errs     []error
+	records  uint64
 	// removed is closed once the trace moved aside before is deleted.
 	removed <-chan struct{}
 }
@@ -221,9 +218,7 @@ func (s *funcStream) openWindow(pid int) error {
 		w := wire.NewWriter(out)
 		s.win, s.winOut = w, pipeCloser{w, out}
 		s.outs = append(s.outs, "a window 'rtrace toggle' wrote")
-		if s.gone != nil {
-			s.unwatch = watchReader(out, func() { s.gone(pid) })
-		}
+		s.listener.watch(out, pid)
 	} else {
 		c, err := newFuncChain(s.dir, s.rawDir, s.filters, s.warn)
 		if err != nil {
@@ -295,10 +290,7 @@ func (s *funcStream) closeWindow(res *tracer.Result) {
 		end.ExitStatus = &st
 		end.Usage = uftrace.UsageFromRusage(&res.Rusage)
 	}
-	if s.unwatch != nil {
-		s.unwatch()
-		s.unwatch = nil
-	}
+	s.listener.stop()
 	listener := s.winOut != nil
 	if err := s.win.Write(&trace.Info{Info: end}); err != nil && !(listener && readerGone(err)) {
 		s.errs = append(s.errs, fmt.Errorf("function trace: %w", err))

@@ -44,18 +44,14 @@ type resStream struct {
 	threads map[int]int
 	// w is the window's writer: the wire stream into a listener's pipe
 	// (out), or the pre-processor itself in the process (split).
-	w      itemWriter
-	out    io.WriteCloser
-	split  *preproc.Splitter
-	files  []string // raw or text files written
-	errs   []error
-	broken bool // the window's output failed: tell the tracer once
-	// gone asks the tracer to close the window of process pid when its
-	// listener dies (Tracer.CloseWindow); unwatch stops watching;
-	// listened counts the windows listeners took.
-	gone     func(pid int)
-	unwatch  func()
-	listened int
+	w        itemWriter
+	out      io.WriteCloser
+	split    *preproc.Splitter
+	files    []string // raw or text files written
+	errs     []error
+	broken   bool          // the window's output failed: tell the tracer once
+	listener listenerWatch // the listener's death closes its window
+	listened int           // windows listeners took
 	warn     io.Writer
 	calls    uint64
 	lost     uint64 // calls dropped in the process (a full ring)
@@ -87,9 +83,7 @@ func (s *resStream) open(pid int) error {
 		if f != nil {
 			s.out = f
 			s.listened++
-			if s.gone != nil {
-				s.unwatch = watchReader(f, func() { s.gone(pid) })
-			}
+			s.listener.watch(f, pid)
 			s.marks.on(pid, s.pid)
 			return s.begin()
 		}
@@ -187,10 +181,7 @@ func (s *resStream) closeOut() {
 		return
 	}
 	s.marks.off()
-	if s.unwatch != nil {
-		s.unwatch()
-		s.unwatch = nil
-	}
+	s.listener.stop()
 	if s.w != nil {
 		s.w.Write(&trace.Library{Name: "*"})
 	}

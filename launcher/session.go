@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -197,10 +196,10 @@ func newSession(c *config, ready func()) *session {
 		Signals:      c.signals,
 	}, funcs, res)
 	if s.fs != nil {
-		s.fs.gone = s.tr.CloseWindow
+		s.fs.listener.gone = s.tr.CloseWindow
 	}
 	if s.rs != nil {
-		s.rs.gone = s.tr.CloseWindow
+		s.rs.listener.gone = s.tr.CloseWindow
 	}
 	return s
 }
@@ -251,12 +250,12 @@ func (s *session) announce(pid int) {
 		return
 	}
 	sweepStale(FIFODir())
-	for _, f := range []struct {
-		path, text string
-	}{{ControlPath(pid), strconv.Itoa(int(s.c.toggleSignal()))}, {TargetPath(os.Getpid()), strconv.Itoa(pid)}, {TargetPath(supervisorPid()), strconv.Itoa(pid)}} {
-		if strings.HasSuffix(f.path, "/0.target") {
-			continue // not supervised
-		}
+	type stateFile struct{ path, text string }
+	files := []stateFile{{ControlPath(pid), strconv.Itoa(int(s.c.toggleSignal()))}, {TargetPath(os.Getpid()), strconv.Itoa(pid)}}
+	if sup := supervisorPid(); sup != 0 {
+		files = append(files, stateFile{TargetPath(sup), strconv.Itoa(pid)}) // the command's pid names it too
+	}
+	for _, f := range files {
 		if err := writeState(f.path, f.text); err == nil {
 			s.files = append(s.files, f.path)
 		} else {

@@ -10,6 +10,8 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"rtrace/tracer"
 )
 
 // FIFODir is the directory of the named pipes `rtrace toggle` listens on:
@@ -152,10 +154,34 @@ func watchReader(f *os.File, gone func()) (stop func()) {
 	}
 }
 
+// listenerWatch watches the pipe of a listener's window: when its reader
+// dies, gone (Tracer.CloseWindow) closes the window of process pid at
+// once. The function and resource streams each have one.
+type listenerWatch struct {
+	gone    func(pid int)
+	unwatch func()
+}
+
+// watch starts watching f, the window of process pid (nothing without
+// gone).
+func (w *listenerWatch) watch(f *os.File, pid int) {
+	if w.gone != nil {
+		w.unwatch = watchReader(f, func() { w.gone(pid) })
+	}
+}
+
+// stop stops watching, before the window's pipe is closed.
+func (w *listenerWatch) stop() {
+	if w.unwatch != nil {
+		w.unwatch()
+		w.unwatch = nil
+	}
+}
+
 // goneLine is what rtrace says when a listener's window ends because the
-// listener is gone (the tracer says it too when it closes the window
-// first: Tracer.CloseWindow).
-const goneLine = "rtrace: the reader of the trace's window went away: tracing turned off"
+// listener is gone; the tracer says the same when it closes the window
+// first (Tracer.CloseWindow).
+const goneLine = tracer.WindowGoneLine
 
 // readerGone reports whether err is a write to a pipe whose reader is
 // gone: a listener's window ended by the listener, not a failure of the

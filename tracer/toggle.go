@@ -174,10 +174,14 @@ func (t *Tracer) wake(pid int) {
 // a thread stopped by the wake signal.
 func (t *Tracer) closeRequested(th *thread) {
 	if t.closeReq.Swap(false) && t.window && !t.finished && th.proc != nil {
-		fmt.Fprintf(t.cfg.Warn, "rtrace: the reader of the trace's window went away: tracing turned off\n")
+		fmt.Fprintln(t.cfg.Warn, WindowGoneLine)
 		t.switchWindow(th, false)
 	}
 }
+
+// WindowGoneLine is what rtrace says when a window's reader (a listening
+// `rtrace toggle`) went away and tracing is turned off.
+const WindowGoneLine = "rtrace: the reader of the trace's window went away: tracing turned off"
 
 // ErrStreamClosed is what a sink returns once its stream is gone (a
 // listener died): tracing is then turned off, as a toggle would.
