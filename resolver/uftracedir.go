@@ -262,15 +262,10 @@ func warn(w io.Writer, path string, err error, effect string) {
 	fmt.Fprintf(w, "warning: resolver: %s; %s\n", msg, effect)
 }
 
-// writeAtomic replaces path with data.
+// writeAtomic replaces path with data (uftrace.WriteFileAtomic), its
+// error naming path.
 func writeAtomic(path string, data []byte) error {
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, data, 0o644); err != nil {
-		os.Remove(tmp) // half-written (a full disk)
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
+	if err := uftrace.WriteFileAtomic(path, data); err != nil {
 		return fmt.Errorf("writing %s: %w", path, err)
 	}
 	return nil

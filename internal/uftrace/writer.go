@@ -131,17 +131,27 @@ func (w *Writer) writeInfo() error {
 	return nil
 }
 
+// writeFileAtomic is WriteFileAtomic, its error naming the file.
 func writeFileAtomic(path string, b []byte) error {
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o644); err != nil {
-		os.Remove(tmp) // half-written (a full disk)
-		return fmt.Errorf("writing %s: %w", filepath.Base(path), err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
+	if err := WriteFileAtomic(path, b); err != nil {
 		return fmt.Errorf("writing %s: %w", filepath.Base(path), err)
 	}
 	return nil
+}
+
+// WriteFileAtomic replaces path with b, whole or not at all: written
+// beside it (path.tmp), then renamed over it. A file half-written (a full
+// disk) is removed.
+func WriteFileAtomic(path string, b []byte) error {
+	tmp := path + ".tmp"
+	err := os.WriteFile(tmp, b, 0o644)
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		os.Remove(tmp)
+	}
+	return err
 }
 
 // UpdateInfo lets the caller change the info (exit status, usage, elapsed
