@@ -17,13 +17,7 @@ import (
 // inSyscall reports whether a task of pid, or of a child process of pid,
 // is inside system call nr (/proc/TID/syscall, proc(5)).
 func inSyscall(pid, nr int) bool {
-	pids := []string{strconv.Itoa(pid)}
-	kids, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", pid))
-	for _, k := range kids {
-		b, _ := os.ReadFile(k)
-		pids = append(pids, strings.Fields(string(b))...)
-	}
-	for _, p := range pids {
+	for _, p := range append([]string{strconv.Itoa(pid)}, childPids(pid)...) {
 		files, _ := filepath.Glob("/proc/" + p + "/task/*/syscall")
 		for _, f := range files {
 			b, _ := os.ReadFile(f)

@@ -310,13 +310,9 @@ func killRounds() int {
 // tracerOf is the pid of the tracer process that the `rtrace attach`
 // command sup started (its child), 0 when it has none (yet, or any more).
 func tracerOf(sup int) int {
-	kids, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", sup))
-	for _, k := range kids {
-		b, _ := os.ReadFile(k)
-		if f := strings.Fields(string(b)); len(f) > 0 {
-			n, _ := strconv.Atoi(f[0])
-			return n
-		}
+	if kids := childPids(sup); len(kids) > 0 {
+		n, _ := strconv.Atoi(kids[0])
+		return n
 	}
 	return 0
 }

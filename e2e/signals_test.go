@@ -52,7 +52,7 @@ func startLoopEnv(t *testing.T, dir string, env []string, stderr io.Writer) (*ex
 
 // childPids lists the children of every thread of pid: the target is
 // forked by rtrace's ptrace thread, not its main thread.
-func childPids(t *testing.T, pid int) []string {
+func childPids(pid int) []string {
 	var out []string
 	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", pid))
 	for _, f := range tasks {
@@ -68,7 +68,7 @@ func TestInterruptKillsTargetAndKeepsTrace(t *testing.T) {
 		t.Run(sig.String(), func(t *testing.T) {
 			dir := t.TempDir()
 			cmd, _ := startLoop(t, dir)
-			kids := childPids(t, cmd.Process.Pid)
+			kids := childPids(cmd.Process.Pid)
 			if len(kids) == 0 {
 				t.Fatal("rtrace has no traced child")
 			}
@@ -101,7 +101,7 @@ func TestInterruptKillsTargetAndKeepsTrace(t *testing.T) {
 func TestSIGKILLLeavesReadableTrace(t *testing.T) {
 	dir := t.TempDir()
 	cmd, _ := startLoop(t, dir)
-	kids := childPids(t, cmd.Process.Pid)
+	kids := childPids(cmd.Process.Pid)
 	if len(kids) == 0 {
 		t.Fatal("rtrace has no traced child")
 	}
@@ -266,7 +266,7 @@ func TestStopContinue(t *testing.T) {
 	errs := newLineLog(pr) // read to the end: rtrace never blocks on its stderr
 	defer cmd.Wait()
 	defer cmd.Process.Signal(syscall.SIGINT)
-	kids := childPids(t, cmd.Process.Pid)
+	kids := childPids(cmd.Process.Pid)
 	if len(kids) != 1 {
 		t.Fatalf("children %v", kids)
 	}
