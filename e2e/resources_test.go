@@ -488,8 +488,19 @@ func TestResourceBacktracesMatch(t *testing.T) {
 		// recorded, and the frame it hijacked is walked through.
 		{"fileleak", testutil.BuildC(t, "fileleak.c", "-O2", "-g"), nil, []string{"memory", "file"}, nil},
 		{"forkmany", testutil.BuildC(t, "forkmany.c", "-O2", "-g"), nil, []string{"memory"}, nil},
+		// The walk memo's checks (walk.S): a first frame that repeats under
+		// other frames, a stack cache slot taken over, a saved rbp that
+		// differs under the same return addresses.
+		{"memowalk", testutil.BuildC(t, "memowalk.c", "-O2", "-g", testutil.BuildC(t, "memowalk_fp.c", "-c", "-O0", "-g")), nil, []string{"memory"}, nil},
 	} {
 		t.Run(c.name, func(t *testing.T) {
+			if c.name == "memowalk" {
+				// Its -O0 part holds its case only when both callers put
+				// fp_leaf's frame at one place.
+				if out, err := exec.Command(c.prog).Output(); err != nil || !strings.Contains(string(out), "fp frames alike") {
+					t.Fatalf("memowalk untraced: %v, %q: want fp_leaf's frames alike", err, out)
+				}
+			}
 			var sets [2][]string
 			var verbose string
 			for i, env := range []string{"", "remote"} {

@@ -46,6 +46,9 @@ const (
 	offRelSince = 0x1e0
 	offSigRes   = 0x1e8
 	offCoarse   = 0x1f0
+	offMemoCur  = 0x1f8
+	offMemoF    = 0x200
+	offMemoN    = 0x208
 	offWalkRows = 0x400
 	offWalkBuf  = 0x800
 	offFrames   = 0x1000
@@ -55,6 +58,10 @@ const (
 	offSCache   = 0x121000
 	scEntry     = 0x110
 	offPCCache  = 0x132000
+	offSCGen    = 0x142000
+	offMemo     = 0x143000
+	memoEntries = 64
+	memoEnt     = 0x200
 
 	// WalkMax is the most frames the in-process walker finds: rtrace
 	// finishes a deeper walk.
@@ -69,7 +76,7 @@ const (
 	RingCap = 0x10000
 	// StateSize is the size of a thread's state mapping: the ring, then
 	// the caches of the resource calls' stacks and of unwind rows.
-	StateSize = offPCCache + 4096*16
+	StateSize = offMemo + memoEntries*memoEnt
 
 	// TableEntries is the number of threads a process's table can hold at
 	// once (its load stays under one half: see Table.Insert).

@@ -71,6 +71,7 @@ func TestBlobMatchesSource(t *testing.T) {
 		{"PCGEN", offPCGen}, {"RESDESC", offResDesc}, {"RESARG", offResArg}, {"ROOMNEED", offRoomNeed}, {"RESLOST", offResLost}, {"WALKN", offWalkN},
 		{"WALKPC", offWalkPC}, {"WALKSP", offWalkSP}, {"WALKBP", offWalkBP}, {"WALKEX", offWalkEx}, {"RESPAY", offResPay}, {"INRESX", offInResX}, {"RESTSC", offResTSC}, {"INRESW", offInResW}, {"RELSINCE", offRelSince}, {"SIGRES", offSigRes}, {"COARSE", offCoarse}, {"WALKROWS", offWalkRows}, {"WALKBUF", offWalkBuf},
 		{"WALKMAX", WalkMax}, {"SCACHE", offSCache}, {"SCENT", scEntry}, {"SCMAX", StackCacheMax}, {"PCCACHE", offPCCache},
+		{"MEMOCUR", offMemoCur}, {"MEMOF", offMemoF}, {"MEMON", offMemoN}, {"SCGEN", offSCGen}, {"MEMO", offMemo}, {"MEMOS", memoEntries}, {"MEMOENT", memoEnt},
 		{"DF_REL", DescRelease}, {"DF_OUT", DescOut}, {"DF_BT", DescBacktrace}, {"DF_ETIME", DescEntryTime}, {"DF_BOTH", DescBoth}, {"DF_RELF", DescReleaseFrame}, {"FLAGSTOP", FlagStop}, {"FLAGRES", FlagRes}, {"FLAGRET", FlagRet}, {"DF_RET", DescRet}, {"RESARGS", resArgsType},
 		{"RESCALL", resType}, {"RESSTACK", resStackBit | resType}, {"HASSTACK", resHasStack}} {
 		found := false

@@ -29,6 +29,25 @@
 	.set RESSTACK, 6
 	.set HASSTACK, 8
 
+# PUT2 appends the records {\t1, \w1} and {\t2, \w2} to the ring, whose
+# room for them roomn found (emit's checks, and its HEAD store between
+# them, left out): a call of one payload record. Clobbers rax, rcx.
+.macro PUT2 t1, w1, t2, w2
+	mov HEAD(%rdi), %rcx
+	mov %ecx, %eax
+	and $(RINGCAP-1), %eax
+	shl $4, %eax
+	mov \t1, RING(%rdi,%rax)
+	mov \w1, RING+8(%rdi,%rax)
+	lea 1(%rcx), %eax
+	and $(RINGCAP-1), %eax
+	shl $4, %eax
+	movq \t2, RING(%rdi,%rax)
+	movq \w2, RING+8(%rdi,%rax)
+	add $2, %rcx
+	mov %rcx, HEAD(%rdi)
+.endm
+
 # res_entry: called by a resource function's stub with its descriptor in
 # %rax, %rax itself saved at -0x10 from the stub's %rsp, as entry is (the
 # same frame: entry's ways out serve). (%rsp+8) is the call's return
@@ -234,10 +253,8 @@ res_record:
 	mov D_ID(%rsi), %esi
 	shl $16, %rsi
 	or $(1 << 4 | RESCALL), %rsi
-	CALLCLEAR emit
-	mov 0x20(%rsp), %r8
-	xor %esi, %esi
-	CALLCLEAR emit
+	mov 0x20(%rsp), %rdx
+	PUT2 %r8, %rsi, %rdx, $0
 	pop %rsi
 2:	ret
 1:	incq RESLOST(%rdi)      # no room (a stalled ring)
@@ -314,6 +331,9 @@ exit_res:
 	lea XF+0x40(%rsp), %r9  # the caller's stack pointer
 	mov %rbp, %r10
 	push %r15
+	CALLCLEAR memo_probe    # the walk's frames, known (walk.S)
+	test %eax, %eax
+	jnz 18f
 	CALLCLEAR walk
 	pop %r15
 5:	# The stack cache: r12 the slot, r11 set for a miss (a STACK first).
@@ -349,6 +369,9 @@ exit_res:
 	cmp %rbx, %rcx
 	jb 8b
 	xor %r11d, %r11d        # a hit
+	jmp 6f
+18:	pop %r15                # the memo's frames: a hit
+	xor %r11d, %r11d
 6:	# Room for the CALL and its payload, and a miss's STACK.
 	lea 1(%r15), %rax
 	shr $1, %rax
@@ -370,6 +393,7 @@ exit_res:
 	# A miss: the slot takes the stack (one deeper than SCMAX is not
 	# kept: the next one misses again), and the drain learns it.
 	movq $0, 8(%rsi)
+	incq SCGEN(%rdi,%r12,8) # memos naming the slot's old stack end
 	cmp $SCMAX, %rbx
 	ja 16f
 	mov %r10, (%rsi)
@@ -400,7 +424,8 @@ exit_res:
 12:	CALLCLEAR emit
 	add $2, %r9
 	jmp 11b
-10:	mov %r14, %r8
+10:	CALLCLEAR memo_commit
+	mov %r14, %r8
 	mov D_ID(%r13), %esi
 	shl $16, %rsi
 	mov %r12, %rax
@@ -414,7 +439,16 @@ exit_res:
 	jz 13f
 	or $HASSTACK, %rsi
 13:	or $RESCALL, %rsi
-	CALLCLEAR emit
+	cmp $2, %r15
+	ja 19f
+	mov RESPAY(%rdi), %r9   # one payload record (malloc's): at once
+	xor %r10d, %r10d
+	cmp $2, %r15
+	jb 20f
+	mov RESPAY+8(%rdi), %r10
+20:	PUT2 %r8, %rsi, %r9, %r10
+	jmp res_done
+19:	CALLCLEAR emit
 	xor %r9d, %r9d
 14:	cmp %r15, %r9
 	jae res_done

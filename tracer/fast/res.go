@@ -86,6 +86,23 @@ func (d *ResDecoder) Group(part []Rec, i int, c *ResCall) (n int, ok bool) {
 	return 1 + k, true
 }
 
+// Call1 decodes, when not Pending, the CALL group at part[i] whose
+// payload is one record in part (two words: one argument and the result,
+// or a release's pointer and a pad), as Group would: the drain's quick
+// lane for malloc and free. stack: the call names its stack cache slot.
+func (d *ResDecoder) Call1(part []Rec, i int) (id uint32, slot uint8, stack bool, w0, w1 uint64, ok bool) {
+	h := part[i].Word
+	if d.need > 0 || h&0xf7 != 1<<4|resType || i+1 >= len(part) {
+		return 0, 0, false, 0, 0, false
+	}
+	p := &part[i+1]
+	return uint32(h >> 16), uint8(h >> 8), h&resHasStack != 0, p.TSC, p.Word, true
+}
+
+// Stack is the stack cache slot slot's stack as the records filled it
+// (nil: none yet), the one Group gives a call naming the slot.
+func (d *ResDecoder) Stack(slot uint8) []uint64 { return d.slots[slot] }
+
 // Feed takes the next record of a group: its header (IsRes) or, when
 // Pending, its payload. It returns the call a CALL group makes once whole
 // (a STACK fills its slot), its Words valid until the next Feed. A group

@@ -177,8 +177,11 @@ func (s *State) Shared() bool { return s.load(offShared) != 0 }
 // resource call, empty caches.
 func (s *State) Reset() {
 	for _, off := range []int{offGuard, offDepth, offUnhook, offShared, offWatch, offLastCPU, offReal, offCTail, offHead, offTail, offLost, offStall, offHeld, offWaiting,
-		offInRes, offInResD, offStackLo, offStackHi, offUnwind, offBTDepth, offResDesc, offResLost, offWalkN, offInResW, offRelSince, offSigRes, offCoarse} {
+		offInRes, offInResD, offStackLo, offStackHi, offUnwind, offBTDepth, offResDesc, offResLost, offWalkN, offInResW, offRelSince, offSigRes, offCoarse, offMemoCur} {
 		s.store(off, 0)
+	}
+	for i := range memoEntries {
+		s.store(offMemo+i*memoEnt, 0) // the walk memo's key: no entry
 	}
 	// No module index matches: the first walk empties the row caches
 	// (walk_flush), whatever index the thread gets.

@@ -46,6 +46,9 @@
 	.set RELSINCE, 0x1e0  # nonzero: a release is being made since this TSC, its record not written yet
 	.set SIGRES,  0x1e8   # the INRES a signal interrupted (rtrace sets it as it delivers one)
 	.set COARSE,  0x1f0   # nonzero: resource calls take this time, rtrace's drain's clock, not rdtsc
+	.set MEMOCUR, 0x1f8   # the walk memo entry a walk fills (walk.S, "The walk memo"; 0: none)
+	.set MEMOF,   0x200   # its flags as the walk goes: MF_*
+	.set MEMON,   0x208   # the loads it recorded
 	.set WALKROWS, 0x400  # the unwind row of each of the last walk's first WROWS frames: {pc * 2 + exact, row}
 	.set WROWS,   32
 	.set WALKBUF, 0x800   # the frames of a walk (WALKMAX)
@@ -60,6 +63,8 @@
 	.set SCENT,   0x110
 	.set SCMAX,   32
 	.set PCCACHE, 0x132000 # pc -> unwind row cache: 4096 x {pc * 2 + exact, row}
+	.set SCGEN,   0x142000 # a generation per stack cache slot: its stack changed
+	.set MEMO,    0x143000 # the walk memo: MEMOS entries of MEMOENT bytes (walk.S)
 	.set TMASK,   0xffff0 # thread table: 65536 {key, state} entries
 	.set WATCHCPU, 100011 # uftrace's EVENT_ID_WATCH_CPU: its ring word's address holds the CPU << 20 too
 
@@ -584,8 +589,18 @@ exit:
 	mov %r8, 0x08(%rsp)
 	LOOKUP exit_miss
 	movq $1, GUARD(%rdi)
-	CALLCLEAR room
-	NOWTSC                  # COARSE: resource calls' frames only
+	# A resource call's return (its frame on top, no -W cpu) waits for
+	# room in exit_res, for its record; every other return here.
+	mov DEPTH(%rdi), %rcx
+	test %rcx, %rcx
+	jz 3f
+	shl $5, %rcx
+	testq $FLAGRES, FRAMES-32+24(%rdi,%rcx)
+	jz 3f
+	cmpq $0, WATCH(%rdi)
+	je 4f
+3:	CALLCLEAR room
+4:	NOWTSC                  # COARSE: resource calls' frames only
 	mov %rax, %r8
 	cmpq $0, WATCH(%rdi)
 	jne exit_watch
@@ -626,7 +641,12 @@ exit_skipped:
 	testq $FLAGRES, 24(%rcx) # a resource call's frame records nothing
 	jnz 1f
 	CALLCLEAR emit
-1:	decq DEPTH(%rdi)
+	decq DEPTH(%rdi)
+	jmp exit_pop
+1:	decq DEPTH(%rdi)        # the frames below may: the room the
+	push %r8                # return skipped (above), waited for here
+	CALLCLEAR room
+	pop %r8
 	jmp exit_pop
 # exit_stop: the return of a frame rtrace pushed with flag 1 (a function
 # whose return value is recorded): every register restored, the real

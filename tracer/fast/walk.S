@@ -17,6 +17,62 @@
 	.set ROWBASEBP, 8
 	.set ROWSIGNAL, 16
 
+# The walk memo: a walk is a function of its first frame (pc, stack
+# pointer, rbp), the rows (UNWIND), the thread's stack bounds and depth
+# (STACKLO, STACKHI, BTDEPTH), and the words it loads from the stack. An
+# entry, keyed by the pc and stack pointer, keeps those and the stack
+# cache slot the frames went to; while each of them is the same and the
+# slot's generation (SCGEN) says it still holds those frames, the walk
+# would find them again, and the call names the slot without walking,
+# hashing or comparing (res.S, exit_res). rbp is part of the key only
+# when the walk read it before a row replaced it (MF_BP). A walk that
+# stopped for rtrace, met a word that may be an exit (walk_real), or
+# loaded more than MREADS words fills no entry.
+	.set MEMOS,    64
+	.set MEMOENT,  0x200
+	.set M_PC,     0x00     # frame 0 (0: the entry holds nothing)
+	.set M_SP,     0x08
+	.set M_BP,     0x10
+	.set M_FLAGS,  0x18     # MF_*
+	.set M_UNW,    0x20     # UNWIND, STACKLO, STACKHI, BTDEPTH as the walk began
+	.set M_LO,     0x28
+	.set M_HI,     0x30
+	.set M_DEPTH,  0x38
+	.set M_SLOT,   0x40     # the stack cache slot of the frames
+	.set M_GEN,    0x48     # its SCGEN then
+	.set M_N,      0x50     # the frames
+	.set M_NR,     0x58     # the loads: {address, word} from M_READS on
+	.set M_READS,  0x60
+	.set MREADS,   (MEMOENT - M_READS) / 16
+	.set MF_RBP0,  1        # rbp is still the first frame's
+	.set MF_BP,    2        # the walk read the first frame's rbp
+	.set MF_NONE,  4        # the walk fills no entry
+
+# MEMOREC records the walk's load of \val from \addr in the entry it
+# fills (MEMOCUR, which memo_probe set). Clobbers rsi.
+.macro MEMOREC addr, val
+	mov MEMON(%rdi), %rsi
+	cmp $MREADS, %rsi
+	jae 98f
+	shl $4, %rsi
+	add MEMOCUR(%rdi), %rsi
+	mov \addr, M_READS(%rsi)
+	mov \val, M_READS+8(%rsi)
+	incq MEMON(%rdi)
+	jmp 99f
+98:	orq $MF_NONE, MEMOF(%rdi)
+99:
+.endm
+
+# MEMOBP: the walk uses rbp; if it is still the first frame's, the entry
+# holds for that rbp only.
+.macro MEMOBP
+	testb $MF_RBP0, MEMOF(%rdi)
+	jz 99f
+	orq $MF_BP, MEMOF(%rdi)
+99:
+.endm
+
 # walk: %r8 the pc of frame 0 (a call's return address), %r9 its caller's
 # stack pointer, %r10 its rbp; state in %rdi. Leaves the frames at WALKBUF
 # and their count in %rbx and WALKN. Clobbers rax, rcx, rdx, rsi, r8-r12,
@@ -82,7 +138,10 @@ walk_row:
 walk_cfa:
 	mov %r9, %rcx
 	test $ROWBASEBP, %eax
-	cmovnz %r10, %rcx
+	jz 4f
+	mov %r10, %rcx
+	MEMOBP
+4:
 	mov %rax, %rdx
 	sar $32, %rdx
 	add %rdx, %rcx          # the CFA
@@ -99,6 +158,7 @@ walk_cfa:
 	cmp %rsi, %rdx
 	ja walk_stop
 	mov (%rdx), %r12
+	MEMOREC %rdx, %r12
 	lea exit(%rip), %rsi    # walk_real's test, inline: most words are
 	xor %r12, %rsi          # no exit's
 	test $0xfff, %esi
@@ -108,6 +168,7 @@ walk_cfa:
 	shr $5, %esi
 	and $7, %esi            # rbp's rule
 	jz 2f                   # kept
+	andq $~MF_RBP0, MEMOF(%rdi) # replaced, whichever rule
 	mov %rax, %rdx
 	sar $16, %rdx
 	movswq %dx, %rdx
@@ -127,6 +188,7 @@ walk_cfa:
 	cmp %rsi, %rdx
 	ja walk_stop
 	mov (%rdx), %r10
+	MEMOREC %rdx, %r10
 2:	mov %rcx, %r9
 	mov %r12, %r8
 	xor %r11d, %r11d
@@ -137,6 +199,7 @@ walk_cfa:
 	jmp walk_frame
 # No FDE (or rules Backtrace leaves for it): the rbp chain.
 walk_fp:
+	MEMOBP
 	test %r10, %r10
 	jz walk_done
 	cmp %r9, %r10
@@ -150,8 +213,12 @@ walk_fp:
 	ja walk_stop
 	lea 8(%r10), %rdx
 	mov (%rdx), %r12
+	MEMOREC %rdx, %r12
 	CALLCLEAR walk_real
-	mov (%r10), %r10
+	mov (%r10), %rax
+	MEMOREC %r10, %rax
+	mov %rax, %r10
+	andq $~MF_RBP0, MEMOF(%rdi)
 	mov %rcx, %r9
 	mov %r12, %r8
 	xor %r11d, %r11d
@@ -173,6 +240,7 @@ walk_real:
 	xor %r12, %rsi
 	test $0xfff, %esi
 	jnz 9f                  # no exit's: a real return address
+	orq $MF_NONE, MEMOF(%rdi) # depends on the shadow stack
 	push %rax
 	xor %esi, %esi
 1:	cmp DEPTH(%rdi), %rsi
@@ -296,6 +364,7 @@ walk_first:
 	xor %r11d, %r11d
 # rtrace finishes the walk from the frame in r8-r11 (the last in WALKBUF).
 walk_stop:
+	orq $MF_NONE, MEMOF(%rdi) # rtrace's part is not in the loads
 	mov %rbx, WALKN(%rdi)
 	mov %r8, WALKPC(%rdi)
 	mov %r9, WALKSP(%rdi)
@@ -310,3 +379,99 @@ walk_gone:
 walk_done:
 	mov %rbx, WALKN(%rdi)
 	ret
+
+# memo_probe: the walk memo's entry for the walk of %r8-%r10 (as walk
+# takes them). Its frames still hold: %eax 1, %rbx the frames, %r12
+# their stack cache slot. Otherwise %eax 0, and the entry is emptied for
+# the walk that follows to fill (MEMOCUR; memo_commit ends it). Clobbers
+# rcx, rdx, rsi.
+memo_probe:
+	mov %r8, %rax
+	xor %r9, %rax
+	imul hashk(%rip), %rax
+	shr $58, %rax           # MEMOS entries
+	shl $9, %rax            # of MEMOENT bytes
+	lea MEMO(%rdi,%rax), %rsi
+	cmp M_PC(%rsi), %r8
+	jne memo_miss
+	cmp M_SP(%rsi), %r9
+	jne memo_miss
+	mov UNWIND(%rdi), %rax
+	cmp M_UNW(%rsi), %rax
+	jne memo_miss
+	mov STACKLO(%rdi), %rax
+	cmp M_LO(%rsi), %rax
+	jne memo_miss
+	mov STACKHI(%rdi), %rax
+	cmp M_HI(%rsi), %rax
+	jne memo_miss
+	mov BTDEPTH(%rdi), %rax
+	cmp M_DEPTH(%rsi), %rax
+	jne memo_miss
+	testb $MF_BP, M_FLAGS(%rsi)
+	jz 1f
+	cmp M_BP(%rsi), %r10
+	jne memo_miss
+1:	mov M_SLOT(%rsi), %r12
+	mov SCGEN(%rdi,%r12,8), %rax
+	cmp M_GEN(%rsi), %rax
+	jne memo_miss
+	mov M_NR(%rsi), %rcx
+	lea M_READS(%rsi), %rdx
+2:	test %rcx, %rcx
+	jz 3f
+	mov (%rdx), %rax
+	mov (%rax), %rax
+	cmp 8(%rdx), %rax
+	jne memo_miss
+	add $16, %rdx
+	dec %rcx
+	jmp 2b
+3:	movq $0, MEMOCUR(%rdi)
+	mov M_N(%rsi), %rbx
+	mov $1, %eax
+	ret
+memo_miss:
+	movq $0, M_PC(%rsi)     # nothing, until the walk is done
+	mov %r9, M_SP(%rsi)
+	mov %r10, M_BP(%rsi)
+	mov UNWIND(%rdi), %rax
+	mov %rax, M_UNW(%rsi)
+	mov STACKLO(%rdi), %rax
+	mov %rax, M_LO(%rsi)
+	mov STACKHI(%rdi), %rax
+	mov %rax, M_HI(%rsi)
+	mov BTDEPTH(%rdi), %rax
+	mov %rax, M_DEPTH(%rsi)
+	mov %rsi, MEMOCUR(%rdi)
+	movq $MF_RBP0, MEMOF(%rdi)
+	movq $0, MEMON(%rdi)
+	xor %eax, %eax
+	ret
+
+# memo_commit: the walk memo_probe prepared found %rbx frames, now in
+# stack cache slot %r12: its entry holds from now on, unless the walk
+# said otherwise (MF_NONE) or the slot did not keep them. Clobbers rax,
+# rsi.
+memo_commit:
+	mov MEMOCUR(%rdi), %rsi
+	test %rsi, %rsi
+	jz 1f
+	movq $0, MEMOCUR(%rdi)
+	testb $MF_NONE, MEMOF(%rdi)
+	jnz 1f
+	test %rbx, %rbx
+	jz 1f
+	cmp $SCMAX, %rbx
+	ja 1f
+	mov %rbx, M_N(%rsi)
+	mov %r12, M_SLOT(%rsi)
+	mov SCGEN(%rdi,%r12,8), %rax
+	mov %rax, M_GEN(%rsi)
+	mov MEMOF(%rdi), %rax
+	mov %rax, M_FLAGS(%rsi)
+	mov MEMON(%rdi), %rax
+	mov %rax, M_NR(%rsi)
+	mov WALKBUF(%rdi), %rax # frame 0, the key: last
+	mov %rax, M_PC(%rsi)
+1:	ret
