@@ -56,6 +56,7 @@ type drainer struct {
 	decoders map[*fast.State]*ringRes
 	resLost  uint64
 	walks    uint64       // calls whose record carried a backtrace
+	quick    uint64       // calls laneQuick made
 	call     trace.Call   // the call resCalls hands the sink, reused
 	rc       fast.ResCall // the call a ring's records make, reused
 	// batch: the calls of a ring read, for a sink that takes them so
@@ -473,6 +474,12 @@ func (d *drainer) drainBatchLocked(st *fast.State, tid int) bool {
 			if dec.Pending() || fast.IsRes(r.Word) {
 				// A resource call's records, none of them a function's:
 				// handed on here, while the part is the thread's.
+				if direct && d.lane.w != nil && d.nbatch == 0 {
+					if n := d.laneQuick(part, i, tid, rr, sc); n > 0 {
+						i += n - 1
+						continue
+					}
+				}
 				if n, ok := dec.Group(part, i, &d.rc); ok {
 					if d.rc.Values {
 						rr.vals.set(&d.rc)

@@ -136,6 +136,77 @@ func (d *drainer) laneCall(tid int, r *ringRes, rc *fast.ResCall, stack []trace.
 	return true
 }
 
+// quickStub reports whether laneQuick can make s's calls: a malloc (one
+// argument, its size, and the result) or a free (its pointer, the first
+// argument), one payload record each.
+func quickStub(s *resStub) bool {
+	rf := s.res.rf
+	if s.nargs != 1 || s.both || s.out {
+		return false
+	}
+	switch s.lane {
+	case laneAlloc:
+		return !s.release && rf.Len == 0 && rf.Size == 1 && rf.SizeMul == 0 && rf.Scale == 0
+	case laneFree:
+		return rf.ID == 0
+	}
+	return false
+}
+
+// laneQuick writes the call whose CALL group starts at part[i] into the
+// lane as laneCall would, without making a fast.ResCall first: a call of
+// a quickStub whose function and backtrace numbers the lane already knows
+// (the common case from the second call on). It returns the records it
+// took; 0: none, the call goes the common way (the same bytes:
+// TestDrainLaneSameStream).
+func (d *drainer) laneQuick(part []fast.Rec, i, tid int, r *ringRes, sc fast.Scale) int {
+	id, slot, hasStack, w0, w1, ok := r.dec.Call1(part, i)
+	if !ok || int(id) >= len(d.resStubs) {
+		return 0
+	}
+	s, l := &d.resStubs[id], &d.lane
+	if !s.quick || int(id) >= len(l.fns) || l.fns[id] == 0 {
+		return 0
+	}
+	var stk []uint64
+	if hasStack {
+		stk = r.dec.Stack(slot)
+	}
+	alloc, size, addr, sid := s.lane == laneAlloc, uint64(0), w0, wire.NoStack
+	none := alloc && (w1 == 0 || w1 == ^uint64(0)) || !alloc && w0 == 0
+	switch {
+	case none:
+		// No allocation, or free(NULL): no call.
+	case alloc:
+		if len(d.monitor) > 0 {
+			return 0
+		}
+		size, addr = w0, w1
+		if len(stk) > 0 {
+			e := &r.frames[slot]
+			if e.w != l.w || e.key != &stk[0] || len(e.f) != len(stk) {
+				return 0
+			}
+			sid = e.sid
+		}
+	case d.btAll:
+		return 0 // a release's backtrace: effectAt
+	}
+	if stk != nil {
+		d.walks++
+	}
+	if none {
+		return 2
+	}
+	if err := l.w.PutCall(tid, l.fns[id]-1, d.timeOfDay(sc.Nanos(part[i].TSC)), alloc, size, addr, sid); err != nil {
+		d.laneEnd(err)
+		return 2
+	}
+	l.n++
+	d.quick++
+	return 2
+}
+
 // lanePut writes a call of stub s into the lane, with backtrace frames
 // (rc's stack, or nil), and reports whether the lane goes on.
 func (d *drainer) lanePut(tid int, s *resStub, r *ringRes, rc *fast.ResCall, frames []trace.Frame, t time.Duration, alloc bool, size, id uint64) bool {

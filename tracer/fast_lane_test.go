@@ -137,9 +137,18 @@ func TestDrainLaneSameStream(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			const rounds = 300
 			clock := fast.FixedClock(0.4)
-			want := newLaneRig(t, clock, false, tc.btAll, tc.monitor).run(t, rounds)
+			plain := newLaneRig(t, clock, false, tc.btAll, tc.monitor)
+			want := plain.run(t, rounds)
 			rig := newLaneRig(t, clock, true, tc.btAll, tc.monitor)
 			got := rig.run(t, rounds)
+			if rig.d.walks != plain.d.walks {
+				t.Errorf("%d backtraces counted through the lane, %d through Calls", rig.d.walks, plain.d.walks)
+			}
+			// laneQuick: mallocs and frees after the first round (not mallocs
+			// with --monitor, nor frees with --backtrace-all).
+			if quick := rig.d.quick; quick == 0 || tc.monitor == nil && !tc.btAll && quick < (rounds-1)*4 {
+				t.Errorf("%d calls made by laneQuick", quick)
+			}
 			laned := rig.d.res.(*laneResSink).laned
 			// 8 calls of a round go through the lane (the realloc that
 			// frees and allocates: two), fdcall's through Calls.

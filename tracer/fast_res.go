@@ -28,6 +28,7 @@ type resStub struct {
 	both    bool   // releases and allocates: its records carry the entry's time last
 	name    string // its calls' name (ResFunc.Display)
 	lane    laneKind
+	quick   bool // laneQuick makes its calls
 }
 
 // entryAt is where a DescBoth call's record has its entry's time: after
@@ -135,6 +136,7 @@ func (d *drainer) addResStub(s resStub) uint32 {
 	defer d.mu.Unlock()
 	s.name = s.res.rf.Display()
 	s.lane = laneKindOf(s.res.rf)
+	s.quick = quickStub(&s)
 	d.resStubs = append(d.resStubs, s)
 	d.resRings.Store(true)
 	return uint32(len(d.resStubs) - 1)
