@@ -5,6 +5,7 @@ import (
 	"debug/elf"
 	"encoding/binary"
 	"fmt"
+	"math"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -418,4 +419,60 @@ func TestResDecoder(t *testing.T) {
 	if _, _, bad := d.Feed(Rec{Word: uint64(WalkMax+1)<<16 | resStackBit | resType}); !bad {
 		t.Error("a stack deeper than WalkMax decoded")
 	}
+}
+
+// floatNanos is the conversion as floating point does it, truncated: the
+// reference Scale.Nanos's fixed point keeps to.
+func floatNanos(s Scale, tsc uint64) int64 {
+	return s.ns0 + int64(float64(int64(tsc-s.tsc0))*s.nsPerTick)
+}
+
+// sameNanos checks Scale.Nanos against floatNanos: equal but where the
+// exact product lies within the two methods' rounding of an integer (one
+// nanosecond apart then).
+func sameNanos(t *testing.T, s Scale, tsc uint64) {
+	t.Helper()
+	got, want := int64(s.Nanos(tsc)), floatNanos(s, tsc)
+	if got == want {
+		return
+	}
+	// Within both methods' errors of an integer: floating point's
+	// relative 2^-52 or so, the fixed point's 2^-48 a tick.
+	n := float64(int64(tsc - s.tsc0))
+	exact := n * s.nsPerTick
+	tol := math.Abs(exact)*0x1p-50 + math.Abs(n)*0x1p-47 + 1e-9
+	if d := got - want; (d == 1 || d == -1) && math.Abs(exact-math.Round(exact)) < tol {
+		return
+	}
+	t.Errorf("Nanos(%d) at %d ns/%g per tick from (%d, %d) = %d, floating point %d", tsc, s.ns0, s.nsPerTick, s.tsc0, s.ns0, got, want)
+}
+
+// TestScaleNanos: the fixed-point conversion truncates as the floating
+// point one did, at the TSC rates of real machines and the tests' own,
+// before and after a piece's start, up to days of ticks.
+func TestScaleNanos(t *testing.T) {
+	for _, rate := range []float64{0.4, 1, 0.25, 1 / 2.45, 1 / 3.7, 0.333333, 2.5, 10} {
+		for _, tsc0 := range []uint64{0, 1000, 1 << 40} {
+			s := newScale(tsc0, 5_000_000_000, rate)
+			for _, d := range []int64{0, 1, 2, 3, 7, 1049, 1050, 1051, 1052, 1e6 + 3, 1e9 + 7, 3.6e12 + 11, 3e14 + 5, -1, -1051, -1052, -1e9} {
+				sameNanos(t, s, tsc0+uint64(d))
+			}
+		}
+	}
+	if got := FixedClock(0.4).Nanos(1050); got != 420 {
+		t.Errorf("FixedClock(0.4).Nanos(1050) = %d, want 420", got)
+	}
+}
+
+// FuzzScaleNanos: the same for any rate of a plausible TSC (10 MHz to 20
+// GHz) and any reading within a day's ticks of the piece's start.
+func FuzzScaleNanos(f *testing.F) {
+	f.Add(0.4, uint64(1000), int64(1052))
+	f.Add(1/2.45, uint64(1<<40), int64(-1e9))
+	f.Fuzz(func(t *testing.T, rate float64, tsc0 uint64, d int64) {
+		if !(rate >= 0.05 && rate <= 100) || d > 1e14 || d < -1e14 {
+			return
+		}
+		sameNanos(t, newScale(tsc0, 1<<40, rate), tsc0+uint64(d))
+	})
 }
