@@ -38,7 +38,7 @@ func TestTextFromWire(t *testing.T) {
 	if err := Text(&stream, &out, Options{Leaks: true}); err != nil {
 		t.Fatal(err)
 	}
-	want := "version=3.2, arch=x86_64, timestamp=2024.3.5 07:08:09, process=./leaky, pid=42, filter=leaks, backtrace depth=10, \n" +
+	want := "version=" + wire.Version + ", arch=x86_64, timestamp=2024.3.5 07:08:09, process=./leaky, pid=42, filter=leaks, backtrace depth=10, \n" +
 		"<1> : memory (memory allocation in bytes)\n: /tmp/leaky => 0x400000-0x401000\n## tracing module: [1] memory (1.0)\n" +
 		"2. [00:00:00.006] malloc(32) = 0x2000\n\t0x400200\n\n" +
 		"# Resource - memory (memory allocation in bytes):\n# 1 block(s) leaked with total size of 32 bytes\n"

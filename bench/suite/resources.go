@@ -67,7 +67,7 @@ func callSet(dir string, keys bool) (set map[string]int, calls int64, err error)
 	if keys {
 		set = map[string]int{}
 	}
-	// A 3.2 stream's calls share their backtrace's frames: each one is
+	// A 3.3 stream's calls share their backtrace's frames: each one is
 	// formatted once.
 	stacks := map[*trace.Frame]string{}
 	for _, path := range files {

@@ -32,7 +32,7 @@ const (
 	EVNM = 'E' | 'V'<<8 | 'N'<<16 | 'M'<<24 // a user event id's name
 	UINF = 'U' | 'I'<<8 | 'N'<<16 | 'F'<<24 // uftrace.data info
 
-	// Version 3.2: compact resource calls.
+	// Version 3.2: compact resource calls (3.3: ids as deltas in CALZ).
 	RFUN = 'R' | 'F'<<8 | 'U'<<16 | 'N'<<24 // a resource function's id and name
 	STAK = 'S' | 'T'<<8 | 'A'<<16 | 'K'<<24 // a backtrace's id and frames
 	CALZ = 'C' | 'A'<<8 | 'L'<<16 | 'Z'<<24 // a thread's resource calls, batched
@@ -44,9 +44,9 @@ const Magic = 0xF0
 // Version of the stream rtrace writes.
 const (
 	Major = 3
-	Minor = 2
+	Minor = 3
 	// Version is Major.Minor as a header names it.
-	Version = "3.2"
+	Version = "3.3"
 )
 
 // Task kinds in TASK packets.

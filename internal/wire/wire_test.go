@@ -19,7 +19,7 @@ import (
 
 func sample() []trace.Item {
 	return []trace.Item{
-		&trace.Header{Version: "3.2", Arch: "x86_64", Time: time.Unix(1700000000, 123000), Process: "./leaky", Pid: 42, Depth: 10, OutDir: "out", PostOpts: "-l -c", Functions: true},
+		&trace.Header{Version: Version, Arch: "x86_64", Time: time.Unix(1700000000, 123000), Process: "./leaky", Pid: 42, Depth: 10, OutDir: "out", PostOpts: "-l -c", Functions: true},
 		&trace.Module{ID: 0, Name: "main", Major: 1, Minor: 0},
 		&trace.Module{ID: 1, Name: "memory", Major: 1, Minor: 2},
 		&trace.Resource{ID: 1, Name: "memory", Desc: "memory allocation in bytes"},
@@ -208,8 +208,10 @@ func TestNotWire(t *testing.T) {
 
 func FuzzReader(f *testing.F) {
 	f.Add(encode(f, sample()))
-	if old, err := os.ReadFile("testdata/forkleak-3.1.rtrace"); err == nil {
-		f.Add(old)
+	for _, name := range []string{"testdata/forkleak-3.1.rtrace", "testdata/calls-3.2.rtrace"} {
+		if old, err := os.ReadFile(name); err == nil {
+			f.Add(old)
+		}
 	}
 	f.Add([]byte{0xF0, 10, 2, 0, 4, 'i', '6', '8', '6', 0, 4, 0, 'B', 'T', 'R', 'C', 4, 0, 0, 0, 255, 255, 255, 255})
 	f.Fuzz(func(t *testing.T, data []byte) {
@@ -252,7 +254,37 @@ func TestReadsVersion31(t *testing.T) {
 	}
 }
 
-// TestCompactCalls: a call of 3.2 takes at most 24 bytes of the stream,
+// TestReadsVersion32: a raw file of compact calls whose ids are not
+// deltas (3.2, testdata/calls-3.2.rtrace, written by the 3.2 writer: six
+// mallocs of 0x5555aaaa0000 + i*64, each followed by a free of the
+// blocks in the other order) still reads.
+func TestReadsVersion32(t *testing.T) {
+	data, err := os.ReadFile("testdata/calls-3.2.rtrace")
+	if err != nil {
+		t.Fatal(err)
+	}
+	items, err := decodeAll(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got, want []string
+	for i := range 6 {
+		want = append(want, fmt.Sprintf("malloc %#x %d 2", 0x5555aaaa0000+i*64, 16+i), fmt.Sprintf("free %#x 0 0", 0x5555aaaa0000+(5-i)*64))
+	}
+	for _, it := range items {
+		if c, ok := it.(*trace.Call); ok {
+			got = append(got, fmt.Sprintf("%s %#x %d %d", c.Name, c.ID, c.Size, len(c.Frames)))
+		}
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("calls %q, want %q", got, want)
+	}
+	if h := items[0].(*trace.Header); h.Version != "3.2" {
+		t.Errorf("version %q", h.Version)
+	}
+}
+
+// TestCompactCalls: a call of 3.3 takes at most 24 bytes of the stream,
 // its backtrace named once.
 func TestCompactCalls(t *testing.T) {
 	frames := []trace.Frame{{Addr: 0x555555555222}, {Addr: 0x555555555300}, {Addr: 0x5555555553fb}, {Addr: 0x7ffff7cfb24a}, {Addr: 0x7ffff7cfb305}}

@@ -10,7 +10,7 @@ import (
 	"rtrace/internal/uftrace"
 )
 
-// Writer encodes trace items as a 3.2 stream. The first item must be the
+// Writer encodes trace items as a 3.3 stream. The first item must be the
 // *trace.Header. It implements trace.Writer.
 type Writer struct {
 	w       *bufio.Writer
