@@ -27,6 +27,10 @@ const (
 	// allocation, or allocated near the last one, takes 1-3 bytes where
 	// an address took 6-7.
 	czIDDelta = 32
+	// czKnown are the flags this reader knows: a call with another one
+	// comes from a newer writer whose fields it cannot skip (a 3.2
+	// reader took 3.3's deltas for ids: from 3.3 on a reader refuses).
+	czKnown = czAlloc | czStack | czArgs | czContext | czNoTime | czIDDelta
 )
 
 // czMax bounds a CALZ batch: the calls of one thread in a row, at most
@@ -365,6 +369,9 @@ func (rd *Reader) calz(d *decoder) error {
 		}
 		flags := b[0]
 		b = b[1:]
+		if flags&^czKnown != 0 {
+			return fmt.Errorf("call %d: flags %#x this reader does not know (a newer rtrace wrote the stream)", i, flags)
+		}
 		fn := uv()
 		if d.err != nil {
 			break

@@ -284,6 +284,28 @@ func TestReadsVersion32(t *testing.T) {
 	}
 }
 
+// TestUnknownCallFlags: a call with a flag this reader does not know
+// (a newer writer's field) is an error, not a call read wrong.
+func TestUnknownCallFlags(t *testing.T) {
+	items := []trace.Item{&trace.Header{Version: Version, Pid: 1},
+		&trace.Call{Time: 5, Tid: 1, Res: 1, Alloc: true, Name: "malloc", Size: 16, ID: 0x5000}}
+	data := encode(t, items)
+	// The call's flags byte: after the CALZ's tid, count and base time.
+	at := bytes.Index(data, []byte("CALZ"))
+	if at < 0 {
+		t.Fatal("no CALZ packet")
+	}
+	i := bytes.LastIndexByte(data, czAlloc|czIDDelta)
+	if i < at {
+		t.Fatal("no call flags byte")
+	}
+	data[i] |= 64
+	_, err := decodeAll(data)
+	if err == nil || !strings.Contains(err.Error(), "does not know") {
+		t.Errorf("decoding a call with flag 64: %v, want an error naming the flags", err)
+	}
+}
+
 // TestCompactCalls: a call of 3.3 takes at most 24 bytes of the stream,
 // its backtrace named once.
 func TestCompactCalls(t *testing.T) {

@@ -134,22 +134,22 @@ type Scale struct {
 	tsc0      uint64
 	ns0       int64
 	nsPerTick float64
-	// mul is nsPerTick in 16.48 fixed point, rounded up: Nanos multiplies
-	// without converting to floating point and back (11% of the drain's
-	// time a resource call did that), and truncates as the conversion
-	// did: rounded up, the product of an exact value is not below it,
-	// and errs above by at most a tick count over 2^48 (a hundredth of a
-	// nanosecond after an hour at 1 GHz).
-	mul uint64
+	// whole and frac are nsPerTick's integer part and its fraction in
+	// 0.64 fixed point, both exact (a float64 of at least 2^-11 has no
+	// bit below 2^-64): Nanos multiplies in integers, without converting
+	// to floating point and back (11% of the drain's time a resource
+	// call did that), and truncates the exact product.
+	whole, frac uint64
 }
 
 // newScale is the piece from (tsc0, ns0) at nsPerTick.
 func newScale(tsc0 uint64, ns0 int64, nsPerTick float64) Scale {
-	var mul uint64
-	if f := math.Ceil(nsPerTick * (1 << 48)); f > 0 && f < 1<<64 {
-		mul = uint64(f)
+	s := Scale{tsc0: tsc0, ns0: ns0, nsPerTick: nsPerTick}
+	if nsPerTick > 0 && nsPerTick < 1<<32 {
+		w := math.Floor(nsPerTick)
+		s.whole, s.frac = uint64(w), uint64(math.Ldexp(nsPerTick-w, 64))
 	}
-	return Scale{tsc0, ns0, nsPerTick, mul}
+	return s
 }
 
 // Scale returns the conversion in use (the first call may wait for the
@@ -198,6 +198,6 @@ func (s Scale) Nanos(tsc uint64) uint64 {
 
 // ticksNanos is n ticks in nanoseconds, truncated.
 func (s Scale) ticksNanos(n uint64) uint64 {
-	hi, lo := bits.Mul64(n, s.mul)
-	return hi<<16 | lo>>48
+	hi, _ := bits.Mul64(n, s.frac)
+	return n*s.whole + hi
 }

@@ -5,7 +5,7 @@ import (
 	"debug/elf"
 	"encoding/binary"
 	"fmt"
-	"math"
+	"math/big"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -421,30 +421,32 @@ func TestResDecoder(t *testing.T) {
 	}
 }
 
-// floatNanos is the conversion as floating point does it, truncated: the
-// reference Scale.Nanos's fixed point keeps to.
-func floatNanos(s Scale, tsc uint64) int64 {
-	return s.ns0 + int64(float64(int64(tsc-s.tsc0))*s.nsPerTick)
+// exactNanos is the conversion in exact arithmetic, truncated toward
+// zero as the floating point formula truncated: s.ns0 plus the ticks
+// since s.tsc0 times the rate.
+func exactNanos(s Scale, tsc uint64) int64 {
+	n := int64(tsc - s.tsc0)
+	p := new(big.Rat).Mul(new(big.Rat).SetInt64(n), new(big.Rat).SetFloat64(s.nsPerTick))
+	q := new(big.Int).Quo(p.Num(), p.Denom()) // truncated toward zero
+	return s.ns0 + q.Int64()
 }
 
-// sameNanos checks Scale.Nanos against floatNanos: equal but where the
-// exact product lies within the two methods' rounding of an integer (one
-// nanosecond apart then).
+// sameNanos checks Scale.Nanos against exactNanos, and against the
+// floating point formula it replaced: equal, but where the floating
+// point product rounded across an integer (one apart then).
 func sameNanos(t *testing.T, s Scale, tsc uint64) {
 	t.Helper()
-	got, want := int64(s.Nanos(tsc)), floatNanos(s, tsc)
-	if got == want {
-		return
+	got := int64(s.Nanos(tsc))
+	if want := exactNanos(s, tsc); got != want {
+		t.Fatalf("Nanos(%d) at %g ns per tick from (%d, %d) = %d, exactly %d", tsc, s.nsPerTick, s.tsc0, s.ns0, got, want)
 	}
-	// Within both methods' errors of an integer: floating point's
-	// relative 2^-52 or so, the fixed point's 2^-48 a tick.
 	n := float64(int64(tsc - s.tsc0))
-	exact := n * s.nsPerTick
-	tol := math.Abs(exact)*0x1p-50 + math.Abs(n)*0x1p-47 + 1e-9
-	if d := got - want; (d == 1 || d == -1) && math.Abs(exact-math.Round(exact)) < tol {
-		return
+	fl := s.ns0 + int64(n*s.nsPerTick)
+	exact := new(big.Rat).Mul(new(big.Rat).SetFloat64(n), new(big.Rat).SetFloat64(s.nsPerTick))
+	rounded := new(big.Rat).SetFloat64(n * s.nsPerTick)
+	if fl != got && exact.Cmp(rounded) == 0 {
+		t.Fatalf("Nanos(%d) = %d, floating point %d from an exact product", tsc, got, fl)
 	}
-	t.Errorf("Nanos(%d) at %d ns/%g per tick from (%d, %d) = %d, floating point %d", tsc, s.ns0, s.nsPerTick, s.tsc0, s.ns0, got, want)
 }
 
 // TestScaleNanos: the fixed-point conversion truncates as the floating
@@ -465,12 +467,12 @@ func TestScaleNanos(t *testing.T) {
 }
 
 // FuzzScaleNanos: the same for any rate of a plausible TSC (10 MHz to 20
-// GHz) and any reading within a day's ticks of the piece's start.
+// GHz) and any reading within 10^15 ticks (days) of the piece's start.
 func FuzzScaleNanos(f *testing.F) {
 	f.Add(0.4, uint64(1000), int64(1052))
 	f.Add(1/2.45, uint64(1<<40), int64(-1e9))
 	f.Fuzz(func(t *testing.T, rate float64, tsc0 uint64, d int64) {
-		if !(rate >= 0.05 && rate <= 100) || d > 1e14 || d < -1e14 {
+		if !(rate >= 0.05 && rate <= 100) || d > 1e15 || d < -1e15 {
 			return
 		}
 		sameNanos(t, newScale(tsc0, 1<<40, rate), tsc0+uint64(d))

@@ -463,6 +463,7 @@ exit_res:
 	jmp 14b
 res_lost:
 	incq RESLOST(%rdi)      # no room (a stalled ring): the slot keeps its stack
+	movq $0, MEMOCUR(%rdi)  # and the walk memo's entry stays empty
 res_done:
 	movq $0, RELSINCE(%rdi) # its record is written
 	pop %r15

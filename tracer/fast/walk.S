@@ -383,8 +383,8 @@ walk_done:
 # memo_probe: the walk memo's entry for the walk of %r8-%r10 (as walk
 # takes them). Its frames still hold: %eax 1, %rbx the frames, %r12
 # their stack cache slot. Otherwise %eax 0, and the entry is emptied for
-# the walk that follows to fill (MEMOCUR; memo_commit ends it). Clobbers
-# rcx, rdx, rsi.
+# the walk that follows to fill (MEMOCUR; memo_commit ends it), r12 and
+# rax clobbered. Clobbers rcx, rdx, rsi.
 memo_probe:
 	mov %r8, %rax
 	xor %r9, %rax
