@@ -136,21 +136,31 @@ func (d *drainer) laneCall(tid int, r *ringRes, rc *fast.ResCall, stack []trace.
 	return true
 }
 
-// quickStub reports whether laneQuick can make s's calls: a malloc (one
-// argument, its size, and the result) or a free (its pointer, the first
-// argument), one payload record each.
-func quickStub(s *resStub) bool {
+// quickKind is how laneQuick makes a stub's calls.
+type quickKind uint8
+
+const (
+	quickNo      quickKind = iota
+	quickAlloc             // malloc: one argument, its size, and the result
+	quickFree              // free: its pointer, the first argument
+	quickRealloc           // realloc: pointer, size, result, entry time
+)
+
+// quickStub is how laneQuick makes s's calls (quickNo: it does not).
+func quickStub(s *resStub) quickKind {
 	rf := s.res.rf
-	if s.nargs != 1 || s.both || s.out {
-		return false
+	if s.out || rf.Len != 0 || rf.SizeMul != 0 || rf.Scale != 0 {
+		return quickNo
 	}
-	switch s.lane {
-	case laneAlloc:
-		return !s.release && rf.Len == 0 && rf.Size == 1 && rf.SizeMul == 0 && rf.Scale == 0
-	case laneFree:
-		return rf.ID == 0
+	switch {
+	case s.lane == laneAlloc && s.nargs == 1 && !s.both && !s.release && rf.Size == 1:
+		return quickAlloc
+	case s.lane == laneFree && s.nargs == 1 && !s.both && rf.ID == 0:
+		return quickFree
+	case s.lane == laneEffects && rf.Effect == reallocPtr && s.nargs == 2 && s.both && !s.release && rf.Size == 2 && s.entryAt() == 3:
+		return quickRealloc
 	}
-	return false
+	return quickNo
 }
 
 // laneQuick writes the call whose CALL group starts at part[i] into the
@@ -161,18 +171,21 @@ func quickStub(s *resStub) bool {
 // TestDrainLaneSameStream).
 func (d *drainer) laneQuick(part []fast.Rec, i, tid int, r *ringRes, sc fast.Scale) int {
 	id, slot, hasStack, w0, w1, ok := r.dec.Call1(part, i)
-	if !ok || int(id) >= len(d.resStubs) {
+	if !ok {
+		return d.laneRealloc(part, i, tid, r, sc)
+	}
+	if int(id) >= len(d.resStubs) {
 		return 0
 	}
 	s, l := &d.resStubs[id], &d.lane
-	if !s.quick || int(id) >= len(l.fns) || l.fns[id] == 0 {
+	if s.quick != quickAlloc && s.quick != quickFree || int(id) >= len(l.fns) || l.fns[id] == 0 {
 		return 0
 	}
 	var stk []uint64
 	if hasStack {
 		stk = r.dec.Stack(slot)
 	}
-	alloc, size, addr, sid := s.lane == laneAlloc, uint64(0), w0, wire.NoStack
+	alloc, size, addr, sid := s.quick == quickAlloc, uint64(0), w0, wire.NoStack
 	none := alloc && (w1 == 0 || w1 == ^uint64(0)) || !alloc && w0 == 0
 	switch {
 	case none:
@@ -182,12 +195,8 @@ func (d *drainer) laneQuick(part []fast.Rec, i, tid int, r *ringRes, sc fast.Sca
 			return 0
 		}
 		size, addr = w0, w1
-		if len(stk) > 0 {
-			e := &r.frames[slot]
-			if e.w != l.w || e.key != &stk[0] || len(e.f) != len(stk) {
-				return 0
-			}
-			sid = e.sid
+		if sid, ok = r.knownStack(slot, stk, l.w); !ok {
+			return 0
 		}
 	case d.btAll:
 		return 0 // a release's backtrace: effectAt
@@ -198,13 +207,72 @@ func (d *drainer) laneQuick(part []fast.Rec, i, tid int, r *ringRes, sc fast.Sca
 	if none {
 		return 2
 	}
-	if err := l.w.PutCall(tid, l.fns[id]-1, d.timeOfDay(sc.Nanos(part[i].TSC)), alloc, size, addr, sid); err != nil {
+	d.lanePutQuick(tid, l.fns[id]-1, d.timeOfDay(sc.Nanos(part[i].TSC)), alloc, size, addr, sid)
+	return 2
+}
+
+// laneRealloc is laneQuick for a realloc (resEffects' reallocPtr): a
+// release of the old block at the call's entry, unless the call failed,
+// and an allocation of the new one at its return.
+func (d *drainer) laneRealloc(part []fast.Rec, i, tid int, r *ringRes, sc fast.Scale) int {
+	id, slot, hasStack, w, ok := r.dec.Call2(part, i)
+	if !ok || int(id) >= len(d.resStubs) {
+		return 0
+	}
+	s, l := &d.resStubs[id], &d.lane
+	if s.quick != quickRealloc || int(id) >= len(l.fns) || l.fns[id] == 0 || len(d.monitor) > 0 || d.btAll {
+		return 0
+	}
+	old, size, ret, relTSC := w[0], w[1], w[2], w[3]
+	var stk []uint64
+	if hasStack {
+		stk = r.dec.Stack(slot)
+	}
+	sid := wire.NoStack
+	if ret != 0 {
+		if sid, ok = r.knownStack(slot, stk, l.w); !ok {
+			return 0
+		}
+	}
+	if stk != nil {
+		d.walks++
+	}
+	fn := l.fns[id] - 1
+	if old != 0 && (ret != 0 || size == 0) {
+		if !d.lanePutQuick(tid, fn, d.timeOfDay(sc.Nanos(relTSC)), false, 0, old, wire.NoStack) {
+			return 3
+		}
+	}
+	if ret != 0 {
+		d.lanePutQuick(tid, fn, d.timeOfDay(sc.Nanos(part[i].TSC)), true, size, ret, sid)
+	}
+	return 3
+}
+
+// knownStack is the number in w's stream of the stack slot holds (stk;
+// wire.NoStack for none), if the lane has named it already.
+func (r *ringRes) knownStack(slot uint8, stk []uint64, w *wire.Writer) (uint32, bool) {
+	if len(stk) == 0 {
+		return wire.NoStack, true
+	}
+	e := &r.frames[slot]
+	if e.w != w || e.key != &stk[0] || len(e.f) != len(stk) {
+		return 0, false
+	}
+	return e.sid, true
+}
+
+// lanePutQuick writes a call laneQuick made, and reports whether the lane
+// goes on.
+func (d *drainer) lanePutQuick(tid int, fn uint32, t time.Duration, alloc bool, size, id uint64, sid uint32) bool {
+	l := &d.lane
+	if err := l.w.PutCall(tid, fn, t, alloc, size, id, sid); err != nil {
 		d.laneEnd(err)
-		return 2
+		return false
 	}
 	l.n++
 	d.quick++
-	return 2
+	return true
 }
 
 // lanePut writes a call of stub s into the lane, with backtrace frames

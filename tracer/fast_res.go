@@ -28,7 +28,7 @@ type resStub struct {
 	both    bool   // releases and allocates: its records carry the entry's time last
 	name    string // its calls' name (ResFunc.Display)
 	lane    laneKind
-	quick   bool // laneQuick makes its calls
+	quick   quickKind // laneQuick makes its calls
 }
 
 // entryAt is where a DescBoth call's record has its entry's time: after

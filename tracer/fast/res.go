@@ -99,6 +99,17 @@ func (d *ResDecoder) Call1(part []Rec, i int) (id uint32, slot uint8, stack bool
 	return uint32(h >> 16), uint8(h >> 8), h&resHasStack != 0, p.TSC, p.Word, true
 }
 
+// Call2 is Call1 for a CALL group of two payload records (four words:
+// realloc's pointer, size, result and entry time), w pointing at them in
+// part.
+func (d *ResDecoder) Call2(part []Rec, i int) (id uint32, slot uint8, stack bool, w *[4]uint64, ok bool) {
+	h := part[i].Word
+	if d.need > 0 || h&0xf7 != 2<<4|resType || i+2 >= len(part) {
+		return 0, 0, false, nil, false
+	}
+	return uint32(h >> 16), uint8(h >> 8), h&resHasStack != 0, (*[4]uint64)(unsafe.Pointer(&part[i+1])), true
+}
+
 // Stack is the stack cache slot slot's stack as the records filled it
 // (nil: none yet), the one Group gives a call naming the slot.
 func (d *ResDecoder) Stack(slot uint8) []uint64 { return d.slots[slot] }
