@@ -87,6 +87,13 @@ func TestPackageGraph(t *testing.T) {
 				if s := stageOf(d); s != "" && s != own {
 					t.Errorf("stage %s imports the stage %s", p.ImportPath, d)
 				}
+				// The tracer's rooms below it (fast: what is put into the
+				// process; unwind: the unwinder and the table compiler; bp:
+				// the stub plans; ptrace) are leaves: the event loop calls
+				// them, never one the other, so each is tested alone.
+				if own == "rtrace/tracer" && p.ImportPath != own && strings.HasPrefix(d, own) && !strings.HasPrefix(d, p.ImportPath+"/") {
+					t.Errorf("the tracer's room %s imports %s: rooms are leaves the event loop calls", p.ImportPath, d)
+				}
 			}
 		case p.ImportPath == "rtrace/cmd/rtrace":
 			checkCmd(t, p)
