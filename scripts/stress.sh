@@ -7,6 +7,7 @@
 # A failure keeps its output in $STRESS_DIR (default /tmp/rtrace-stress).
 # Tests synchronise on what the programs do, never on time: a failure here
 # is a bug, not flakiness. Then the fault tests (docs/RELIABILITY.md) once.
+# ENGINES (default "fast int3") picks the engines.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 RUNS=${RUNS:-200}
@@ -28,7 +29,7 @@ stop() { kill "${pids[@]}" 2>/dev/null; pkill -P $$ 2>/dev/null; }
 trap stop EXIT
 
 fails=0
-for engine in fast int3; do
+for engine in ${ENGINES:-fast int3}; do
   for ((i = 1; i <= RUNS; i++)); do
     log="$OUT/$engine-$i.log"
     if (cd e2e && RTRACE_ENGINE=$engine "$OUT/e2e.test" -test.count=1 -test.timeout=10m -test.run "$TESTS" >"$log" 2>&1); then
@@ -55,5 +56,5 @@ else
   echo "stress: the fault tests failed: $log"
   grep -E -- '--- FAIL|panic' "$log" | head -5
 fi
-echo "stress: $fails of $((2 * RUNS + 1)) runs failed"
+echo "stress: $fails of $(($(wc -w <<<"${ENGINES:-fast int3}") * RUNS + 1)) runs failed"
 [ "$fails" = 0 ]
