@@ -174,13 +174,11 @@ func (d *drainer) laneQuick(part []fast.Rec, i, tid int, r *ringRes, sc fast.Sca
 	if !ok {
 		return d.laneRealloc(part, i, tid, r, sc)
 	}
-	if int(id) >= len(d.resStubs) {
+	s, fn, ok := d.quickOf(id)
+	if !ok || s.quick != quickAlloc && s.quick != quickFree {
 		return 0
 	}
-	s, l := &d.resStubs[id], &d.lane
-	if s.quick != quickAlloc && s.quick != quickFree || int(id) >= len(l.fns) || l.fns[id] == 0 {
-		return 0
-	}
+	l := &d.lane
 	var stk []uint64
 	if hasStack {
 		stk = r.dec.Stack(slot)
@@ -207,7 +205,9 @@ func (d *drainer) laneQuick(part []fast.Rec, i, tid int, r *ringRes, sc fast.Sca
 	if none {
 		return 2
 	}
-	d.lanePutQuick(tid, l.fns[id]-1, d.timeOfDay(sc.Nanos(part[i].TSC)), alloc, size, addr, sid)
+	if d.laneWrite(tid, fn, d.timeOfDay(sc.Nanos(part[i].TSC)), alloc, size, addr, sid) {
+		d.quick++
+	}
 	return 2
 }
 
@@ -216,13 +216,14 @@ func (d *drainer) laneQuick(part []fast.Rec, i, tid int, r *ringRes, sc fast.Sca
 // and an allocation of the new one at its return.
 func (d *drainer) laneRealloc(part []fast.Rec, i, tid int, r *ringRes, sc fast.Scale) int {
 	id, slot, hasStack, w, ok := r.dec.Call2(part, i)
-	if !ok || int(id) >= len(d.resStubs) {
+	if !ok {
 		return 0
 	}
-	s, l := &d.resStubs[id], &d.lane
-	if s.quick != quickRealloc || int(id) >= len(l.fns) || l.fns[id] == 0 || len(d.monitor) > 0 || d.btAll {
+	s, fn, ok := d.quickOf(id)
+	if !ok || s.quick != quickRealloc || len(d.monitor) > 0 || d.btAll {
 		return 0
 	}
+	l := &d.lane
 	old, size, ret, relTSC := w[0], w[1], w[2], w[3]
 	var stk []uint64
 	if hasStack {
@@ -237,16 +238,26 @@ func (d *drainer) laneRealloc(part []fast.Rec, i, tid int, r *ringRes, sc fast.S
 	if stk != nil {
 		d.walks++
 	}
-	fn := l.fns[id] - 1
 	if old != 0 && (ret != 0 || size == 0) {
-		if !d.lanePutQuick(tid, fn, d.timeOfDay(sc.Nanos(relTSC)), false, 0, old, wire.NoStack) {
+		if !d.laneWrite(tid, fn, d.timeOfDay(sc.Nanos(relTSC)), false, 0, old, wire.NoStack) {
 			return 3
 		}
+		d.quick++
 	}
-	if ret != 0 {
-		d.lanePutQuick(tid, fn, d.timeOfDay(sc.Nanos(part[i].TSC)), true, size, ret, sid)
+	if ret != 0 && d.laneWrite(tid, fn, d.timeOfDay(sc.Nanos(part[i].TSC)), true, size, ret, sid) {
+		d.quick++
 	}
 	return 3
+}
+
+// quickOf is stub id, when laneQuick may make its calls, and its
+// function's number in the lane's stream, once the lane has it.
+func (d *drainer) quickOf(id uint32) (s *resStub, fn uint32, ok bool) {
+	if int(id) >= len(d.resStubs) || int(id) >= len(d.lane.fns) || d.lane.fns[id] == 0 {
+		return nil, 0, false
+	}
+	s = &d.resStubs[id]
+	return s, d.lane.fns[id] - 1, s.quick != quickNo
 }
 
 // knownStack is the number in w's stream of the stack slot holds (stk;
@@ -262,16 +273,15 @@ func (r *ringRes) knownStack(slot uint8, stk []uint64, w *wire.Writer) (uint32, 
 	return e.sid, true
 }
 
-// lanePutQuick writes a call laneQuick made, and reports whether the lane
-// goes on.
-func (d *drainer) lanePutQuick(tid int, fn uint32, t time.Duration, alloc bool, size, id uint64, sid uint32) bool {
+// laneWrite writes a call of function fn (the stream's number) with
+// backtrace sid into the lane, and reports whether the lane goes on.
+func (d *drainer) laneWrite(tid int, fn uint32, t time.Duration, alloc bool, size, id uint64, sid uint32) bool {
 	l := &d.lane
 	if err := l.w.PutCall(tid, fn, t, alloc, size, id, sid); err != nil {
 		d.laneEnd(err)
 		return false
 	}
 	l.n++
-	d.quick++
 	return true
 }
 
@@ -293,19 +303,14 @@ func (d *drainer) lanePut(tid int, s *resStub, r *ringRes, rc *fast.ResCall, fra
 		l.fns[rc.ID] = fn
 	}
 	sid := wire.NoStack
-	var err error
 	if len(frames) > 0 {
-		sid, err = r.stackID(rc.Slot, frames, l.w)
+		var err error
+		if sid, err = r.stackID(rc.Slot, frames, l.w); err != nil {
+			d.laneEnd(err)
+			return false
+		}
 	}
-	if err == nil {
-		err = l.w.PutCall(tid, fn-1, t, alloc, size, id, sid)
-	}
-	if err != nil {
-		d.laneEnd(err)
-		return false
-	}
-	l.n++
-	return true
+	return d.laneWrite(tid, fn-1, t, alloc, size, id, sid)
 }
 
 // stackID is the number of the stack of cache slot slot (frames) in w's
