@@ -136,10 +136,10 @@ func (t *Tracer) attach(pid int) error {
 		t.cfg.Started(pid)
 	}
 	if t.drain != nil {
-		go t.drain.run()
+		go t.drain.Run()
 		defer func() {
-			t.emit(t.drain.close())
-			t.result.Lost = t.drain.lost
+			t.emit(t.drain.Close())
+			t.result.Lost = t.drain.Stats().Lost
 		}()
 	}
 	if t.detachReq.Load() { // asked while rtrace was setting up

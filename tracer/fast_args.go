@@ -8,6 +8,7 @@ import (
 	"rtrace/internal/elfx"
 	"rtrace/internal/uftrace"
 	"rtrace/tracer/fast"
+	"rtrace/tracer/fast/drain"
 )
 
 // Arguments and return values recorded in the process (docs/FAST-PATH.md,
@@ -56,9 +57,9 @@ func (t *Tracer) argsDescFor(args, rets []uftrace.ArgSpec, addr uint64) (fast.De
 	if len(rets) > 0 {
 		d.Flags |= fast.DescRet
 	}
-	d.ID = t.drain.addArgFn(addr, args, rets, func(specs []uftrace.ArgSpec, regs *unix.PtraceRegs) []byte {
+	d.ID = t.drain.AddArgFn(drain.ArgFn{Addr: addr, Args: args, Rets: rets, Payload: func(specs []uftrace.ArgSpec, regs *unix.PtraceRegs) []byte {
 		return t.values(nil, specs, regs) // registers only: no thread to read
-	})
+	}})
 	return d, true
 }
 
@@ -84,69 +85,4 @@ func regSpec(a uftrace.ArgSpec) bool {
 		return true
 	}
 	return false
-}
-
-// argFn is a function whose stub records its values: its address, its
-// specs, and how their payload is made from registers (Tracer.values). Its
-// number (Desc.ID, the groups') is its index in drainer.argFns: one
-// address may be different functions in the processes of a traced tree.
-type argFn struct {
-	addr       uint64
-	args, rets []uftrace.ArgSpec
-	payload    func(specs []uftrace.ArgSpec, regs *unix.PtraceRegs) []byte
-}
-
-// addArgFn numbers the function at addr whose stub records its values.
-func (d *drainer) addArgFn(addr uint64, args, rets []uftrace.ArgSpec, payload func([]uftrace.ArgSpec, *unix.PtraceRegs) []byte) uint32 {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.argFns = append(d.argFns, argFn{addr, args, rets, payload})
-	return uint32(len(d.argFns) - 1)
-}
-
-// pendValues is an ARGS or RET group a ring held, waiting for the
-// function record it belongs to: the next one, whose word is word.
-type pendValues struct {
-	word  uint64
-	id    uint32
-	ret   bool
-	regs  [6]uint64
-	valid bool
-}
-
-// set keeps c, an ARGS or RET group (ResCall.Values).
-func (p *pendValues) set(c *fast.ResCall) {
-	p.word, p.id, p.ret, p.valid = c.TSC, c.ID, c.Slot == 1, true
-	p.regs = [6]uint64{}
-	copy(p.regs[:], c.Words)
-}
-
-// payloadFor returns the payload of a function record (word word, the
-// first after the group p but for -W cpu's watch events, which stubs
-// write between) when p belongs to it, and forgets p: a group belongs to
-// the function record that follows it, or to none.
-func (d *drainer) payloadFor(p *pendValues, word uint64, typ int, addr uint64) []byte {
-	if !p.valid || typ == int(uftrace.Event) {
-		return nil
-	}
-	p.valid = false
-	if p.word != word || p.ret != (typ == int(uftrace.Exit)) || int(p.id) >= len(d.argFns) {
-		return nil
-	}
-	f := &d.argFns[p.id]
-	if f.addr != addr {
-		return nil
-	}
-	var regs unix.PtraceRegs
-	specs := f.args
-	if p.ret {
-		specs = f.rets
-		regs.Rax, regs.Rdx = p.regs[0], p.regs[1]
-	} else {
-		regs.Rdi, regs.Rsi, regs.Rdx, regs.Rcx, regs.R8, regs.R9 = p.regs[0], p.regs[1], p.regs[2], p.regs[3], p.regs[4], p.regs[5]
-	}
-	if len(specs) == 0 {
-		return nil
-	}
-	return f.payload(specs, &regs)
 }

@@ -67,7 +67,7 @@ func (t *Tracer) unmapAll(p *process) {
 		}
 		return
 	}
-	t.drain.sync()
+	t.drain.Sync()
 	munmap := func(addr, size uint64) {
 		if _, err := remoteSyscall(tid, unix.SYS_MUNMAP, addr, size); err != nil {
 			fmt.Fprintf(t.cfg.Warn, "rtrace: warning: pid %d: unmapping rtrace's memory at %#x: %v\n", p.pid, addr, err)

@@ -37,11 +37,9 @@ func (t *Tracer) fastExits(th *thread, st *fast.State, lo, n int, ts uint64) {
 }
 
 // openFrames is how many of st's frames are open in th's trace
-// (drainer.openFramesLocked), its ring drained.
+// (drain.Drainer.OpenFrames), its ring drained.
 func (t *Tracer) openFrames(th *thread, st *fast.State) int {
-	t.drain.mu.Lock()
-	defer t.drain.mu.Unlock()
-	return t.drain.openFramesLocked(th.tid, st)
+	return t.drain.OpenFrames(th.tid, st)
 }
 
 // fastPop pops th's top frame, recording its exit at ts (none while
@@ -76,7 +74,7 @@ func (t *Tracer) fastClose(th *thread, ts uint64) {
 		// view of the frames there (its own and those it inherited), drop
 		// its own, and give the state back to its parent.
 		st := th.vfork
-		t.drain.syncState(st)
+		t.drain.SyncState(st)
 		t.fastExits(th, st, min(th.vforkShared, st.Depth()), st.Depth(), ts)
 		// The child popped and pushed frames of the state: the parent's
 		// are those it had at the vfork.
@@ -85,7 +83,7 @@ func (t *Tracer) fastClose(th *thread, ts uint64) {
 			st.Push(fr)
 		}
 		if th.vforkParent != nil {
-			t.drain.setOwner(st, th.vforkParent.tid)
+			t.drain.SetOwner(st, th.vforkParent.tid)
 		}
 		st.SetShared(false)
 		th.vfork, th.vforkParent = nil, nil
@@ -103,10 +101,10 @@ func (t *Tracer) fastClose(th *thread, ts uint64) {
 		// The process no longer uses rtrace (an exec replaced it), or runs
 		// rtrace's code without it (a detach that kept it): record the
 		// exits, but leave its frames, which a stub may still pop.
-		t.drain.syncState(st)
+		t.drain.SyncState(st)
 		t.fastExits(th, st, 0, t.openFrames(th, st), ts)
 	} else {
-		t.drain.syncState(st)
+		t.drain.SyncState(st)
 		if n := t.openFrames(th, st); n < st.Depth() {
 			st.Pop() // a half-done step's frame: no EXIT to write
 		}
@@ -114,8 +112,8 @@ func (t *Tracer) fastClose(th *thread, ts uint64) {
 			t.fastPop(th, st, ts)
 		}
 	}
-	t.drain.syncState(st)
-	t.drain.remove(st)
+	t.drain.SyncState(st)
+	t.drain.Remove(st)
 	th.fs = nil
 	if fi != nil && !fi.dead && !fi.ended {
 		if t.dropEntries(th, fi) {
@@ -131,7 +129,7 @@ func (t *Tracer) fastClose(th *thread, ts uint64) {
 
 // fastRetire ends th's state at th's exit event without waiting for its
 // ring: its table entries go now, before its TLS can be reused, and the
-// drainer finishes the rest (drainer.retire). It reports false when th
+// drainer finishes the rest (drain.Drainer.Retire). It reports false when th
 // needs fastClose instead (no state, a vfork child, a process without
 // rtrace's code or ended).
 func (t *Tracer) fastRetire(th *thread, ts uint64) bool {
@@ -140,12 +138,12 @@ func (t *Tracer) fastRetire(th *thread, ts uint64) bool {
 		return false
 	}
 	fi := th.proc.image.fast
-	if fi == nil || fi.dead || fi.ended || t.drain.ownerOf(st) != th.tid {
+	if fi == nil || fi.dead || fi.ended || t.drain.OwnerOf(st) != th.tid {
 		return false // not its own now: lent to a vfork child
 	}
 	reuse := t.dropEntries(th, fi)
 	th.fs = nil
-	t.drain.retire(st, th.tid, ts, fi, reuse)
+	t.drain.Retire(st, th.tid, ts, fi, reuse)
 	return true
 }
 
@@ -171,7 +169,7 @@ func (t *Tracer) dropEntries(th *thread, fi *fastImage) bool {
 // reclaim takes back fi's states that the drainer finished (all of them
 // with force): to reuse, or unmapped.
 func (t *Tracer) reclaim(fi *fastImage, force bool) {
-	reuse, drop := t.drain.reclaim(fi, force)
+	reuse, drop := t.drain.Reclaim(fi, force)
 	fi.free = append(fi.free, reuse...)
 	for _, st := range drop {
 		unmapState(st)

@@ -7,6 +7,7 @@ import (
 	"rtrace/internal/trace"
 	"rtrace/internal/wire"
 	"rtrace/tracer/fast"
+	"rtrace/tracer/fast/drain"
 )
 
 // laneResSink is wireResSink lending its writer to the drain's lane.
@@ -22,9 +23,12 @@ func (s *laneResSink) Laned(n int, err error) error {
 }
 
 // laneRig is a drainer whose resource calls go, through its sink, to a
-// wire stream in out, with stubs for the calls the test writes.
+// wire stream in out, with stubs for the calls the test writes: the
+// drain's lane (laneQuick's kinds, quickStub) against this package's
+// meaning of the calls (resEffects).
 type laneRig struct {
-	d   *drainer
+	d   *drain.Drainer
+	res drain.ResSink
 	st  *fast.State
 	w   *wire.Writer
 	out *bytes.Buffer
@@ -33,18 +37,18 @@ type laneRig struct {
 
 func newLaneRig(t *testing.T, clock *fast.Clock, lane bool, btAll bool, monitor []uint64) *laneRig {
 	rig := &laneRig{st: fast.NewState(make([]byte, fast.StateSize), 0), out: &bytes.Buffer{}, ids: map[string]uint32{}}
-	rig.d = newDrainer(discardSink{}, clock, func(uint64) {})
+	rig.d = drain.New(discardSink{}, clock, func(uint64) {})
 	rig.w = wire.NewWriter(rig.out)
 	if err := rig.w.Write(&trace.Header{Version: wire.Version, Arch: "x86_64", Pid: 1}); err != nil {
 		t.Fatal(err)
 	}
 	if lane {
-		rig.d.res = &laneResSink{wireResSink: wireResSink{w: rig.w}}
+		rig.res = &laneResSink{wireResSink: wireResSink{w: rig.w}}
 	} else {
-		rig.d.res = &wireResSink{w: rig.w}
+		rig.res = &wireResSink{w: rig.w}
 	}
-	rig.d.btAll, rig.d.monitor = btAll, monitor
-	rig.d.wallOff = 0 // the same times of day in both streams
+	rig.d.SetRes(rig.res, btAll, monitor)
+	rig.d.SetWallOffset(0) // the same times of day in both streams
 	funcs := map[string]*ResFunc{
 		// A call with an argument record: the lane leaves it to Calls.
 		"fdcall": {Sym: "fdcall", Res: 1, Effect: allocRet, Args: []ArgRec{{"fd", 0, 'd'}}},
@@ -56,18 +60,18 @@ func newLaneRig(t *testing.T, clock *fast.Clock, lane bool, btAll bool, monitor 
 	}
 	for _, name := range []string{"malloc", "free", "realloc", "posix_memalign", "fdcall", "close"} {
 		rf := funcs[name]
-		s := resStub{res: &resFn{rf: rf, res: 1 + rf.Res}, nargs: resArgs(rf)}
+		s := newStub(&resFn{rf: rf, res: 1 + rf.Res})
 		switch {
 		case rf.AtEntry:
-			s.release = true
+			s.Release = true
 		case rf.Effect == allocOutPtr:
-			s.out = true
+			s.Out = true
 		case rf.releases() && rf.allocates():
-			s.both = true
+			s.Both = true
 		}
-		rig.ids[name] = rig.d.addResStub(s)
+		rig.ids[name] = rig.d.AddStub(resStub(s, rf))
 	}
-	rig.d.owner[rig.st] = 1
+	rig.d.Add(rig.st, 1)
 	return rig
 }
 
@@ -105,18 +109,11 @@ func (rig *laneRig) run(t *testing.T, rounds int) []byte {
 		call("free", []uint64{0}, -1, false)     // of NULL: no call
 		call("close", []uint64{3, 0}, -1, false)
 		if i%40 == 39 {
-			rig.d.mu.Lock()
-			for rig.d.drainBatchLocked(rig.st, 1) {
-			}
-			rig.d.mu.Unlock()
+			rig.d.Sync()
 		}
 	}
-	rig.d.mu.Lock()
-	for rig.d.drainBatchLocked(rig.st, 1) {
-	}
-	rig.d.mu.Unlock()
-	if rig.d.err != nil {
-		t.Fatal(rig.d.err)
+	if err := rig.d.Close(); err != nil {
+		t.Fatal(err)
 	}
 	if err := rig.w.Flush(); err != nil {
 		t.Fatal(err)
@@ -141,16 +138,17 @@ func TestDrainLaneSameStream(t *testing.T) {
 			want := plain.run(t, rounds)
 			rig := newLaneRig(t, clock, true, tc.btAll, tc.monitor)
 			got := rig.run(t, rounds)
-			if rig.d.walks != plain.d.walks {
-				t.Errorf("%d backtraces counted through the lane, %d through Calls", rig.d.walks, plain.d.walks)
+			stats, plainStats := rig.d.Stats(), plain.d.Stats()
+			if stats.Walks != plainStats.Walks {
+				t.Errorf("%d backtraces counted through the lane, %d through Calls", stats.Walks, plainStats.Walks)
 			}
 			// laneQuick: mallocs, frees and reallocs' calls after the first
 			// round (not mallocs or reallocs with --monitor, nor frees or
 			// reallocs with --backtrace-all): 4 + 4 a round.
-			if quick := rig.d.quick; quick == 0 || tc.monitor == nil && !tc.btAll && quick < (rounds-1)*8 {
+			if quick := stats.Quick; quick == 0 || tc.monitor == nil && !tc.btAll && quick < (rounds-1)*8 {
 				t.Errorf("%d calls made by laneQuick", quick)
 			}
-			laned := rig.d.res.(*laneResSink).laned
+			laned := rig.res.(*laneResSink).laned
 			// 8 calls of a round go through the lane (the realloc that
 			// frees and allocates: two), fdcall's through Calls.
 			if laned < rounds*7 {
@@ -179,7 +177,7 @@ func TestDrainLaneSameStream(t *testing.T) {
 			// malloc x2, free, malloc, realloc x1 + x1 + x1 (frees, allocates),
 			// realloc(0, 8), realloc(p, 0), posix_memalign, close; fdcall every 7th.
 			if wantCalls := rounds*10 + (rounds+3)/7; calls != wantCalls {
-				t.Errorf("%d calls in the stream, want %d: %v (lost %d)", calls, wantCalls, byName, rig.d.resLost)
+				t.Errorf("%d calls in the stream, want %d: %v (lost %d)", calls, wantCalls, byName, stats.ResLost)
 			}
 			if args == 0 {
 				t.Errorf("no argument record in the stream: fdcall's went missing")

@@ -7,6 +7,7 @@ import (
 	"rtrace/internal/trace"
 	"rtrace/internal/wire"
 	"rtrace/tracer/fast"
+	"rtrace/tracer/fast/drain"
 )
 
 // wireResSink encodes the calls it gets as the pre-processor's writer
@@ -37,15 +38,16 @@ func benchDrainResCalls(b *testing.B, lane bool) {
 		b.Skip(err)
 	}
 	st := fast.NewState(make([]byte, fast.StateSize), 0)
-	d := newDrainer(discardSink{}, clock, func(uint64) {})
+	d := drain.New(discardSink{}, clock, func(uint64) {})
 	w := wire.NewWriter(io.Discard)
 	if err := w.Write(&trace.Header{Version: wire.Version, Arch: "x86_64", Pid: 1}); err != nil {
 		b.Fatal(err)
 	}
-	d.res = &wireResSink{w: w}
+	var res drain.ResSink = &wireResSink{w: w}
 	if lane {
-		d.res = &laneResSink{wireResSink: wireResSink{w: w}}
+		res = &laneResSink{wireResSink: wireResSink{w: w}}
 	}
+	d.SetRes(res, false, nil)
 	mod := resModules[0]
 	var malloc, free *ResFunc
 	for i := range mod.Funcs {
@@ -56,9 +58,11 @@ func benchDrainResCalls(b *testing.B, lane bool) {
 			free = &mod.Funcs[i]
 		}
 	}
-	mid := d.addResStub(resStub{res: &resFn{rf: malloc, res: 1}, nargs: resArgs(malloc)})
-	fid := d.addResStub(resStub{res: &resFn{rf: free, res: 1}, nargs: resArgs(free), release: true})
-	d.owner[st] = 1
+	mid := d.AddStub(resStub(newStub(&resFn{rf: malloc, res: 1}), malloc))
+	fs := newStub(&resFn{rf: free, res: 1})
+	fs.Release = true
+	fid := d.AddStub(resStub(fs, free))
+	d.Add(st, 1)
 	stacks := make([][]uint64, 64)
 	for i := range stacks {
 		for f := range 10 {
@@ -84,25 +88,19 @@ func benchDrainResCalls(b *testing.B, lane bool) {
 	for _, r := range first {
 		st.Emit(r)
 	}
-	d.mu.Lock()
-	for d.drainBatchLocked(st, 1) {
-	}
-	d.mu.Unlock()
+	d.Sync()
 	b.ResetTimer()
 	calls := 0
 	for calls < b.N {
 		for _, r := range again {
 			st.Emit(r)
 		}
-		d.mu.Lock()
-		for d.drainBatchLocked(st, 1) {
-		}
-		d.mu.Unlock()
+		d.Sync()
 		calls += 2 * len(stacks)
 	}
 	b.StopTimer()
-	if d.err != nil {
-		b.Fatal(d.err)
+	if err := d.Close(); err != nil {
+		b.Fatal(err)
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(calls), "ns/call")
 }

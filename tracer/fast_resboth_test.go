@@ -7,6 +7,7 @@ import (
 	"rtrace/internal/testutil"
 	"rtrace/internal/trace"
 	"rtrace/tracer/fast"
+	"rtrace/tracer/fast/drain"
 )
 
 // callsSink keeps the resource calls it gets.
@@ -41,12 +42,14 @@ func TestResBothEntryTime(t *testing.T) {
 			t.Fatalf("no resource function %s", sym)
 		}
 		st := fast.NewState(make([]byte, fast.StateSize), 0)
-		d := newDrainer(discardSink{}, clock, func(uint64) {})
+		d := drain.New(discardSink{}, clock, func(uint64) {})
 		sink := &callsSink{}
-		d.res = sink
+		d.SetRes(sink, false, nil)
 		n := resArgs(rf)
-		id := d.addResStub(resStub{res: &resFn{rf: rf, res: 1}, nargs: n, both: true})
-		d.owner[st] = 1
+		s := newStub(&resFn{rf: rf, res: 1})
+		s.Both = true
+		id := d.AddStub(resStub(s, rf))
+		d.Add(st, 1)
 		entry := fast.ReadTSC()
 		ret := entry + 100_000_000 // tens of milliseconds later
 		// The arguments: the old block, then sizes (mremap: old size, new
@@ -56,10 +59,7 @@ func TestResBothEntryTime(t *testing.T) {
 		for _, r := range fast.ResWords(ret, id, words, nil, 0, false) {
 			st.Emit(r)
 		}
-		d.mu.Lock()
-		for d.drainBatchLocked(st, 1) {
-		}
-		d.mu.Unlock()
+		d.Sync()
 		// The drain's conversion may be the clock's next piece: the times
 		// agree within a millisecond, where the padding's zero is hours off.
 		sc := clock.Scale()
@@ -75,10 +75,10 @@ func TestResBothEntryTime(t *testing.T) {
 		if rel == nil || alloc == nil {
 			t.Fatalf("%s (%d arguments): calls %+v, want a release and an allocation", sym, n, sink.calls)
 		}
-		if want := d.timeOfDay(sc.Nanos(entry)); !near(rel.Time, want) {
+		if want := d.TimeOfDay(sc.Nanos(entry)); !near(rel.Time, want) {
 			t.Errorf("%s (%d arguments): release at %v, want its entry's time %v", sym, n, rel.Time, want)
 		}
-		if want := d.timeOfDay(sc.Nanos(ret)); !near(alloc.Time, want) {
+		if want := d.TimeOfDay(sc.Nanos(ret)); !near(alloc.Time, want) {
 			t.Errorf("%s (%d arguments): allocation at %v, want its return's time %v", sym, n, alloc.Time, want)
 		}
 	}

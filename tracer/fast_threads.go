@@ -156,7 +156,7 @@ func (t *Tracer) fastRegister(th *thread, key uint64) bool {
 			t.fastResState(th, st, regs.Rsp)
 		}
 	}
-	t.drain.add(st, th.tid)
+	t.drain.Add(st, th.tid)
 	t.coarseFor(th, st)
 	return true
 }

@@ -486,7 +486,7 @@ func (t *Tracer) spawned(th *thread, event int, ts uint64) error {
 					if fresh {
 						nc.vforkShared = len(nc.vforkFrames) // none in its view
 					}
-					t.drain.setOwner(st, child)
+					t.drain.SetOwner(st, child)
 				}
 			} else if sameVM(th.tid, child) {
 				// clone(CLONE_VM) without CLONE_THREAD: a "fork" that shares

@@ -18,7 +18,7 @@ type process struct {
 	swallowCont bool // the SIGCONT rtrace sent to hand the process to PTRACE_SEIZE
 	entered     bool // the program's entry point was reached
 	// multi: it had a second thread; coarse: its only thread's state,
-	// while its resource calls take the drain's clock (fast_coarse.go).
+	// while its resource calls take the drain's clock (fast_coarse.go, drain/coarse.go).
 	multi  bool
 	coarse *fast.State
 }

@@ -9,6 +9,7 @@ import (
 
 	"rtrace/internal/trace"
 	"rtrace/tracer/fast"
+	"rtrace/tracer/fast/drain"
 	"rtrace/tracer/ptrace"
 	"rtrace/tracer/unwind"
 )
@@ -192,21 +193,17 @@ func (t *Tracer) resReport(th *thread, c *resCall, regs *unix.PtraceRegs) {
 	rf := c.f.rf
 	peek := func(addr uint64) (uint64, error) { return ptrace.PeekWord(th.tid, addr) }
 	for _, e := range resEffects(nil, rf, &c.args, regs.Rax, peek) {
-		tc := &trace.Call{Time: c.time, Tid: th.tid, Res: c.f.res, Alloc: e.alloc, Name: rf.Display(), ID: e.id, Size: e.size, Args: c.recArgs}
-		if e.alloc || t.cfg.BacktraceAll {
+		tc := &trace.Call{Time: c.time, Tid: th.tid, Res: c.f.res, Alloc: e.Alloc, Name: rf.Display(), ID: e.ID, Size: e.Size, Args: c.recArgs}
+		if e.Alloc || t.cfg.BacktraceAll {
 			tc.Frames = c.frames
 		}
 		t.emit(t.res.Call(tc))
 	}
 }
 
-// resEvent is one thing a resource call did: allocate (alloc) or release
-// the resource id; an allocation has a size.
-type resEvent struct {
-	alloc bool
-	id    uint64
-	size  uint64
-}
+// resEvent is one thing a resource call did: allocate (Alloc) or release
+// the resource ID; an allocation has a Size.
+type resEvent = drain.Effect
 
 // resEffects decides what a call of rf with args that returned ret did to
 // its resources, in the order they are reported. A failed call does
@@ -216,9 +213,9 @@ type resEvent struct {
 func resEffects(out []resEvent, rf *ResFunc, args *[6]uint64, ret uint64, peek func(addr uint64) (uint64, error)) []resEvent {
 	out = out[:0]
 	call := func(alloc bool, id uint64) {
-		e := resEvent{alloc: alloc, id: id}
+		e := resEvent{Alloc: alloc, ID: id}
 		if alloc {
-			e.size = callSize(rf, args)
+			e.Size = callSize(rf, args)
 		}
 		out = append(out, e)
 	}

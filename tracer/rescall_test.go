@@ -20,10 +20,10 @@ var nil6 [6]uint64
 func events(es []resEvent) string {
 	var s []string
 	for _, e := range es {
-		if e.alloc {
-			s = append(s, fmt.Sprintf("+%#x/%d", e.id, e.size))
+		if e.Alloc {
+			s = append(s, fmt.Sprintf("+%#x/%d", e.ID, e.Size))
 		} else {
-			s = append(s, fmt.Sprintf("-%#x", e.id))
+			s = append(s, fmt.Sprintf("-%#x", e.ID))
 		}
 	}
 	return strings.Join(s, " ")

@@ -4,6 +4,7 @@ import (
 	"rtrace/internal/elfx"
 	"rtrace/internal/trace"
 	"rtrace/internal/wire"
+	"rtrace/tracer/fast/drain"
 )
 
 // Session describes a process image: the start of the target or an exec.
@@ -88,6 +89,16 @@ type ResLaneSink interface {
 	// what Calls would have).
 	Laned(n int, err error) error
 }
+
+// The drain (package drain) asks its sinks for these methods by its own
+// interfaces: a change of one signature here must not turn its batches or
+// its lane off silently.
+var (
+	_ drain.Sink      = FuncSink(nil)
+	_ drain.ResSink   = ResSink(nil)
+	_ drain.BatchSink = ResBatchSink(nil)
+	_ drain.LaneSink  = ResLaneSink(nil)
+)
 
 // Rec is one record with its payload: the arguments of an ENTRY or the
 // return value of an EXIT (More set), or nil.

@@ -1,7 +1,6 @@
 package tracer
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -9,6 +8,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"rtrace/tracer/bp"
+	"rtrace/tracer/fast/drain"
 	"rtrace/tracer/ptrace"
 )
 
@@ -184,8 +184,9 @@ func (t *Tracer) closeRequested(th *thread) {
 const WindowGoneLine = "rtrace: the reader of the trace's window went away: tracing turned off"
 
 // ErrStreamClosed is what a sink returns once its stream is gone (a
-// listener died): tracing is then turned off, as a toggle would.
-var ErrStreamClosed = errors.New("stream closed")
+// listener died): tracing is then turned off, as a toggle would. The
+// drain's: it says it of the resource calls it hands on.
+var ErrStreamClosed = drain.ErrStreamClosed
 
 // setOn turns tracing on or off in every traced process.
 func (t *Tracer) setOn(on bool) {

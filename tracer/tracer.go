@@ -16,6 +16,7 @@ import (
 	"rtrace/internal/trace"
 	"rtrace/internal/uftrace"
 	"rtrace/tracer/fast"
+	"rtrace/tracer/fast/drain"
 	"rtrace/tracer/ptrace"
 )
 
@@ -176,7 +177,7 @@ type Tracer struct {
 	// closeReq: CloseWindow asked for the window to close.
 	closeReq atomic.Bool
 	// drain moves the fast engine's records to the sink (nil: int3 engine).
-	drain       *drainer
+	drain       *drain.Drainer
 	warnedState bool
 	planted     int // functions instrumented
 	// tables are the unwind tables compiled for the in-process walker;
@@ -217,14 +218,14 @@ func (t *Tracer) startFast() error {
 		return fmt.Errorf("the fast engine: %w: use --engine=int3", err)
 	}
 	if t.funcs == nil {
-		t.drain = newDrainer(discardSink{}, clock, func(uint64) {})
+		t.drain = drain.New(discardSink{}, clock, func(uint64) {})
 	} else {
-		t.drain = newDrainer(t.funcs, clock, func(n uint64) { t.events.Add(n) })
-		t.funcs = &lockedSink{t.drain}
+		t.drain = drain.New(t.funcs, clock, func(n uint64) { t.events.Add(n) })
+		t.funcs = &lockedSink{t.drain, t.funcs}
 	}
 	if t.res != nil {
-		t.drain.res, t.drain.btAll, t.drain.monitor = t.res, t.cfg.BacktraceAll, t.cfg.Monitor
-		t.res = &lockedResSink{t.drain}
+		t.drain.SetRes(t.res, t.cfg.BacktraceAll, t.cfg.Monitor)
+		t.res = &lockedResSink{t.drain, t.res}
 	}
 	return nil
 }
@@ -393,13 +394,14 @@ func (t *Tracer) traceRoot(pid int) error {
 	}
 	defer t.flushAll()
 	if t.drain != nil {
-		go t.drain.run()
+		go t.drain.Run()
 		defer func() {
 			timeline.Mark("loop done")
-			t.emit(t.drain.close())
+			t.emit(t.drain.Close())
 			timeline.Mark("drain closed")
-			t.result.Lost = t.drain.lost + t.drain.resLost
-			t.result.Walks, t.result.WalkStops = t.drain.walks, uint64(t.walkStops)
+			st := t.drain.Stats()
+			t.result.Lost = st.Lost + st.ResLost
+			t.result.Walks, t.result.WalkStops = st.Walks, uint64(t.walkStops)
 			t.result.ValueStops = t.valueStops
 		}()
 	}

@@ -18,6 +18,10 @@ func nanotime() int64
 
 func rdtsc() uint64
 
+// Nanotime is CLOCK_MONOTONIC in nanoseconds, as the Go runtime reads it
+// (the clock the conversions give).
+func Nanotime() int64 { return nanotime() }
+
 // ReadTSC reads the TSC once every instruction before it has completed,
 // and before any after it starts (lfence, Intel SDM vol. 2, RDTSC): what
 // the program wrote to memory before a stub read the TSC at an earlier

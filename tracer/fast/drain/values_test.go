@@ -1,4 +1,4 @@
-package tracer
+package drain
 
 import (
 	"fmt"
@@ -6,17 +6,18 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"rtrace/internal/trace"
 	"rtrace/internal/uftrace"
 	"rtrace/tracer/fast"
 )
 
 // payloadSink notes the records a function sink gets, with their payloads.
 type payloadSink struct {
-	FuncSink
+	discardSink
 	log []string
 }
 
-func (s *payloadSink) Records(tid int, recs []Rec) error {
+func (s *payloadSink) Records(tid int, recs []trace.Rec) error {
 	for _, r := range recs {
 		s.log = append(s.log, fmt.Sprintf("%s %#x more=%v %x", r.Type, r.Addr, r.More, r.Payload))
 	}
@@ -76,17 +77,17 @@ func TestDrainValues(t *testing.T) {
 			defer func(n int) { drainBatch = n }(drainBatch)
 			drainBatch = batch
 			sink := &payloadSink{}
-			d := newDrainer(sink, fast.FixedClock(1), func(uint64) {})
-			if id := d.addArgFn(fn, args, rets, payload); id != 0 {
+			d := New(sink, fast.FixedClock(1), func(uint64) {})
+			if id := d.AddArgFn(ArgFn{fn, args, rets, payload}); id != 0 {
 				t.Fatalf("first function numbered %d", id)
 			}
-			d.addArgFn(fn, other, nil, payload)
+			d.AddArgFn(ArgFn{fn, other, nil, payload})
 			st := fast.NewState(make([]byte, fast.StateSize), 0)
-			d.add(st, 1)
+			d.Add(st, 1)
 			for _, r := range recs {
 				st.Emit(r)
 			}
-			d.sync()
+			d.Sync()
 			if got := fmt.Sprint(sink.log); got != want {
 				t.Errorf("records\n%s\nwant\n%s", got, want)
 			}

@@ -1,4 +1,4 @@
-package tracer
+package drain
 
 import (
 	"fmt"
@@ -15,13 +15,14 @@ import (
 // dataSink hands a drained thread's records to a uftrace.data writer, as
 // the function pipeline's last stage does.
 type dataSink struct {
-	FuncSink
 	w *datadir.Writer
 }
 
-func (s *dataSink) Records(tid int, recs []Rec) error {
+func (s *dataSink) Records(tid int, recs []trace.Rec) error {
 	return s.w.Write(&trace.Records{Tid: tid, Recs: recs})
 }
+
+func (s *dataSink) Exit(time uint64, tid int) error { return nil }
 
 // BenchmarkDrain measures the fast engine's drain from a full ring into a
 // uftrace.data directory: the ns/op is per record.
@@ -42,9 +43,9 @@ func BenchmarkDrain(b *testing.B) {
 		b.Skip(err)
 	}
 	clock.Nanos(0) // calibrated (a sleep) before the timer starts
-	d := newDrainer(&dataSink{w: w}, clock, func(uint64) {})
+	d := New(&dataSink{w: w}, clock, func(uint64) {})
 	st := fast.NewState(make([]byte, fast.StateSize), 0)
-	d.add(st, 42)
+	d.Add(st, 42)
 	tsc := uint64(1 << 40)
 	depth := 0
 	b.ResetTimer()
@@ -60,7 +61,7 @@ func BenchmarkDrain(b *testing.B) {
 			st.Emit(fast.Rec{TSC: tsc, Word: fast.Word(typ, depth, 0x401000+uint64(i%64)*16)})
 		}
 		b.StartTimer()
-		d.sync()
+		d.Sync()
 		done += n
 	}
 	b.StopTimer()
@@ -71,11 +72,10 @@ func BenchmarkDrain(b *testing.B) {
 
 // logSink notes what reaches a function sink, in order.
 type logSink struct {
-	FuncSink
 	log []string
 }
 
-func (s *logSink) Records(tid int, recs []Rec) error {
+func (s *logSink) Records(tid int, recs []trace.Rec) error {
 	for _, r := range recs {
 		s.log = append(s.log, fmt.Sprintf("%d %s d%d %#x", tid, r.Type, r.Depth, r.Addr))
 	}
@@ -94,27 +94,26 @@ func (s *logSink) Exit(time uint64, tid int) error {
 func TestRetireOrder(t *testing.T) {
 	sink := &logSink{}
 	var events uint64
-	d := newDrainer(sink, testClock(t), func(n uint64) { events += n })
-	l := &lockedSink{d}
+	d := New(sink, testClock(t), func(n uint64) { events += n })
 	st := fast.NewState(make([]byte, fast.StateSize), 0)
-	d.add(st, 7)
+	d.Add(st, 7)
 	st.Push(fast.Frame{Depth: 0, Addr: 0x1000, Slot: 0x7ff0})
 	st.Emit(fast.Rec{TSC: 1, Word: fast.Word(fast.TypeEntry, 0, 0x1000)})
 	st.Push(fast.Frame{Depth: 1, Addr: 0x2000, Slot: 0x7fe0})
 	st.Emit(fast.Rec{TSC: 2, Word: fast.Word(fast.TypeEntry, 1, 0x2000)})
 	st.Push(fast.Frame{Depth: 2, Addr: 0x3000, Slot: 0x7fd0}) // killed before its ENTRY
-	fi := &fastImage{}
-	d.retire(st, 7, 100, fi, true)
-	if err := l.Exit(200, 7); err != nil {
+	fi := new(int)                                            // a process
+	d.Retire(st, 7, 100, fi, true)
+	if err := d.Exit(200, 7); err != nil {
 		t.Fatal(err)
 	}
 	if len(sink.log) != 0 {
 		t.Fatalf("the Exit call did not wait for the retired state: %q", sink.log)
 	}
-	if reuse, drop := d.reclaim(fi, false); len(reuse)+len(drop) != 0 {
+	if reuse, drop := d.Reclaim(fi, false); len(reuse)+len(drop) != 0 {
 		t.Fatalf("reclaim without force returned an unfinished state")
 	}
-	reuse, drop := d.reclaim(fi, true)
+	reuse, drop := d.Reclaim(fi, true)
 	want := []string{"7 entry d0 0x1000", "7 entry d1 0x2000", "7 exit d1 0x2000", "7 exit d0 0x1000", "7 exit"}
 	if !slices.Equal(sink.log, want) {
 		t.Errorf("the sink got\n%q\nwant\n%q", sink.log, want)
@@ -133,10 +132,10 @@ func TestRetireOrder(t *testing.T) {
 	}
 	// A state whose entries stayed in the process is handed back to unmap.
 	st2 := fast.NewState(make([]byte, fast.StateSize), 0)
-	d.add(st2, 8)
-	d.retire(st2, 8, 100, fi, false)
-	d.sync()
-	if reuse, drop := d.reclaim(fi, false); len(reuse) != 0 || len(drop) != 1 {
+	d.Add(st2, 8)
+	d.Retire(st2, 8, 100, fi, false)
+	d.Sync()
+	if reuse, drop := d.Reclaim(fi, false); len(reuse) != 0 || len(drop) != 1 {
 		t.Errorf("reclaim: reuse %v, drop %v; want one to drop", reuse, drop)
 	}
 }
@@ -146,14 +145,13 @@ func TestRetireOrder(t *testing.T) {
 // whichever way the drainer gets to them (its polling rounds here).
 func TestRetireTidReuse(t *testing.T) {
 	sink := &logSink{}
-	d := newDrainer(sink, testClock(t), func(uint64) {})
-	l := &lockedSink{d}
+	d := New(sink, testClock(t), func(uint64) {})
 	old := fast.NewState(make([]byte, fast.StateSize), 0)
-	d.add(old, 7)
+	d.Add(old, 7)
 	old.Push(fast.Frame{Depth: 0, Addr: 0x1000, Slot: 0x7ff0})
 	old.Emit(fast.Rec{TSC: 1, Word: fast.Word(fast.TypeEntry, 0, 0x1000)})
-	d.retire(old, 7, 100, &fastImage{}, true)
-	if err := l.Exit(150, 7); err != nil {
+	d.Retire(old, 7, 100, new(int), true)
+	if err := d.Exit(150, 7); err != nil {
 		t.Fatal(err)
 	}
 	// A polling round takes the old ring's records; the state is not
@@ -162,7 +160,7 @@ func TestRetireTidReuse(t *testing.T) {
 		t.Fatal("the first round found nothing")
 	}
 	cur := fast.NewState(make([]byte, fast.StateSize), 0)
-	d.add(cur, 7)
+	d.Add(cur, 7)
 	cur.Emit(fast.Rec{TSC: 2, Word: fast.Word(fast.TypeEntry, 0, 0x2000)})
 	if d.drainRound(1) {
 		t.Errorf("a round drained the new thread's ring before the old thread's end: %q", sink.log)
@@ -178,11 +176,10 @@ func TestRetireTidReuse(t *testing.T) {
 
 // countSink counts what reaches a function sink.
 type countSink struct {
-	FuncSink
 	recs, lost int
 }
 
-func (s *countSink) Records(tid int, recs []Rec) error {
+func (s *countSink) Records(tid int, recs []trace.Rec) error {
 	for _, r := range recs {
 		if r.Type == uftrace.Lost {
 			s.lost++
@@ -201,9 +198,9 @@ func (s *countSink) Exit(time uint64, tid int) error { return nil }
 // a bound on batches fell short).
 func TestRetireDrainsAll(t *testing.T) {
 	sink := &countSink{}
-	d := newDrainer(sink, testClock(t), func(uint64) {})
+	d := New(sink, testClock(t), func(uint64) {})
 	st := fast.NewState(make([]byte, fast.StateSize), 0)
-	d.add(st, 7)
+	d.Add(st, 7)
 	emitted, losses := 0, 7
 	fill := func() {
 		for st.Len() < fast.RingCap {
@@ -225,9 +222,9 @@ func TestRetireDrainsAll(t *testing.T) {
 	}
 	drainBatch = batch
 	fill()
-	fi := &fastImage{}
-	d.retire(st, 7, uint64(emitted+1), fi, true)
-	d.reclaim(fi, true)
+	fi := new(int) // a process
+	d.Retire(st, 7, uint64(emitted+1), fi, true)
+	d.Reclaim(fi, true)
 	if sink.recs != emitted || sink.lost != losses {
 		t.Errorf("the sink got %d records and %d LOST; want %d and %d", sink.recs, sink.lost, emitted, losses)
 	}
@@ -242,4 +239,18 @@ func testClock(t *testing.T) *fast.Clock {
 		testutil.RequireCapability(t, "no usable TSC clock: %v", err)
 	}
 	return clock
+}
+
+// The int3 engine has no drainer: the calls of the paths both engines
+// take do nothing on a nil one.
+func TestNilDrainer(t *testing.T) {
+	var d *Drainer
+	st := fast.NewState(make([]byte, fast.StateSize), 0)
+	d.Add(st, 1)
+	d.SetOwner(st, 2)
+	d.Sync()
+	d.Remove(st)
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
+	}
 }

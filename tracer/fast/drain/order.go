@@ -1,4 +1,4 @@
-package tracer
+package drain
 
 import (
 	"container/heap"
@@ -36,7 +36,7 @@ type resPend struct {
 	words   [resPayloadMax]uint64
 	frames  []trace.Frame // its backtrace (ringRes.framesOf: never written again)
 	lost    uint64
-	ev      func(ResSink) error // an event of the tracer's instead
+	ev      func() error // an event of the tracer's instead
 }
 
 // resPayloadMax is the most payload words a call carries: six arguments,
@@ -104,7 +104,7 @@ func (o *resOrder) push(st *fast.State, tid int, c *fast.ResCall, frames []trace
 
 // pushEvent queues an event of the tracer's at TSC tsc, after the ones
 // before it.
-func (o *resOrder) pushEvent(tsc uint64, ev func(ResSink) error) {
+func (o *resOrder) pushEvent(tsc uint64, ev func() error) {
 	q := o.queue(nil)
 	o.n++
 	tsc = max(tsc, q.last)

@@ -1,4 +1,4 @@
-package tracer
+package drain
 
 import (
 	"testing"
@@ -11,11 +11,11 @@ import (
 // past what is queued, and a state the drainer
 // forgot (its thread or image ended: it may be unmapped) is never written.
 func TestCoarseClock(t *testing.T) {
-	d := newDrainer(discardSink{}, fast.FixedClock(1), func(uint64) {})
+	d := New(discardSink{}, fast.FixedClock(1), func(uint64) {})
 	st := fast.NewState(make([]byte, fast.StateSize), 0)
-	d.add(st, 1)
+	d.Add(st, 1)
 	before := fast.ReadTSC()
-	d.setCoarse(st, true)
+	d.SetCoarse(st, true)
 	c := st.Coarse()
 	if c < before {
 		t.Fatalf("coarse clock %d, set after TSC %d", c, before)
@@ -36,7 +36,7 @@ func TestCoarseClock(t *testing.T) {
 	}
 	// An event: the calls after it are later than it.
 	st.SetCoarse(1)
-	(&lockedResSink{d}).Lost(1, 1)
+	d.Event(func() error { return nil })
 	d.mu.Lock()
 	ev := d.order.queues[nil].items[0].tsc
 	d.mu.Unlock()
@@ -46,24 +46,24 @@ func TestCoarseClock(t *testing.T) {
 	// A state put on the clock now starts past the queued event, even
 	// where its CPU's TSC would say earlier.
 	st2 := fast.NewState(make([]byte, fast.StateSize), 0)
-	d.add(st2, 2)
+	d.Add(st2, 2)
 	d.mu.Lock()
 	d.order.queues[nil].last = fast.ReadTSC() + 1<<40
 	d.mu.Unlock()
-	d.setCoarse(st2, true)
+	d.SetCoarse(st2, true)
 	if st2.Coarse() <= d.order.queues[nil].last {
 		t.Errorf("a new state's clock %d, before the queued %d", st2.Coarse(), d.order.queues[nil].last)
 	}
 	// Back on the TSC.
-	d.setCoarse(st, false)
+	d.SetCoarse(st, false)
 	if st.Coarse() != 0 {
 		t.Errorf("off the coarse clock: %d", st.Coarse())
 	}
 	// Forgotten: not written.
-	d.setCoarse(st, true)
-	d.remove(st)
+	d.SetCoarse(st, true)
+	d.Remove(st)
 	st.SetCoarse(42)
-	d.setCoarse(st, false)
+	d.SetCoarse(st, false)
 	d.tickCoarse(fast.ReadTSC())
 	if st.Coarse() != 42 {
 		t.Errorf("a forgotten state was written: %d", st.Coarse())

@@ -1,4 +1,4 @@
-package tracer
+package drain
 
 import (
 	"fmt"
@@ -18,7 +18,7 @@ func TestResOrderMerges(t *testing.T) {
 	emit := func(p *resPend) {
 		switch {
 		case p.ev != nil:
-			p.ev(nil)
+			p.ev()
 		case p.lost > 0:
 			out = append(out, fmt.Sprintf("lost%d@%d", p.lost, p.tsc))
 		default:
@@ -31,7 +31,7 @@ func TestResOrderMerges(t *testing.T) {
 	o.push(b, 2, call(20, 200), nil, 20, resAll)
 	o.push(b, 2, call(40, 201), nil, 40, resAll)
 	o.pushLost(b, 2, 3)
-	o.pushEvent(25, func(ResSink) error { out = append(out, "event@25"); return nil })
+	o.pushEvent(25, func() error { out = append(out, "event@25"); return nil })
 	if o.last(a) != 30 || o.last(b) != 40 || o.last(&fast.State{}) != 0 {
 		t.Fatalf("last: %d %d", o.last(a), o.last(b))
 	}

@@ -1,4 +1,4 @@
-package tracer
+package drain
 
 import (
 	"slices"
@@ -12,14 +12,14 @@ import (
 // The drain's lane (docs/FAST-PATH.md, "The drain's lane"): the calls of
 // a ring read that may go to the sink at once (resDirectLocked) are
 // written by the drain straight into the wire writer of their thread's
-// stream (ResLaneSink.Lane), with the function and backtrace numbers it
+// stream (LaneSink.Lane), with the function and backtrace numbers it
 // keeps from one call to the next: no trace.Call is made, and the writer
 // does not look them up. A call with arguments (the file functions') goes
 // through Calls as before. The stream is the same, byte for byte.
 
 // drainLane is the drain's state of the lane of a ring read.
 type drainLane struct {
-	sink ResLaneSink
+	sink LaneSink
 	w    *wire.Writer // the writer of the read's thread: nil, no lane
 	n    int          // calls written since the last Laned
 	// fns are the function numbers of w's stream by stub (+1; 0: not
@@ -30,9 +30,9 @@ type drainLane struct {
 
 // laneBegin starts the lane of a ring read of tid's calls, when the sink
 // lends one.
-func (d *drainer) laneBegin(tid int) {
+func (d *Drainer) laneBegin(tid int) {
 	l := &d.lane
-	l.sink, _ = d.res.(ResLaneSink)
+	l.sink, _ = d.res.(LaneSink)
 	l.w, l.n = nil, 0
 	if l.sink != nil {
 		d.laneSet(l.sink.Lane(tid))
@@ -40,7 +40,7 @@ func (d *drainer) laneBegin(tid int) {
 }
 
 // laneSet makes w the lane's writer (nil: none).
-func (d *drainer) laneSet(w *wire.Writer) {
+func (d *Drainer) laneSet(w *wire.Writer) {
 	l := &d.lane
 	l.w = w
 	if w != nil && w != l.fnsOf {
@@ -51,7 +51,7 @@ func (d *drainer) laneSet(w *wire.Writer) {
 
 // laneEnd reports the calls written to the lane, and the error that
 // ended it (err).
-func (d *drainer) laneEnd(err error) {
+func (d *Drainer) laneEnd(err error) {
 	l := &d.lane
 	if l.n > 0 || err != nil {
 		d.resErr(l.sink.Laned(l.n, err))
@@ -62,120 +62,89 @@ func (d *drainer) laneEnd(err error) {
 	}
 }
 
-// laneKind is how the lane makes a stub's calls from its records.
-type laneKind uint8
+// LaneKind is how the lane makes a stub's calls from its records.
+type LaneKind uint8
 
 const (
-	laneNo      laneKind = iota // calls with arguments: through Calls
-	laneEffects                 // as resEffects says
-	laneAlloc                   // allocRet (malloc): one allocation, unless it failed
-	laneFree                    // freeArg (free): one release, unless of NULL
+	LaneNo      LaneKind = iota // calls with arguments: through Calls
+	LaneEffects                 // as Meaning.Effects says
+	LaneAlloc                   // one allocation of Meaning.Size, unless it returned 0 or -1 (malloc)
+	LaneFree                    // one release of argument Stub.Freed, unless it is 0 (free)
 )
-
-// laneKindOf is the lane's way with rf's calls.
-func laneKindOf(rf *ResFunc) laneKind {
-	switch {
-	case len(rf.Args) > 0:
-		return laneNo
-	case rf.Effect == allocRet:
-		return laneAlloc
-	case rf.Effect == freeArg:
-		return laneFree
-	}
-	return laneEffects
-}
 
 // laneCall writes the calls of rc, tid's, into the lane as resCalls hands
 // them to the sink, and reports whether it did: not for a stub whose
 // calls carry arguments, nor while calls made for Calls wait in the batch
 // (they go first). stack is rc's stack (ringRes.framesOf).
-func (d *drainer) laneCall(tid int, r *ringRes, rc *fast.ResCall, stack []trace.Frame, sc fast.Scale) bool {
+func (d *Drainer) laneCall(tid int, r *ringRes, rc *fast.ResCall, stack []trace.Frame, sc fast.Scale) bool {
 	if int(rc.ID) >= len(d.resStubs) || d.nbatch > 0 {
 		return false
 	}
 	s := &d.resStubs[rc.ID]
-	if s.lane == laneNo {
+	if s.Lane == LaneNo {
 		return false
 	}
-	rf := s.res.rf
-	var args [6]uint64
-	ret, out, relTSC, ok := s.words(rc, &args)
+	args := d.callArgs()
+	ret, out, relTSC, ok := s.words(rc, args)
 	if !ok {
 		return true // as resCalls: no call
 	}
-	// The common kinds made here as resEffects and wantBacktrace would.
-	switch s.lane {
-	case laneAlloc:
+	// The common kinds made here as Effects and Backtrace would.
+	switch s.Lane {
+	case LaneAlloc:
 		if ret == 0 || ret == ^uint64(0) {
 			return true
 		}
-		size := callSize(rf, &args)
+		size := s.Meaning.Size(args)
 		if len(d.monitor) > 0 && !slices.Contains(d.monitor, size) {
 			stack = nil
 		}
 		d.lanePut(tid, s, r, rc, stack, d.timeOfDay(sc.Nanos(rc.TSC)), true, size, ret)
 		return true
-	case laneFree:
-		if args[rf.ID] == 0 {
+	case LaneFree:
+		if args[s.Freed] == 0 {
 			return true
 		}
 		tsc, frames := d.effectAt(false, rc, relTSC, stack)
-		d.lanePut(tid, s, r, rc, frames, d.timeOfDay(sc.Nanos(tsc)), false, 0, args[rf.ID])
+		d.lanePut(tid, s, r, rc, frames, d.timeOfDay(sc.Nanos(tsc)), false, 0, args[s.Freed])
 		return true
 	}
-	if !wantBacktrace(rf, &args, d.btAll, d.monitor) {
+	if !d.wantBacktrace(s, args) {
 		stack = nil
 	}
-	d.resEvs = resEffects(d.resEvs[:0], rf, &args, ret, func(uint64) (uint64, error) { return out, nil })
+	d.resEvs = s.Meaning.Effects(d.resEvs[:0], args, ret, out)
 	for _, e := range d.resEvs {
-		tsc, frames := d.effectAt(e.alloc, rc, relTSC, stack)
-		if !d.lanePut(tid, s, r, rc, frames, d.timeOfDay(sc.Nanos(tsc)), e.alloc, e.size, e.id) {
+		tsc, frames := d.effectAt(e.Alloc, rc, relTSC, stack)
+		if !d.lanePut(tid, s, r, rc, frames, d.timeOfDay(sc.Nanos(tsc)), e.Alloc, e.Size, e.ID) {
 			break
 		}
 	}
 	return true
 }
 
-// quickKind is how laneQuick makes a stub's calls.
-type quickKind uint8
+// QuickKind is how laneQuick makes a stub's calls.
+type QuickKind uint8
 
 const (
-	quickNo      quickKind = iota
-	quickAlloc             // malloc: one argument, its size, and the result
-	quickFree              // free: its pointer, the first argument
-	quickRealloc           // realloc: pointer, size, result, entry time
+	QuickNo      QuickKind = iota
+	QuickAlloc             // malloc: one argument, its size, and the result
+	QuickFree              // free: its pointer, the first argument
+	QuickRealloc           // realloc: pointer, size, result, entry time
 )
-
-// quickStub is how laneQuick makes s's calls (quickNo: it does not).
-func quickStub(s *resStub) quickKind {
-	rf := s.res.rf
-	if s.out || rf.Len != 0 || rf.SizeMul != 0 || rf.Scale != 0 {
-		return quickNo
-	}
-	switch {
-	case s.lane == laneAlloc && s.nargs == 1 && !s.both && !s.release && rf.Size == 1:
-		return quickAlloc
-	case s.lane == laneFree && s.nargs == 1 && !s.both && rf.ID == 0:
-		return quickFree
-	case s.lane == laneEffects && rf.Effect == reallocPtr && s.nargs == 2 && s.both && !s.release && rf.Size == 2 && s.entryAt() == 3:
-		return quickRealloc
-	}
-	return quickNo
-}
 
 // laneQuick writes the call whose CALL group starts at part[i] into the
 // lane as laneCall would, without making a fast.ResCall first: a call of
-// a quickStub whose function and backtrace numbers the lane already knows
+// a stub with Quick set whose function and backtrace numbers the lane already knows
 // (the common case from the second call on). It returns the records it
 // took; 0: none, the call goes the common way (the same bytes:
 // TestDrainLaneSameStream).
-func (d *drainer) laneQuick(part []fast.Rec, i, tid int, r *ringRes, sc fast.Scale) int {
+func (d *Drainer) laneQuick(part []fast.Rec, i, tid int, r *ringRes, sc fast.Scale) int {
 	id, slot, hasStack, w0, w1, ok := r.dec.Call1(part, i)
 	if !ok {
 		return d.laneRealloc(part, i, tid, r, sc)
 	}
 	s, fn, ok := d.quickOf(id)
-	if !ok || s.quick != quickAlloc && s.quick != quickFree {
+	if !ok || s.Quick != QuickAlloc && s.Quick != QuickFree {
 		return 0
 	}
 	l := &d.lane
@@ -183,7 +152,7 @@ func (d *drainer) laneQuick(part []fast.Rec, i, tid int, r *ringRes, sc fast.Sca
 	if hasStack {
 		stk = r.dec.Stack(slot)
 	}
-	alloc, size, addr, sid := s.quick == quickAlloc, uint64(0), w0, wire.NoStack
+	alloc, size, addr, sid := s.Quick == QuickAlloc, uint64(0), w0, wire.NoStack
 	none := alloc && (w1 == 0 || w1 == ^uint64(0)) || !alloc && w0 == 0
 	switch {
 	case none:
@@ -211,16 +180,17 @@ func (d *drainer) laneQuick(part []fast.Rec, i, tid int, r *ringRes, sc fast.Sca
 	return 2
 }
 
-// laneRealloc is laneQuick for a realloc (resEffects' reallocPtr): a
+// laneRealloc is laneQuick for a realloc (QuickRealloc, as Meaning.Effects
+// says of one): a
 // release of the old block at the call's entry, unless the call failed,
 // and an allocation of the new one at its return.
-func (d *drainer) laneRealloc(part []fast.Rec, i, tid int, r *ringRes, sc fast.Scale) int {
+func (d *Drainer) laneRealloc(part []fast.Rec, i, tid int, r *ringRes, sc fast.Scale) int {
 	id, slot, hasStack, w, ok := r.dec.Call2(part, i)
 	if !ok {
 		return 0
 	}
 	s, fn, ok := d.quickOf(id)
-	if !ok || s.quick != quickRealloc || len(d.monitor) > 0 || d.btAll {
+	if !ok || s.Quick != QuickRealloc || len(d.monitor) > 0 || d.btAll {
 		return 0
 	}
 	l := &d.lane
@@ -252,12 +222,12 @@ func (d *drainer) laneRealloc(part []fast.Rec, i, tid int, r *ringRes, sc fast.S
 
 // quickOf is stub id, when laneQuick may make its calls, and its
 // function's number in the lane's stream, once the lane has it.
-func (d *drainer) quickOf(id uint32) (s *resStub, fn uint32, ok bool) {
+func (d *Drainer) quickOf(id uint32) (s *Stub, fn uint32, ok bool) {
 	if int(id) >= len(d.resStubs) || int(id) >= len(d.lane.fns) || d.lane.fns[id] == 0 {
 		return nil, 0, false
 	}
 	s = &d.resStubs[id]
-	return s, d.lane.fns[id] - 1, s.quick != quickNo
+	return s, d.lane.fns[id] - 1, s.Quick != QuickNo
 }
 
 // knownStack is the number in w's stream of the stack slot holds (stk;
@@ -275,7 +245,7 @@ func (r *ringRes) knownStack(slot uint8, stk []uint64, w *wire.Writer) (uint32, 
 
 // laneWrite writes a call of function fn (the stream's number) with
 // backtrace sid into the lane, and reports whether the lane goes on.
-func (d *drainer) laneWrite(tid int, fn uint32, t time.Duration, alloc bool, size, id uint64, sid uint32) bool {
+func (d *Drainer) laneWrite(tid int, fn uint32, t time.Duration, alloc bool, size, id uint64, sid uint32) bool {
 	l := &d.lane
 	if err := l.w.PutCall(tid, fn, t, alloc, size, id, sid); err != nil {
 		d.laneEnd(err)
@@ -287,14 +257,14 @@ func (d *drainer) laneWrite(tid int, fn uint32, t time.Duration, alloc bool, siz
 
 // lanePut writes a call of stub s into the lane, with backtrace frames
 // (rc's stack, or nil), and reports whether the lane goes on.
-func (d *drainer) lanePut(tid int, s *resStub, r *ringRes, rc *fast.ResCall, frames []trace.Frame, t time.Duration, alloc bool, size, id uint64) bool {
+func (d *Drainer) lanePut(tid int, s *Stub, r *ringRes, rc *fast.ResCall, frames []trace.Frame, t time.Duration, alloc bool, size, id uint64) bool {
 	l := &d.lane
 	if int(rc.ID) >= len(l.fns) {
 		l.fns = append(l.fns, make([]uint32, len(d.resStubs)-len(l.fns))...)
 	}
 	fn := l.fns[rc.ID]
 	if fn == 0 {
-		n, err := l.w.FuncID(s.res.res, s.name)
+		n, err := l.w.FuncID(s.Res, s.Name)
 		if err != nil {
 			d.laneEnd(err)
 			return false
