@@ -457,7 +457,7 @@ func (t *Tracer) detachAll(first *thread) {
 	}
 	for _, th := range t.threads {
 		if th.proc != nil {
-			if st := th.fastView(); st != nil && len(th.held) > 0 {
+			if st := th.fastView(); st != nil && len(th.fast.held) > 0 {
 				st.Release() // they are sent after the detach
 			}
 			t.leaveScratch(th)
@@ -486,7 +486,7 @@ func (t *Tracer) detachAll(first *thread) {
 			fmt.Fprintf(t.cfg.Warn, "rtrace: warning: detaching tid %d: %v\n", tid, err)
 		}
 		if th := t.threads[tid]; th.proc != nil {
-			for _, h := range th.held {
+			for _, h := range th.fast.held {
 				unix.Tgkill(th.proc.pid, tid, h.sig) // the siginfo is lost: the sender is rtrace
 			}
 		}
@@ -628,10 +628,10 @@ func (t *Tracer) restoreReturns(th *thread) {
 			return err
 		}
 	}
-	if fi := im.fast; fi != nil && th.fs != nil {
+	if fi := im.fast; fi != nil && th.fast.fs != nil {
 		// Top down: of two frames sharing a slot (a tail call), the lower
 		// one's real return address is the one that stays.
-		st := th.fs
+		st := th.fast.fs
 		for i := st.Depth() - 1; i >= 0; i-- {
 			fr := st.Frame(i)
 			if fi.isExit(fr.Ret) {

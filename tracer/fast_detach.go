@@ -38,8 +38,8 @@ func (t *Tracer) unmapAll(p *process) {
 			return // its memory is its parent's: the parent's detach decides
 		}
 		if th.proc == p {
-			if th.fs != nil {
-				states = append(states, th.fs)
+			if th.fast.fs != nil {
+				states = append(states, th.fast.fs)
 			}
 			// The system calls run in a thread stopped outside a system
 			// call, or inside one the kernel may restart: one interrupted
@@ -181,8 +181,8 @@ func (t *Tracer) fastStall(p *process) {
 		return
 	}
 	for _, th := range t.threads {
-		if th.proc == p && th.fs != nil {
-			th.fs.Stall()
+		if th.proc == p && th.fast.fs != nil {
+			th.fast.fs.Stall()
 		}
 	}
 }

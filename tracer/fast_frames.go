@@ -8,10 +8,10 @@ import (
 // fastView is the state th's calls write to: its own, or in a vfork
 // child its parent's (nil: none yet).
 func (th *thread) fastView() *fast.State {
-	if th.vfork != nil {
-		return th.vfork
+	if th.fast.vfork != nil {
+		return th.fast.vfork
 	}
-	return th.fs
+	return th.fast.fs
 }
 
 // fastRecord hands one record of th, written by the tracer, with its
@@ -46,8 +46,8 @@ func (t *Tracer) openFrames(th *thread, st *fast.State) int {
 // th.openEnds).
 func (t *Tracer) fastPop(th *thread, st *fast.State, ts uint64) fast.Frame {
 	fr := st.Pop()
-	if th.fastReads != nil {
-		delete(th.fastReads, frameKey{fr.Slot, fr.Depth}) // gone without its diff
+	if th.fast.reads != nil {
+		delete(th.fast.reads, frameKey{fr.Slot, fr.Depth}) // gone without its diff
 	}
 	if !th.openEnds {
 		t.fastRecord(th, uftrace.Record{Time: ts, Type: uftrace.Exit, Depth: fr.Depth, Addr: fr.Addr}, nil)
@@ -57,7 +57,7 @@ func (t *Tracer) fastPop(th *thread, st *fast.State, ts uint64) fast.Frame {
 
 // fastPopBelow records the exits of th's frames whose slot is below sp.
 func (t *Tracer) fastPopBelow(th *thread, sp, ts uint64) {
-	st := th.fs
+	st := th.fast.fs
 	if st == nil {
 		return
 	}
@@ -69,27 +69,27 @@ func (t *Tracer) fastPopBelow(th *thread, sp, ts uint64) {
 // fastClose records the exits of every frame th has open (at its exit, an
 // exec, or the end of the trace) and releases its state.
 func (t *Tracer) fastClose(th *thread, ts uint64) {
-	if th.vfork != nil {
+	if th.fast.vfork != nil {
 		// A vfork child: its calls went to its parent's state. Close its
 		// view of the frames there (its own and those it inherited), drop
 		// its own, and give the state back to its parent.
-		st := th.vfork
+		st := th.fast.vfork
 		t.drain.SyncState(st)
-		t.fastExits(th, st, min(th.vforkShared, st.Depth()), st.Depth(), ts)
+		t.fastExits(th, st, min(th.fast.vforkShared, st.Depth()), st.Depth(), ts)
 		// The child popped and pushed frames of the state: the parent's
 		// are those it had at the vfork.
 		st.Truncate(0)
-		for _, fr := range th.vforkFrames {
+		for _, fr := range th.fast.vforkFrames {
 			st.Push(fr)
 		}
-		if th.vforkParent != nil {
-			t.drain.SetOwner(st, th.vforkParent.tid)
+		if th.fast.vforkParent != nil {
+			t.drain.SetOwner(st, th.fast.vforkParent.tid)
 		}
 		st.SetShared(false)
-		th.vfork, th.vforkParent = nil, nil
+		th.fast.vfork, th.fast.vforkParent = nil, nil
 		return
 	}
-	st := th.fs
+	st := th.fast.fs
 	if st == nil {
 		return
 	}
@@ -114,7 +114,7 @@ func (t *Tracer) fastClose(th *thread, ts uint64) {
 	}
 	t.drain.SyncState(st)
 	t.drain.Remove(st)
-	th.fs = nil
+	th.fast.fs = nil
 	if fi != nil && !fi.dead && !fi.ended {
 		if t.dropEntries(th, fi) {
 			st.Reset() // the drainer no longer reads it
@@ -133,8 +133,8 @@ func (t *Tracer) fastClose(th *thread, ts uint64) {
 // needs fastClose instead (no state, a vfork child, a process without
 // rtrace's code or ended).
 func (t *Tracer) fastRetire(th *thread, ts uint64) bool {
-	st := th.fs
-	if st == nil || th.vfork != nil || th.proc == nil || len(th.stack) > 0 || len(th.batch) > 0 {
+	st := th.fast.fs
+	if st == nil || th.fast.vfork != nil || th.proc == nil || len(th.stack) > 0 || len(th.batch) > 0 {
 		return false
 	}
 	fi := th.proc.image.fast
@@ -142,7 +142,7 @@ func (t *Tracer) fastRetire(th *thread, ts uint64) bool {
 		return false // not its own now: lent to a vfork child
 	}
 	reuse := t.dropEntries(th, fi)
-	th.fs = nil
+	th.fast.fs = nil
 	t.drain.Retire(st, th.tid, ts, fi, reuse)
 	return true
 }
@@ -157,12 +157,12 @@ func (t *Tracer) dropEntries(th *thread, fi *fastImage) bool {
 	if !t.threadAlive(th) {
 		tid = t.liveTid(th.proc, th.tid)
 	}
-	for _, k := range append(th.fsKeys, th.fsKey) {
+	for _, k := range append(th.fast.fsKeys, th.fast.fsKey) {
 		if e, ok := fi.table.Remove(k); ok && (tid == 0 || fi.writeEntry(tid, e) != nil) {
 			written = false
 		}
 	}
-	th.fsKeys = nil
+	th.fast.fsKeys = nil
 	return written
 }
 

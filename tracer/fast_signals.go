@@ -41,7 +41,7 @@ func (t *Tracer) fastHold(th *thread, sig unix.Signal) bool {
 	if ptrace.GetSigInfo(th.tid, &h.info) != nil {
 		return false
 	}
-	th.held = append(th.held, h)
+	th.fast.held = append(th.fast.held, h)
 	st.Hold()
 	resume(th.tid, 0)
 	return true
@@ -52,15 +52,15 @@ func (t *Tracer) fastHold(th *thread, sig unix.Signal) bool {
 // with the signal's own siginfo. The handler returns to the stub, which
 // stops again while signals are held.
 func (t *Tracer) fastDeliver(th *thread) {
-	if st := th.fastView(); st != nil && len(th.held) <= 1 {
+	if st := th.fastView(); st != nil && len(th.fast.held) <= 1 {
 		st.Release() // the last one goes now
 	}
-	if len(th.held) == 0 {
+	if len(th.fast.held) == 0 {
 		resume(th.tid, 0)
 		return
 	}
-	h := th.held[0]
-	th.held = th.held[1:]
+	h := th.fast.held[0]
+	th.fast.held = th.fast.held[1:]
 	if ptrace.SetSigInfo(th.tid, &h.info) != nil {
 		return // it died meanwhile: wait4 reports it
 	}

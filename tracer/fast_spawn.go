@@ -66,7 +66,7 @@ func (t *Tracer) fastFork(th *thread, frames []fast.Frame, res fast.PendingRes) 
 	fi := &fastImage{tableAddr: parent.tableAddr, rdfsbase: parent.rdfsbase, sites: slices.Clip(parent.sites),
 		arena: parent.arena, walkIndex: parent.walkIndex, life: parent.life}
 	th.proc.image.fast = fi
-	th.fs = nil
+	th.fast.fs = nil
 	// Kept until cleared: the entries stay in the child's memory, and a
 	// fork of it inherits them.
 	fi.inherited = parent.inherited
@@ -83,7 +83,7 @@ func (t *Tracer) fastFork(th *thread, frames []fast.Frame, res fast.PendingRes) 
 		return
 	}
 	for _, fr := range frames {
-		th.fs.Push(fr)
+		th.fast.fs.Push(fr)
 	}
-	th.fs.SetPendingRes(res)
+	th.fast.fs.SetPendingRes(res)
 }

@@ -34,7 +34,7 @@ func (t *Tracer) fastTrap(th *thread, regs *unix.PtraceRegs, pc uint64, ts uint6
 	case s.ExitStop:
 		t.fastExitValue(th, regs, ts)
 	case s.ExitMiss:
-		if th.fs == nil || !t.fastRegister(th, regs.Rcx) {
+		if th.fast.fs == nil || !t.fastRegister(th, regs.Rcx) {
 			unix.Kill(th.tid, unix.SIGKILL)
 			return true, fmt.Errorf("tid %d: a return through rtrace's exit stub, but rtrace holds no state for the thread (pc %#x)", th.tid, pc)
 		}
@@ -149,7 +149,7 @@ func (t *Tracer) fastValues(th *thread, f *fn, regs *unix.PtraceRegs, ts uint64)
 		return
 	}
 	if rc != nil {
-		th.fastRes = &pendingRes{key: frameKey{regs.Rsp, d}, call: rc}
+		th.fast.res = &pendingRes{key: frameKey{regs.Rsp, d}, call: rc}
 		// The stubs leave the calls nested in it untraced (res_entry).
 		st.SetMakingRes(regs.Rsp, uint64(d+1), fi.sites[0].Exit)
 		t.resAtEntry(th, rc, regs)
@@ -163,10 +163,10 @@ func (t *Tracer) fastValues(th *thread, f *fn, regs *unix.PtraceRegs, ts uint64)
 	ev := t.recordEntry(th, f, ts, d, payload, &last, t.fastRecord)
 	st.SetLastCPU(last)
 	if ev != nil {
-		if th.fastReads == nil {
-			th.fastReads = map[frameKey][]uftrace.ReadEvent{}
+		if th.fast.reads == nil {
+			th.fast.reads = map[frameKey][]uftrace.ReadEvent{}
 		}
-		th.fastReads[frameKey{regs.Rsp, d}] = ev
+		th.fast.reads[frameKey{regs.Rsp, d}] = ev
 	}
 }
 
@@ -182,13 +182,13 @@ func (t *Tracer) fastExitValue(th *thread, regs *unix.PtraceRegs, ts uint64) {
 	// watched already.)
 	fr := st.Frame(st.Depth())
 	f := th.proc.image.fnAt(fr.Addr)
-	if old, ok := th.fastReads[frameKey{fr.Slot, fr.Depth}]; ok && f != nil {
-		delete(th.fastReads, frameKey{fr.Slot, fr.Depth})
+	if old, ok := th.fast.reads[frameKey{fr.Slot, fr.Depth}]; ok && f != nil {
+		delete(th.fast.reads, frameKey{fr.Slot, fr.Depth})
 		recordReads(th, ts, fr.Depth+1, f.reads, old, t.fastRecord)
 	}
 	st.DoneRes(fr.Slot, uint64(fr.Depth+1))
-	if p := th.fastRes; p != nil && p.key == (frameKey{fr.Slot, fr.Depth}) {
-		th.fastRes = nil
+	if p := th.fast.res; p != nil && p.key == (frameKey{fr.Slot, fr.Depth}) {
+		th.fast.res = nil
 		if !p.call.reported {
 			t.resReport(th, p.call, regs)
 		}

@@ -102,15 +102,15 @@ func (t *Tracer) fastRegister(th *thread, key uint64) bool {
 	if fi.disabled {
 		return false
 	}
-	if th.fs != nil {
+	if th.fast.fs != nil {
 		// Its %fs base changed (arch_prctl): the same state, frames
 		// included, under the new key too. The old one stays: the thread
 		// may set it back and return through frames pushed under either.
-		e, ok := fi.table.Insert(key, th.fs.Addr)
+		e, ok := fi.table.Insert(key, th.fast.fs.Addr)
 		if !ok || fi.writeEntry(th.tid, e) != nil {
 			return false
 		}
-		th.fsKeys = append(th.fsKeys, key)
+		th.fast.fsKeys = append(th.fast.fsKeys, key)
 		return true
 	}
 	if len(fi.free) == 0 {
@@ -149,7 +149,7 @@ func (t *Tracer) fastRegister(th *thread, key uint64) bool {
 		return false
 	}
 	st.SetWatch(t.cfg.WatchCPU)
-	th.fs, th.fsKey = st, key
+	th.fast.fs, th.fast.fsKey = st, key
 	if t.res != nil {
 		var regs unix.PtraceRegs
 		if ptrace.GetRegs(th.tid, &regs) == nil {
@@ -178,12 +178,12 @@ func (t *Tracer) fastState(th *thread, regs *unix.PtraceRegs) *fast.State {
 // stopping at entry_miss. A thread that shares a registered key (no
 // CLONE_SETTLS) is left to entry_miss as before.
 func (t *Tracer) fastStart(th *thread) {
-	if th.started {
+	if th.fast.started {
 		return
 	}
-	th.started = true
+	th.fast.started = true
 	fi := th.proc.image.fast
-	if fi == nil || fi.disabled || fi.dead || th.fs != nil || th.vforked || th.vfork != nil || t.detached {
+	if fi == nil || fi.disabled || fi.dead || th.fast.fs != nil || th.vforked || th.fast.vfork != nil || t.detached {
 		return
 	}
 	var regs unix.PtraceRegs

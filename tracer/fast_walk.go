@@ -225,8 +225,8 @@ func (t *Tracer) publishIndex(p *process) {
 	}
 	fi.walkIndex = idx
 	for _, th := range t.threads {
-		if th.proc == p && th.fs != nil {
-			th.fs.SetUnwind(idx)
+		if th.proc == p && th.fast.fs != nil {
+			th.fast.fs.SetUnwind(idx)
 		}
 	}
 }

@@ -90,7 +90,7 @@ func (t *Tracer) fastEvent(th *thread, event int, ts uint64) {
 		// parent's again, before the parent runs. A child that exited
 		// was closed at its exit event: this one is exec'ing.
 		for _, c := range t.threads {
-			if c.vforkParent == th {
+			if c.fast.vforkParent == th {
 				c.openEnds = true
 				t.fastClose(c, ts)
 				c.openEnds = false
@@ -164,11 +164,11 @@ func (t *Tracer) stopped(th *thread, ws unix.WaitStatus, regs *unix.PtraceRegs, 
 	if sig == unix.SIGTRAP && event == 0 {
 		return t.trap(th, regs, ts)
 	}
-	if th.forkNeeded && event == unix.PTRACE_EVENT_STOP {
+	if th.fast.forkNeeded && event == unix.PTRACE_EVENT_STOP {
 		// A forked child's first stop, after its parent's fork event.
-		th.forkNeeded = false
-		t.fastFork(th, th.forkFrames, th.forkRes)
-		th.forkFrames = nil
+		th.fast.forkNeeded = false
+		t.fastFork(th, th.fast.forkFrames, th.fast.forkRes)
+		th.fast.forkFrames = nil
 	}
 	switch event {
 	case unix.PTRACE_EVENT_CLONE, unix.PTRACE_EVENT_FORK, unix.PTRACE_EVENT_VFORK:
@@ -471,7 +471,7 @@ func (t *Tracer) spawned(th *thread, event int, ts uint64) error {
 			// No registration here: a system call run at this stop would be
 			// fork's own (the kernel sets rax after it). A parent with no
 			// state has no frames.
-			st := th.fs
+			st := th.fast.fs
 			if event == unix.PTRACE_EVENT_VFORK {
 				// The child runs in its parent's memory, with its TLS: its
 				// calls write to its parent's state, as its own, until its
@@ -479,12 +479,12 @@ func (t *Tracer) spawned(th *thread, event int, ts uint64) error {
 				nc.vforked = true
 				if st != nil {
 					st.SetShared(true) // until fastClose gives it back
-					nc.vfork, nc.vforkParent = st, th
+					nc.fast.vfork, nc.fast.vforkParent = st, th
 					for i := range st.Depth() {
-						nc.vforkFrames = append(nc.vforkFrames, st.Frame(i))
+						nc.fast.vforkFrames = append(nc.fast.vforkFrames, st.Frame(i))
 					}
 					if fresh {
-						nc.vforkShared = len(nc.vforkFrames) // none in its view
+						nc.fast.vforkShared = len(nc.fast.vforkFrames) // none in its view
 					}
 					t.drain.SetOwner(st, child)
 				}
@@ -500,9 +500,9 @@ func (t *Tracer) spawned(th *thread, event int, ts uint64) error {
 			} else {
 				if st != nil && !fresh {
 					for i := range st.Depth() {
-						nc.forkFrames = append(nc.forkFrames, st.Frame(i))
+						nc.fast.forkFrames = append(nc.fast.forkFrames, st.Frame(i))
 					}
-					nc.forkRes = st.PendingRes() // a resource call's frame among them
+					nc.fast.forkRes = st.PendingRes() // a resource call's frame among them
 				}
 				p.image.fast = &fastImage{tableAddr: fi.tableAddr, rdfsbase: fi.rdfsbase, sites: slices.Clip(fi.sites), inherited: append(fi.table.Offsets(), fi.inherited...),
 					arena: fi.arena, walkIndex: fi.walkIndex, life: fi.life} // the arena's and lifeline's mappings are inherited
@@ -513,10 +513,10 @@ func (t *Tracer) spawned(th *thread, event int, ts uint64) error {
 					fi.life.users++
 				}
 				if earlyStop {
-					t.fastFork(nc, nc.forkFrames, nc.forkRes)
-					nc.forkFrames = nil
+					t.fastFork(nc, nc.fast.forkFrames, nc.fast.forkRes)
+					nc.fast.forkFrames = nil
 				} else {
-					nc.forkNeeded = true
+					nc.fast.forkNeeded = true
 				}
 			}
 		}
@@ -586,7 +586,7 @@ func (t *Tracer) execed(th *thread, ts uint64) error {
 	}
 	th.stack, th.depth = nil, 0
 	th.unhooked, th.unwinds, th.jmpbufs, th.setjmp = false, nil, nil, setjmpCall{}
-	th.held = nil      // the stub that was to deliver them is gone
+	th.fast.held = nil // the stub that was to deliver them is gone
 	th.vforked = false // its own memory now
 	err := leaveExec(th.tid)
 	if err == nil {

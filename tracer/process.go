@@ -55,9 +55,6 @@ type thread struct {
 	jmpbufs  map[uint64]jmpbuf // what a longjmp to a jmp_buf returns to, by its address
 	// setjmp: the setjmp call just recorded, until its hook sees the jmp_buf.
 	setjmp setjmpCall
-	// fastReads: the read= counters at the entry of the fast engine's
-	// frames that have them, by slot and depth (a tail call shares a slot).
-	fastReads map[frameKey][]uftrace.ReadEvent
 	// lastCPU: the CPU of the thread's last recorded call or return, plus
 	// 1 (0: none yet), for -W cpu (the int3 engine's; the fast engine's is
 	// in the thread's state).
@@ -68,15 +65,26 @@ type thread struct {
 	// openEnds: the frames closed while it is set get no EXIT record
 	// (closeAll at an exec).
 	openEnds bool
-	// fastRes: the fast engine's resource call being made, reported at
-	// the return of its frame (a nested one is not reported).
-	fastRes *pendingRes
-	parked  bool // stopped by rtrace for an attach or detach
-	started bool // its first stop was seen (fastStart)
+	parked   bool // stopped by rtrace for an attach or detach
 	// groupStop: it was in a group-stop (SIGSTOP) when attached.
 	groupStop bool
-	// The fast engine: the thread's state and its key in the table; in a
-	// vfork child, the parent's state its calls write to, and the parent.
+	vforked   bool // a vfork child, in its parent's memory until it execs
+	// vforkWait: a vfork parent, waiting in the kernel until its child
+	// execs or exits, where no tracer can stop it (the wait is killable
+	// only); it runs none of its code before then. Cleared at its next
+	// stop.
+	vforkWait bool
+	// fast: what the fast engine keeps of the thread.
+	fast fastThread
+}
+
+// fastThread is what the fast engine keeps of a thread. A forked child
+// starts with none of it but the resource call being made and the read=
+// counters of the frames it shares with its parent (clone).
+type fastThread struct {
+	started bool // its first stop was seen (fastStart)
+	// The thread's state and its key in the table; in a vfork child, the
+	// parent's state its calls write to, and the parent.
 	fs          *fast.State
 	fsKey       uint64
 	fsKeys      []uint64 // more keys, after arch_prctl(ARCH_SET_FS)
@@ -86,16 +94,16 @@ type thread struct {
 	// vforkShared: how many of them are not in the child's view (all,
 	// for a child on a stack of its own: posix_spawn's).
 	vforkShared int
-	vforked     bool // a vfork child, in its parent's memory until it execs
-	// vforkWait: a vfork parent, waiting in the kernel until its child
-	// execs or exits, where no tracer can stop it (the wait is killable
-	// only); it runs none of its code before then. Cleared at its next
-	// stop.
-	vforkWait bool
 	// forkFrames: a forked child not set up yet, with its parent's frames.
 	forkFrames []fast.Frame
 	forkRes    fast.PendingRes // and its resource call being made
 	forkNeeded bool
+	// res: the resource call being made, reported at the return of its
+	// frame (a nested one is not reported).
+	res *pendingRes
+	// reads: the read= counters at the entry of the frames that have
+	// them, by slot and depth (a tail call shares a slot).
+	reads map[frameKey][]uftrace.ReadEvent
 	// held: signals that came while the thread was inside a stub's
 	// critical section, delivered when it leaves it (fastHold).
 	held []heldSignal
@@ -215,19 +223,18 @@ func (th *thread) clone(tid int, p *process) *thread {
 	c.stack = append([]frame(nil), th.stack...)
 	c.batch = nil
 	c.jmpbufs = maps.Clone(th.jmpbufs) // a longjmp in the child may use them
-	c.fastReads = maps.Clone(th.fastReads)
 	c.unwinds = slices.Clone(th.unwinds)
-	c.started = false
-	c.fsKeys, c.vforkFrames, c.vforkShared = nil, nil, 0
-	c.fs, c.fsKey, c.vfork, c.vforkParent, c.forkFrames, c.forkNeeded, c.vforked = nil, 0, nil, nil, nil, false, false
-	c.forkRes = fast.PendingRes{}
+	c.vforked = false
+	// Signals held for the parent are not the child's (fork(2): its
+	// pending signals are none).
+	c.fast = fastThread{res: th.fast.res, reads: maps.Clone(th.fast.reads)}
 	return &c
 }
 
 // dropCalls forgets the resource calls being made: a vfork child's, which
 // its parent reports (the child returns through none of its frames).
 func (th *thread) dropCalls() {
-	th.fastRes = nil
+	th.fast.res = nil
 	for i := range th.stack {
 		th.stack[i].call = nil
 	}

@@ -113,7 +113,7 @@ func (t *Tracer) fastResEntry(th *thread, st *fast.State, f *fn, regs *unix.Ptra
 	if st.NestedRes(regs.Rsp, ret, func(a uint64) (uint64, error) { return ptrace.PeekWord(th.tid, a) }) {
 		return nil
 	}
-	th.fastRes = nil // left without returning, if any
+	th.fast.res = nil // left without returning, if any
 	return t.newResCall(th, f, regs, ret)
 }
 
