@@ -47,12 +47,16 @@ func startBlocked(t *testing.T, prog, dir string) *blocked {
 		t.Fatal(err)
 	}
 	b.cmd = exec.Command(prog, b.fifo)
+	// A group of its own: its clone(CLONE_VM) and vfork children, which a
+	// failed test can leave blocked on the FIFO after its parent is
+	// killed (the FIFO gone with the test's directory), go with it.
+	b.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	b.in, _ = b.cmd.StdinPipe()
 	stdout, _ := b.cmd.StdoutPipe()
 	if err := b.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { b.cmd.Process.Kill(); b.cmd.Wait() })
+	t.Cleanup(func() { syscall.Kill(-b.cmd.Process.Pid, syscall.SIGKILL); b.cmd.Wait() })
 	b.out = newLineLog(stdout)
 	var err error
 	if b.pid, err = strconv.Atoi(strings.TrimPrefix(b.out.waitFor("pid "), "pid ")); err != nil {

@@ -25,7 +25,7 @@ import (
 // The faults of docs/RELIABILITY.md: whatever happens to rtrace, the
 // process it traced goes on as it would have untraced.
 
-// tightProc is a running tight.c: four threads calling work() in a loop.
+// tightProc is a running tight.c: eight threads calling work() in a loop.
 type tightProc struct {
 	t   *testing.T
 	cmd *exec.Cmd

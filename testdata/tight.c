@@ -1,4 +1,4 @@
-/* tight: four threads call work() in a tight loop until told to stop, so
+/* tight: eight threads call work() in a tight loop until told to stop, so
  * that an attach or a detach finds threads inside rtrace's code. On stdin,
  * each line "p" prints the calls made so far ("calls N"); at the end of
  * stdin the threads stop, every result is checked against its closed form
@@ -12,7 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#define THREADS 4
+#define THREADS 8
 
 static atomic_int stop;
 static atomic_ulong calls[THREADS];
