@@ -176,26 +176,6 @@ func TestRecordSkipped(t *testing.T) {
 	}
 }
 
-// A setuid program would run without its privileges under ptrace: refused.
-func TestRecordRefusesSetuid(t *testing.T) {
-	tmp := t.TempDir()
-	prog := filepath.Join(tmp, "suid")
-	b, err := os.ReadFile(testutil.BuildC(t, "chain.c", "-O0"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(prog, b, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chmod(prog, 0o755|os.ModeSetuid); err != nil {
-		t.Fatal(err)
-	}
-	r := runCmd(t, tmp, rtraceBin, "record", "-d", "R", "--", prog)
-	if r.code != 126 || !strings.Contains(r.stderr, "setuid") || r.stdout != "" {
-		t.Errorf("setuid program: %+v, want exit 126 and a refusal before it runs", r)
-	}
-}
-
 // The trace's info holds rtrace's real command line, flags included,
 // written as uftrace writes its own: words joined by spaces, newlines as
 // spaces, double quotes escaped (uftrace dump --chrome puts it in JSON).

@@ -577,31 +577,96 @@ func TestToggleListenerKilled(t *testing.T) {
 	}
 }
 
-// A program with file capabilities (setcap) would run without them under
-// ptrace, as a setuid one would run without its privileges: refused with
-// the reason, before it runs (issue 31, item 7: it ran without them,
-// silently).
-func TestRecordRefusesFileCaps(t *testing.T) {
-	tmp := t.TempDir()
-	prog := filepath.Join(tmp, "capped")
-	b, err := os.ReadFile(testutil.BuildC(t, "chain.c", "-O0"))
+// privileged copies the program src builds into a directory of its own,
+// made setuid to the user nobody (65534) or given file capabilities
+// (caps), and returns its path.
+func privileged(t *testing.T, src string, caps bool) string {
+	t.Helper()
+	prog := filepath.Join(t.TempDir(), "priv")
+	b, err := os.ReadFile(testutil.BuildC(t, src, "-O0", "-g"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(prog, b, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	// vfs_cap_data, revision 2 (linux/capability.h): effective, and
-	// CAP_NET_BIND_SERVICE (10) permitted.
-	caps := make([]byte, 20)
-	binary.LittleEndian.PutUint32(caps, 0x02000000|1)
-	binary.LittleEndian.PutUint32(caps[4:], 1<<10)
-	if err := unix.Setxattr(prog, "security.capability", caps, 0); err != nil {
-		t.Skipf("setting file capabilities needs CAP_SETFCAP: %v", err)
+	if caps {
+		// vfs_cap_data, revision 2 (linux/capability.h): effective, and
+		// CAP_NET_BIND_SERVICE (10) permitted.
+		c := make([]byte, 20)
+		binary.LittleEndian.PutUint32(c, 0x02000000|1)
+		binary.LittleEndian.PutUint32(c[4:], 1<<10)
+		if err := unix.Setxattr(prog, "security.capability", c, 0); err != nil {
+			testutil.RequireCapability(t, "setting file capabilities needs CAP_SETFCAP: %v", err)
+		}
+		return prog
 	}
-	r := runCmd(t, tmp, rtraceBin, "record", "-d", "R", "--", prog)
-	if r.code != 126 || !strings.Contains(r.stderr, "file capabilities") || r.stdout != "" {
-		t.Errorf("a program with file capabilities: %+v, want exit 126 and a refusal before it runs", r)
+	if err := os.Chown(prog, 65534, 65534); err != nil {
+		testutil.RequireCapability(t, "a setuid program of another user needs CAP_CHOWN: %v", err)
+	}
+	if err := os.Chmod(prog, 0o755|os.ModeSetuid); err != nil {
+		t.Fatal(err)
+	}
+	return prog
+}
+
+// hasCapSysPtrace reports whether the tests hold CAP_SYS_PTRACE.
+func hasCapSysPtrace() bool {
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	return unix.Capget(&hdr, &data[0]) == nil && data[0].Effective&(1<<unix.CAP_SYS_PTRACE) != 0
+}
+
+// A setuid program, or one with file capabilities, would run without its
+// privileges under a tracer that lacks CAP_SYS_PTRACE: refused before it
+// runs, with the reason and the remedy, exit 126. (Where the tests hold
+// the capability, rtrace runs without it: setpriv drops it from the
+// bounding set.)
+func TestRecordRefusesPrivileged(t *testing.T) {
+	for _, c := range []struct {
+		name, said string
+		caps       bool
+	}{{"setuid", "setuid", false}, {"setcap", "file capabilities", true}} {
+		t.Run(c.name, func(t *testing.T) {
+			prog := privileged(t, "euid.c", c.caps)
+			tmp := t.TempDir()
+			cmd := []string{rtraceBin}
+			if hasCapSysPtrace() {
+				cmd = []string{testutil.RequireTool(t, "setpriv"), "--bounding-set", "-sys_ptrace", rtraceBin}
+			}
+			r := runCmd(t, tmp, cmd[0], append(cmd[1:], "record", "-d", "R", "--", prog)...)
+			if r.code != 126 || !strings.Contains(r.stderr, c.said) || !strings.Contains(r.stderr, "CAP_SYS_PTRACE") || r.stdout != "" {
+				t.Errorf("%s program, rtrace without CAP_SYS_PTRACE: %+v, want exit 126 and a refusal before it runs", c.name, r)
+			}
+		})
+	}
+}
+
+// With CAP_SYS_PTRACE (root), the kernel runs a setuid program rtrace
+// traces with its privileges: it runs as untraced (its owner's euid), and
+// is traced, on both engines.
+func TestRecordPrivilegedTraced(t *testing.T) {
+	if !hasCapSysPtrace() {
+		testutil.RequireCapability(t, "tracing a setuid program with its privileges needs CAP_SYS_PTRACE (root)")
+	}
+	uft := testutil.RequireTool(t, "uftrace")
+	prog := privileged(t, "euid.c", false)
+	tmp := t.TempDir()
+	want := runCmd(t, tmp, prog)
+	if want.stdout != "euid 65534\n" {
+		t.Fatalf("the setuid program untraced: %+v", want)
+	}
+	for _, engine := range engines {
+		t.Run(engine, func(t *testing.T) {
+			dir := "R-" + engine
+			r := runCmd(t, tmp, rtraceBin, "record", "--engine", engine, "-d", dir, "--", prog)
+			if r.code != 0 || r.stdout != want.stdout {
+				t.Fatalf("under rtrace: %+v, want %q and exit 0", r, want.stdout)
+			}
+			if out := testutil.Run(t, tmp, uft, "replay", "-d", dir); !strings.Contains(out, "who() {") {
+				t.Errorf("the trace has no call of who():\n%s", out)
+			}
+		})
 	}
 }
 

@@ -11,6 +11,8 @@ import (
 	"os"
 	"slices"
 
+	"golang.org/x/sys/unix"
+
 	"rtrace/internal/elfx"
 	"rtrace/internal/timeline"
 	"rtrace/internal/uftrace"
@@ -197,18 +199,35 @@ type Refusal struct{ Reason string }
 
 func (r *Refusal) Error() string { return r.Reason }
 
-// checkTraceable refuses programs rtrace cannot trace safely.
+// checkTraceable refuses programs rtrace cannot trace safely: Go
+// programs, and setuid, setgid or setcap ones when rtrace lacks
+// CAP_SYS_PTRACE, which they would run without their privileges under.
 func checkTraceable(f *elfx.File) error {
 	if f.IsGo {
 		return &Refusal{fmt.Sprintf("%s is a Go program: its runtime moves goroutine stacks and rejects rewritten return addresses, so rtrace cannot trace it safely", f.Path)}
 	}
-	if f.Setuid {
-		return &Refusal{fmt.Sprintf("%s is setuid/setgid: the kernel drops its privileges under ptrace, so it would not run as it does without rtrace", f.Path)}
-	}
-	if f.FileCaps {
-		return &Refusal{fmt.Sprintf("%s has file capabilities (setcap): the kernel does not grant them under ptrace, so it would not run as it does without rtrace", f.Path)}
+	if (f.Setuid || f.FileCaps) && !capSysPtrace() {
+		what, verb := "is setuid/setgid", "drops its privileges"
+		if !f.Setuid {
+			what, verb = "has file capabilities (setcap)", "does not grant them"
+		}
+		return &Refusal{fmt.Sprintf("%s %s: the kernel %s under a tracer without CAP_SYS_PTRACE, so it would not run as it does without rtrace (run rtrace as root, or give it CAP_SYS_PTRACE, to trace it with its privileges)", f.Path, what, verb)}
 	}
 	return nil
+}
+
+// capSysPtrace reports whether rtrace holds CAP_SYS_PTRACE: the kernel
+// then runs a setuid, setgid or setcap program it traces with its
+// privileges (security/commoncap.c, cap_bprm_creds_from_file: the
+// downgrade applies when !ptracer_capable), as untraced
+// (docs/RELIABILITY.md).
+func capSysPtrace() bool {
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if err := unix.Capget(&hdr, &data[0]); err != nil {
+		return false
+	}
+	return data[unix.CAP_SYS_PTRACE/32].Effective&(1<<(unix.CAP_SYS_PTRACE%32)) != 0
 }
 
 func newSID() string {
@@ -247,6 +266,12 @@ func exeBias(maps []byte, exe string, f *elfx.File) (uint64, error) {
 // tracer thread.
 func (t *Tracer) setupImage(tid int) (*image, []byte, error) {
 	exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", tid))
+	if errors.Is(err, os.ErrPermission) && !capSysPtrace() {
+		// The exec made it another user's, not dumpable (a setuid or
+		// setcap program that kept its privileges: its caller may set
+		// its uid), and rtrace may not look at it.
+		return nil, nil, &Refusal{fmt.Sprintf("pid %d execed a setuid/setgid or setcap program that runs as another user, which rtrace may not inspect without CAP_SYS_PTRACE (run rtrace as root, or give it CAP_SYS_PTRACE, to trace it with its privileges)", tid)}
+	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("reading the executable of pid %d: %w", tid, err)
 	}
