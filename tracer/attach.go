@@ -281,7 +281,11 @@ func (t *Tracer) park() error {
 	var regs unix.PtraceRegs
 	for !t.allParked() {
 		var ws unix.WaitStatus
-		tid, err := unix.Wait4(-1, &ws, unix.WALL, nil)
+		tid, ok := 0, false
+		var err error
+		if tid, ws, ok = takeReaped(); !ok {
+			tid, err = unix.Wait4(-1, &ws, unix.WALL, nil)
+		}
 		if err == unix.EINTR {
 			continue
 		}
@@ -586,6 +590,7 @@ func (t *Tracer) leaveScratch(th *thread) {
 		}
 		var ws unix.WaitStatus
 		if _, err := unix.Wait4(th.tid, &ws, unix.WALL, nil); err != nil || !ws.Stopped() {
+			noteReaped(th.tid, ws, err)
 			return
 		}
 	}

@@ -22,7 +22,11 @@ func (t *Tracer) loop() error {
 	for len(t.threads) > 0 || len(t.procs) > 0 {
 		var ws unix.WaitStatus
 		var ru unix.Rusage
-		tid, err := unix.Wait4(-1, &ws, unix.WALL, &ru)
+		tid, ok := 0, false
+		var err error
+		if tid, ws, ok = takeReaped(); !ok { // an end a helper's wait took
+			tid, err = unix.Wait4(-1, &ws, unix.WALL, &ru)
+		}
 		if err == unix.EINTR {
 			continue
 		}

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"os"
+	"sync"
 	"sync/atomic"
 
 	"golang.org/x/sys/unix"
@@ -135,6 +136,7 @@ func repark(tid int) {
 		}
 		var ws unix.WaitStatus
 		if _, err := unix.Wait4(tid, &ws, unix.WALL, nil); err != nil || !ws.Stopped() {
+			noteReaped(tid, ws, err)
 			return
 		}
 		switch ptraceEvent(ws) {
@@ -221,6 +223,7 @@ func runToTrap(tid int, want uint64) error {
 			return err
 		}
 		if !ws.Stopped() {
+			noteReaped(tid, ws, nil)
 			return fmt.Errorf("tid %d ended (%v)", tid, ws)
 		}
 		if ptraceEvent(ws) != 0 {
@@ -239,4 +242,42 @@ func runToTrap(tid int, want uint64) error {
 		}
 		held = append(held, unix.SIGTRAP) // not ours: someone sent a SIGTRAP
 	}
+}
+
+// A helper that waits for one thread (runToTrap, repark, leaveScratch)
+// can take that thread's end: the thread was killed, or its process
+// exited, while rtrace ran it. The end is kept here for the loop, which
+// handles it as if its own wait had taken it (takeReaped): else the
+// thread's exit, and its process's when it was the last, would never be
+// seen, and rtrace would wait for them.
+var reaped struct {
+	sync.Mutex
+	exits []reapedExit
+}
+
+type reapedExit struct {
+	tid int
+	ws  unix.WaitStatus
+}
+
+// noteReaped keeps tid's end when ws, a wait's result (err: none), is one.
+func noteReaped(tid int, ws unix.WaitStatus, err error) {
+	if err != nil || !ws.Exited() && !ws.Signaled() {
+		return
+	}
+	reaped.Lock()
+	reaped.exits = append(reaped.exits, reapedExit{tid, ws})
+	reaped.Unlock()
+}
+
+// takeReaped returns an end noteReaped kept, oldest first, and forgets it.
+func takeReaped() (tid int, ws unix.WaitStatus, ok bool) {
+	reaped.Lock()
+	defer reaped.Unlock()
+	if len(reaped.exits) == 0 {
+		return 0, 0, false
+	}
+	e := reaped.exits[0]
+	reaped.exits = reaped.exits[1:]
+	return e.tid, e.ws, true
 }
