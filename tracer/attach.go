@@ -283,7 +283,7 @@ func (t *Tracer) park() error {
 		var ws unix.WaitStatus
 		tid, ok := 0, false
 		var err error
-		if tid, ws, ok = takeReaped(); !ok {
+		if tid, ws, _, ok = takeReaped(); !ok {
 			tid, err = unix.Wait4(-1, &ws, unix.WALL, nil)
 		}
 		if err == unix.EINTR {
@@ -589,8 +589,9 @@ func (t *Tracer) leaveScratch(th *thread) {
 			return
 		}
 		var ws unix.WaitStatus
-		if _, err := unix.Wait4(th.tid, &ws, unix.WALL, nil); err != nil || !ws.Stopped() {
-			noteReaped(th.tid, ws, err)
+		var ru unix.Rusage
+		if _, err := unix.Wait4(th.tid, &ws, unix.WALL, &ru); err != nil || !ws.Stopped() {
+			noteReaped(th.tid, ws, &ru, err)
 			return
 		}
 	}

@@ -18,6 +18,9 @@ import (
 // goroutine: freeing a few rings of touched pages took 1 ms, on the way
 // to the end of the trace.
 func (t *Tracer) releaseFast(fi *fastImage) {
+	if fi.ended {
+		return // released already (an exec whose thread was killed on its way out: execed, then gone)
+	}
 	t.reclaim(fi, true)
 	free := fi.free
 	fi.free = nil

@@ -1,6 +1,7 @@
 package tracer
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"slices"
@@ -24,7 +25,7 @@ func (t *Tracer) loop() error {
 		var ru unix.Rusage
 		tid, ok := 0, false
 		var err error
-		if tid, ws, ok = takeReaped(); !ok { // an end a helper's wait took
+		if tid, ws, ru, ok = takeReaped(); !ok { // an end a helper's wait took
 			tid, err = unix.Wait4(-1, &ws, unix.WALL, &ru)
 		}
 		if err == unix.EINTR {
@@ -593,6 +594,9 @@ func (t *Tracer) execed(th *thread, ts uint64) error {
 	th.fast.held = nil // the stub that was to deliver them is gone
 	th.vforked = false // its own memory now
 	err := leaveExec(th.tid)
+	if errors.Is(err, errEnded) {
+		return nil // killed on its way out of execve: the loop gets its end
+	}
 	if err == nil {
 		_, err = t.newImage(th.tid, ts+1)
 	}

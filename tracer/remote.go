@@ -2,6 +2,7 @@ package tracer
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"os"
 	"sync"
@@ -72,7 +73,11 @@ func remoteSyscallAt(tid int, g remoteGadget, nr uint64, args ...uint64) (uint64
 		restoreCode()
 		return 0, fmt.Errorf("setting registers of tid %d: %w", tid, err)
 	}
+	ended := false
 	defer func() {
+		if ended {
+			return // nothing left to put back: its end is kept for the loop
+		}
 		restoreCode() // first: the program's bytes back before anything else
 		ptrace.SetRegs(tid, &saved)
 		if reparkRemote.Load() {
@@ -80,6 +85,7 @@ func remoteSyscallAt(tid int, g remoteGadget, nr uint64, args ...uint64) (uint64
 		}
 	}()
 	if err := runToTrap(tid, trap+1); err != nil {
+		ended = errors.Is(err, errEnded)
 		return 0, fmt.Errorf("remote syscall in tid %d: %w", tid, err)
 	}
 	if err := ptrace.GetRegs(tid, &regs); err != nil {
@@ -135,8 +141,9 @@ func repark(tid int) {
 			return
 		}
 		var ws unix.WaitStatus
-		if _, err := unix.Wait4(tid, &ws, unix.WALL, nil); err != nil || !ws.Stopped() {
-			noteReaped(tid, ws, err)
+		var ru unix.Rusage
+		if _, err := unix.Wait4(tid, &ws, unix.WALL, &ru); err != nil || !ws.Stopped() {
+			noteReaped(tid, ws, &ru, err)
 			return
 		}
 		switch ptraceEvent(ws) {
@@ -219,12 +226,13 @@ func runToTrap(tid int, want uint64) error {
 			return err
 		}
 		var ws unix.WaitStatus
-		if _, err := unix.Wait4(tid, &ws, unix.WALL, nil); err != nil {
+		var ru unix.Rusage
+		if _, err := unix.Wait4(tid, &ws, unix.WALL, &ru); err != nil {
 			return err
 		}
 		if !ws.Stopped() {
-			noteReaped(tid, ws, nil)
-			return fmt.Errorf("tid %d ended (%v)", tid, ws)
+			noteReaped(tid, ws, &ru, nil)
+			return fmt.Errorf("tid %d ended (%v): %w", tid, ws, errEnded)
 		}
 		if ptraceEvent(ws) != 0 {
 			continue
@@ -250,6 +258,10 @@ func runToTrap(tid int, want uint64) error {
 // handles it as if its own wait had taken it (takeReaped): else the
 // thread's exit, and its process's when it was the last, would never be
 // seen, and rtrace would wait for them.
+//
+// The stash is the process's: one tracer runs at a time (its waits for
+// any child would take another's), and a new session forgets what an
+// earlier one left (forgetReaped).
 var reaped struct {
 	sync.Mutex
 	exits []reapedExit
@@ -258,26 +270,39 @@ var reaped struct {
 type reapedExit struct {
 	tid int
 	ws  unix.WaitStatus
+	ru  unix.Rusage
 }
 
-// noteReaped keeps tid's end when ws, a wait's result (err: none), is one.
-func noteReaped(tid int, ws unix.WaitStatus, err error) {
+// errEnded: the thread rtrace ran ended meanwhile (noteReaped kept it).
+var errEnded = errors.New("the thread ended")
+
+// noteReaped keeps tid's end, with its resource usage, when ws, a wait's
+// result (err: none), is one.
+func noteReaped(tid int, ws unix.WaitStatus, ru *unix.Rusage, err error) {
 	if err != nil || !ws.Exited() && !ws.Signaled() {
 		return
 	}
 	reaped.Lock()
-	reaped.exits = append(reaped.exits, reapedExit{tid, ws})
+	reaped.exits = append(reaped.exits, reapedExit{tid, ws, *ru})
 	reaped.Unlock()
 }
 
 // takeReaped returns an end noteReaped kept, oldest first, and forgets it.
-func takeReaped() (tid int, ws unix.WaitStatus, ok bool) {
+func takeReaped() (tid int, ws unix.WaitStatus, ru unix.Rusage, ok bool) {
 	reaped.Lock()
 	defer reaped.Unlock()
 	if len(reaped.exits) == 0 {
-		return 0, 0, false
+		return 0, 0, unix.Rusage{}, false
 	}
 	e := reaped.exits[0]
 	reaped.exits = reaped.exits[1:]
-	return e.tid, e.ws, true
+	return e.tid, e.ws, e.ru, true
+}
+
+// forgetReaped drops the ends an earlier session kept and did not hand
+// its loop (it stopped first: a detach, a failed start).
+func forgetReaped() {
+	reaped.Lock()
+	reaped.exits = nil
+	reaped.Unlock()
 }

@@ -1,6 +1,7 @@
 package tracer
 
 import (
+	"errors"
 	"os/exec"
 	"runtime"
 	"syscall"
@@ -15,7 +16,7 @@ import (
 // otherwise never see the thread end.
 func TestRunToTrapKeepsExit(t *testing.T) {
 	for { // what another test left
-		if _, _, ok := takeReaped(); !ok {
+		if _, _, _, ok := takeReaped(); !ok {
 			break
 		}
 	}
@@ -36,10 +37,10 @@ func TestRunToTrapKeepsExit(t *testing.T) {
 			return
 		}
 		// A trap it never reaches: it runs to its end.
-		if err := runToTrap(pid, 1); err == nil {
-			t.Errorf("runToTrap returned no error for a thread that exited")
+		if err := runToTrap(pid, 1); !errors.Is(err, errEnded) {
+			t.Errorf("runToTrap returned %v for a thread that exited, want errEnded", err)
 		}
-		tid, ws, ok := takeReaped()
+		tid, ws, _, ok := takeReaped()
 		if !ok || tid != pid || !ws.Exited() || ws.ExitStatus() != 7 {
 			t.Errorf("kept end: tid %d (want %d), status %v, kept %v; want exit 7", tid, pid, ws, ok)
 		}

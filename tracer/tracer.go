@@ -260,6 +260,7 @@ func (t *Tracer) onThread(trace func() error) (*Result, error) {
 	t.th = ptrace.NewThread()
 	defer t.th.Close()
 	var runErr error
+	forgetReaped() // an earlier session's
 	t.th.Do(func() { runErr = trace() })
 	t.result.Events = t.events.Load()
 	t.result.Skipped = t.skipped
