@@ -3,7 +3,6 @@ package tracer
 import (
 	"rtrace/internal/elfx"
 	"rtrace/internal/trace"
-	"rtrace/internal/wire"
 	"rtrace/tracer/fast/drain"
 )
 
@@ -54,51 +53,32 @@ type FuncSink interface {
 	Records(tid int, recs []Rec) error
 }
 
-// ResSink receives a resource trace (-e).
+// ResSink receives a resource trace (-e): the process events, and the
+// calls and losses the drain's ResSink names (the int3 engine's come
+// from stops, the fast engine's from the drain).
 type ResSink interface {
 	Sink
-	// Call reports a resource call, at its return. c is the caller's
-	// after the call returns (the fast engine reuses it): Call keeps
-	// nothing of it but its frames, which nothing changes.
-	Call(c *trace.Call) error
-	// Lost reports n resource calls of thread tid dropped on a full ring.
-	Lost(tid int, n uint64) error
+	drain.ResSink
 }
 
 // ResBatchSink is a ResSink that also takes a thread's calls a batch at a
-// time: the fast engine's drain hands it the calls of one ring read in one
-// call, through the sink's layers once for them all.
+// time (drain.BatchSink).
 type ResBatchSink interface {
-	ResSink
-	// Calls reports calls of one thread, in order, as Call reports each;
-	// the drain reuses cs after it returns.
-	Calls(cs []trace.Call) error
+	Sink
+	drain.BatchSink
 }
 
 // ResLaneSink is a ResBatchSink that lends the drain the wire writer a
-// thread's calls go to: the drain writes the calls it can (no arguments)
-// into it itself, with the function and backtrace numbers it keeps
-// (docs/FAST-PATH.md, "The drain's lane"), and hands the others to Calls.
+// thread's calls go to (drain.LaneSink; docs/FAST-PATH.md, "The drain's
+// lane").
 type ResLaneSink interface {
-	ResBatchSink
-	// Lane is the writer of tid's calls now; nil: none (Calls then).
-	// Valid until the drain's next call of the sink's methods.
-	Lane(tid int) *wire.Writer
-	// Laned reports n calls written to a lane, and the error that ended
-	// its use, if any (the sink handles it as Calls would, and returns
-	// what Calls would have).
-	Laned(n int, err error) error
+	Sink
+	drain.LaneSink
 }
 
-// The drain (package drain) asks its sinks for these methods by its own
-// interfaces: a change of one signature here must not turn its batches or
-// its lane off silently.
-var (
-	_ drain.Sink      = FuncSink(nil)
-	_ drain.ResSink   = ResSink(nil)
-	_ drain.BatchSink = ResBatchSink(nil)
-	_ drain.LaneSink  = ResLaneSink(nil)
-)
+// FuncSink's Records and Exit are what the drain hands the function
+// trace: a change of one signature must not go unnoticed.
+var _ drain.Sink = FuncSink(nil)
 
 // Rec is one record with its payload: the arguments of an ENTRY or the
 // return value of an EXIT (More set), or nil.

@@ -20,9 +20,9 @@ type Sink interface {
 
 // ResSink receives the resource calls the rings hold.
 type ResSink interface {
-	// Call reports a resource call. c is the drain's after the call
-	// returns (reused): Call keeps nothing of it but its frames, which
-	// nothing changes.
+	// Call reports a resource call, at its return. c is the caller's
+	// after Call returns (the drain reuses it): Call keeps nothing of it
+	// but its frames, which nothing changes.
 	Call(c *trace.Call) error
 	// Lost reports n resource calls of thread tid dropped on a full ring.
 	Lost(tid int, n uint64) error
