@@ -25,6 +25,7 @@ var resModes = []struct{ name, engine, unwind string }{
 func recordRes(t *testing.T, m struct{ name, engine, unwind string }, opts []string, prog string, args ...string) (tmp string, r run) {
 	t.Helper()
 	tmp = t.TempDir()
+	testutil.KeepOnFailure(t, tmp)
 	cmdArgs := append([]string{"record", "-q", "--engine=" + m.engine, "--start", "-o", "D"}, opts...)
 	r = runCmdEnv(t, tmp, []string{"RTRACE_RES_UNWIND=" + m.unwind}, rtraceBin, append(append(cmdArgs, prog), args...)...)
 	if r.code != 0 {

@@ -4,7 +4,8 @@
 # order across threads, a child's threads at its exit), run RUNS times
 # (default 200) on each engine while the machine is busy: two CPU hogs and
 # a `go test -race` of the slow packages loop beside them.
-# A failure keeps its output in $STRESS_DIR (default /tmp/rtrace-stress).
+# A failure keeps its output in $STRESS_DIR (default /tmp/rtrace-stress),
+# and the traces of the tests that keep them (testutil.KeepOnFailure).
 # Tests synchronise on what the programs do, never on time: a failure here
 # is a bug, not flakiness. Then the fault tests (docs/RELIABILITY.md) once.
 # ENGINES (default "fast int3") picks the engines.
@@ -32,7 +33,7 @@ fails=0
 for engine in ${ENGINES:-fast int3}; do
   for ((i = 1; i <= RUNS; i++)); do
     log="$OUT/$engine-$i.log"
-    if (cd e2e && RTRACE_ENGINE=$engine "$OUT/e2e.test" -test.count=1 -test.timeout=10m -test.run "$TESTS" >"$log" 2>&1); then
+    if (cd e2e && RTRACE_KEEP_FAILED="$OUT/$engine-$i.kept" RTRACE_ENGINE=$engine "$OUT/e2e.test" -test.count=1 -test.timeout=10m -test.run "$TESTS" >"$log" 2>&1); then
       rm -f "$log"
     else
       fails=$((fails + 1))

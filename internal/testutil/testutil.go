@@ -257,3 +257,24 @@ func RaceReports(dir string) string {
 	}
 	return b.String()
 }
+
+// KeepOnFailure copies dir, a test's temporary directory (its traces),
+// to $RTRACE_KEEP_FAILED/<test name> when the test fails: a failure that
+// shows once in hundreds of runs (make stress) keeps what it recorded.
+// Call it after t.TempDir, whose removal comes after this copy.
+func KeepOnFailure(t testing.TB, dir string) {
+	keep := os.Getenv("RTRACE_KEEP_FAILED")
+	if keep == "" {
+		return
+	}
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		dst := filepath.Join(keep, strings.NewReplacer("/", "-", " ", "_").Replace(t.Name()))
+		if err := os.MkdirAll(dst, 0o755); err == nil {
+			err = os.CopyFS(dst, os.DirFS(dir))
+			t.Logf("kept %s in %s (%v)", dir, dst, err)
+		}
+	})
+}

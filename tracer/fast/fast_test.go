@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math/big"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -477,4 +478,65 @@ func FuzzScaleNanos(f *testing.F) {
 		}
 		sameNanos(t, newScale(tsc0, 1<<40, rate), tsc0+uint64(d))
 	})
+}
+
+// TestResourceTimesOrdered: the TSC a resource call's record carries is
+// read by rdtscp (NOWTSC), which waits for the loads before it: a
+// release of a block another thread handed over must not read a time
+// from before that thread allocated it (docs/FAST-PATH.md, "Resource calls
+// in time order"). Every TSC reading in res.S but the function records'
+// of frames a jump left (res_dead) goes through NOWTSC, and so does the
+// exit of a resource call's frame.
+func TestResourceTimesOrdered(t *testing.T) {
+	src := func(name string) []string {
+		b, err := os.ReadFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.Split(string(b), "\n")
+	}
+	insn := func(line string) string {
+		line, _, _ = strings.Cut(line, "#")
+		if _, rest, ok := strings.Cut(line, ":"); ok && !strings.Contains(line, "(") {
+			line = rest // a label
+		}
+		f := strings.Fields(line)
+		if len(f) == 0 {
+			return ""
+		}
+		return f[0]
+	}
+	stub := src("stub.S")
+	var macro []string
+	for i, l := range stub {
+		if strings.TrimSpace(l) == ".macro NOWTSC" {
+			for _, m := range stub[i+1:] {
+				if strings.TrimSpace(m) == ".endm" {
+					break
+				}
+				macro = append(macro, insn(m))
+			}
+		}
+	}
+	if !slices.Contains(macro, "rdtscp") || slices.Contains(macro, "rdtsc") {
+		t.Errorf("NOWTSC reads the TSC with %q, want rdtscp only", macro)
+	}
+	label := ""
+	for i, l := range src("res.S") {
+		if s := strings.TrimSpace(l); strings.HasSuffix(s, ":") && !strings.HasPrefix(s, "#") && (s[0] < '0' || s[0] > '9') {
+			label = strings.TrimSuffix(s, ":") // named labels only
+		}
+		if insn(l) == "rdtsc" && label != "res_dead" {
+			t.Errorf("res.S:%d (after %s) reads the TSC with rdtsc, not NOWTSC", i+1, label)
+		}
+	}
+	// exit: the resource frame's path (FLAGRES) reaches NOWTSC.
+	for i, l := range stub {
+		if strings.Contains(l, "testq $FLAGRES, FRAMES-32+24(%rdi,%rcx)") {
+			window := strings.Join(stub[i:i+8], "\n")
+			if !strings.Contains(window, "NOWTSC") {
+				t.Errorf("stub.S:%d: a resource frame's return does not read its time with NOWTSC:\n%s", i+1, window)
+			}
+		}
+	}
 }

@@ -161,12 +161,19 @@ resume:
 # rtrace keeps it (a process of one thread recording resource calls only:
 # its drain writes its clock there each round, within a millisecond of
 # the TSC, and rdtsc costs 10-16 ns here; docs/FAST-PATH.md, "The coarse
-# clock"), else the TSC. Clobbers rdx.
+# clock"), else the TSC, read by rdtscp: once every instruction before it
+# has executed and its loads are globally visible (Intel SDM vol. 2 and
+# AMD APM vol. 3, RDTSCP). rdtsc may read the counter before the loads
+# that precede it are done: a release of a block another thread handed
+# over (through a queue, a lock) could read a time before that thread's
+# allocation of it, and the drain, which merges the threads' calls by
+# their times, would report them out of order (docs/FAST-PATH.md,
+# "Resource calls in time order"). Clobbers rcx, rdx.
 .macro NOWTSC
 	mov COARSE(%rdi), %rax
 	test %rax, %rax
 	jnz .Lnow\@
-	rdtsc
+	rdtscp
 	shl $32, %rdx
 	or %rdx, %rax
 .Lnow\@:
@@ -599,9 +606,14 @@ exit:
 	jz 3f
 	cmpq $0, WATCH(%rdi)
 	je 4f
+	CALLCLEAR room
+4:	NOWTSC                  # a resource call's: after the call's loads
+	jmp 5f
 3:	CALLCLEAR room
-4:	NOWTSC                  # COARSE: resource calls' frames only
-	mov %rax, %r8
+	rdtsc                   # a function's: its place in its thread only
+	shl $32, %rdx
+	or %rdx, %rax
+5:	mov %rax, %r8
 	cmpq $0, WATCH(%rdi)
 	jne exit_watch
 exit_pop:
