@@ -348,6 +348,15 @@ func (s *resStream) write(it trace.Item) {
 	}
 }
 
+// Usage records, in an open window, process pid's peak RSS at its end
+// (tracer.UsageSink), before its Exit ends its file.
+func (s *resStream) Usage(pid int, peakRSS uint64) error {
+	if s.procs[pid] != nil {
+		s.write(&trace.Usage{Pid: pid, PeakRSS: peakRSS})
+	}
+	return nil
+}
+
 // Exit records, in an open window, that a thread or a process ended. A
 // process that ended on its own ends its file: what is still allocated
 // then was never released (the pprof encoder's leak_* values need this).
@@ -413,3 +422,6 @@ func resSpecs(mods []*tracer.ResModule, kind string) (args, rets []string) {
 	}
 	return args, rets
 }
+
+// The peak RSS reaches the resource reports' summary.
+var _ tracer.UsageSink = (*resStream)(nil)

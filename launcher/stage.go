@@ -68,6 +68,12 @@ func (j *Stage) stream(rd trace.Reader, out io.Writer) error {
 		return errFuncOnStream
 	}
 	opts := j.Opts
+	if opts.Summary {
+		if j.Format != "" && j.Format != FormatText {
+			return fmt.Errorf("--summary writes text, not %s", j.Format)
+		}
+		return postproc.Summarize(rd, out)
+	}
 	var res *resolver.Resolver
 	if opts.Resolve || j.Format == FormatPprof {
 		res = j.newResolver()

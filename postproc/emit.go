@@ -23,6 +23,16 @@ type total struct{ n, size uint64 }
 // finish writes what -l and -c kept, the remaining comments and, with -l,
 // the leak summary.
 func (r *runner) finish() error {
+	if r.heading {
+		r.holding = false
+		for _, l := range r.sum.lines() {
+			r.write(&trace.Comment{Text: "## " + l}) // "# " lines are dropped when read back
+		}
+		for _, it := range r.pre {
+			r.write(it)
+		}
+		r.pre = nil
+	}
 	if r.leaks != nil {
 		live := r.leaks.survivors()
 		if r.groups != nil {
@@ -112,6 +122,10 @@ func (r *runner) resolve(fs []trace.Frame) []trace.Frame {
 }
 
 func (r *runner) write(it trace.Item) {
+	if r.holding {
+		r.pre = append(r.pre, it)
+		return
+	}
 	if r.werr == nil {
 		r.werr = r.out.Write(it)
 	}

@@ -39,7 +39,11 @@ func TestTextFromWire(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := "version=" + wire.Version + ", arch=x86_64, timestamp=2024.3.5 07:08:09, process=./leaky, pid=42, filter=leaks, backtrace depth=10, \n" +
-		"<1> : memory (memory allocation in bytes)\n: /tmp/leaky => 0x400000-0x401000\n## tracing module: [1] memory (1.0)\n" +
+		"<1> : memory (memory allocation in bytes)\n: /tmp/leaky => 0x400000-0x401000\n" +
+		"## total runtime: 0.00s.\n## calls to allocation functions: 2 (1000/s)\n## temporary memory allocations: 0 (0/s)\n" +
+		"## peak heap memory consumption: 48B after 0.001s\n## peak RSS (including rtrace overhead): unknown (the trace does not say)\n" +
+		"## total memory leaked: 32B in 1 blocks\n## total heap usage: 2 allocs, 1 frees, 48 bytes allocated\n" +
+		"## tracing module: [1] memory (1.0)\n" +
 		"2. [00:00:00.006] malloc(32) = 0x2000\n\t0x400200\n\n" +
 		"# Resource - memory (memory allocation in bytes):\n# 1 block(s) leaked with total size of 32 bytes\n"
 	if out.String() != want {

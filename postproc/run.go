@@ -72,6 +72,14 @@ type runner struct {
 	groups   *grouper
 	totals   map[int]*total // -l: allocations written, by resource type
 	werr     error          // first write error
+
+	// sum: the heap's summary (summary.go), written first (heading) as
+	// comments: every item after the header waits in pre (holding) until
+	// it is known.
+	sum     *heapSummary
+	heading bool
+	holding bool
+	pre     []trace.Item
 }
 
 func newRunner(out trace.Writer, opts Options) *runner {
@@ -115,8 +123,23 @@ func (r *runner) read(in trace.Reader) error {
 			if !ok {
 				return fmt.Errorf("the trace starts with a %T, not a header", it)
 			}
-			it = r.header(h)
+			if h.Binary && r.opts.Leaks {
+				// A leak report of a raw trace opens with the heap's
+				// summary.
+				r.sum, r.heading = newHeapSummary(), true
+			}
+			if r.sum != nil {
+				r.sum.item(h)
+			}
 			first = false
+			r.item(r.header(h))
+			r.holding = r.heading
+			continue
+		}
+		if r.sum != nil {
+			if _, call := it.(*trace.Call); !call {
+				r.sum.item(it)
+			}
 		}
 		r.item(it)
 	}
@@ -220,6 +243,9 @@ func (r *runner) item(it trace.Item) {
 // written: a call that is not shown still matches its release.
 func (r *runner) call(c *trace.Call) {
 	r.seq++
+	if r.sum != nil {
+		r.sum.call(c)
+	}
 	if r.opts.Resource != 0 && c.Res != 0 && mask(c.Res)&r.opts.Resource == 0 {
 		return
 	}

@@ -323,6 +323,10 @@ func (d *demux) item(it trace.Item) error {
 	case *trace.Session:
 		d.last = nil
 		return d.session(v)
+	case *trace.Usage:
+		if p := d.procs[v.Pid]; p != nil && d.o.Out == nil {
+			return p.w.Write(v) // before its exit: its file is still open
+		}
 	}
 	return d.root.w.Write(it)
 }

@@ -202,6 +202,14 @@ func (l *lockedResSink) Fork(time uint64, pid, ppid int) error {
 func (l *lockedResSink) Exit(time uint64, tid int) error {
 	return l.event(func(r ResSink) error { return r.Exit(time, tid) })
 }
+func (l *lockedResSink) Usage(pid int, peakRSS uint64) error {
+	return l.event(func(r ResSink) error {
+		if u, ok := r.(UsageSink); ok {
+			return u.Usage(pid, peakRSS)
+		}
+		return nil
+	})
+}
 func (l *lockedResSink) Toggle(on bool, pid int) error {
 	return l.sync(func(r ResSink) error { return r.Toggle(on, pid) })
 }

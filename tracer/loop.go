@@ -63,6 +63,9 @@ func (t *Tracer) gone(th *thread, ws unix.WaitStatus, ru *unix.Rusage, ts uint64
 	t.flush(th)
 	delete(t.threads, th.tid)
 	if th.proc != nil {
+		if u, ok := t.res.(UsageSink); ok && t.procs[th.tid] != nil && th.proc.peakRSS > 0 {
+			t.emit(u.Usage(th.tid, th.proc.peakRSS))
+		}
 		t.sinks(func(s Sink) error { return s.Exit(ts, th.tid) })
 	}
 	if p := t.procs[th.tid]; p != nil {
@@ -104,6 +107,10 @@ func (t *Tracer) fastEvent(th *thread, event int, ts uint64) {
 		}
 	case unix.PTRACE_EVENT_EXIT:
 		timeline.Mark("exit event %d", th.tid)
+		t.noteHWM(th)
+		if t.drain == nil {
+			return // the int3 engine, for the peak RSS only (ptraceOptions)
+		}
 		// Close its frames before its TLS, the key of its state, can be
 		// reused by a new thread: its table entries now, the rest in the
 		// drainer (fastRetire) when it can.

@@ -21,6 +21,9 @@ type process struct {
 	// while its resource calls take the drain's clock (fast_coarse.go, drain/coarse.go).
 	multi  bool
 	coarse *fast.State
+	// peakRSS: the largest VmHWM its threads' exit events read, in bytes
+	// (usage.go).
+	peakRSS uint64
 }
 
 // frame is one entry on a thread's shadow stack.

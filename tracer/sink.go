@@ -61,6 +61,13 @@ type ResSink interface {
 	drain.ResSink
 }
 
+// UsageSink is a ResSink that also takes what the kernel said of a
+// process at its end (wait4(2)'s rusage), before its Exit: its peak
+// resident set size, in bytes. The resource reports' summary shows it.
+type UsageSink interface {
+	Usage(pid int, peakRSS uint64) error
+}
+
 // ResBatchSink is a ResSink that also takes a thread's calls a batch at a
 // time (drain.BatchSink).
 type ResBatchSink interface {
@@ -83,3 +90,6 @@ var _ drain.Sink = FuncSink(nil)
 // Rec is one record with its payload: the arguments of an ENTRY or the
 // return value of an EXIT (More set), or nil.
 type Rec = trace.Rec
+
+// The tracer's sinks that wrap a resource sink pass its usage on.
+var _ UsageSink = (*lockedResSink)(nil)

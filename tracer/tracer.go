@@ -232,10 +232,14 @@ func (t *Tracer) startFast() error {
 
 // ptraceOptions are the options of every tracee: the fast engine also
 // stops threads at their exit, before their TLS can be reused, and a vfork
-// parent when its child has left its memory.
+// parent when its child has left its memory; a resource trace stops them
+// at their exit for the process's peak RSS (usage.go).
 func (t *Tracer) ptraceOptions() int {
 	if t.drain != nil {
 		return ptrace.Options | unix.PTRACE_O_TRACEEXIT | unix.PTRACE_O_TRACEVFORKDONE
+	}
+	if t.res != nil {
+		return ptrace.Options | unix.PTRACE_O_TRACEEXIT
 	}
 	return ptrace.Options
 }

@@ -22,6 +22,7 @@ func FuzzReader(f *testing.F) {
 		"1. @1 [00:00:01.002] malloc<memory>(16) = 0x10\n\t$a = 1\n2. close<fd>(0x3)\n" +
 		"# allocation summary: 2 block(s) with total size 16\n\t0x400 main() at x.c:3\n\n& log : /tmp/x\n## x\n"))
 	f.Add([]byte("pid=1\r\n1. f(0x1)\r\n\t0x1\r\n"))
+	f.Add([]byte("pid=1\n## process 42 peak RSS 4096 bytes\n## process 42 peak RSS -1 bytes\n## task 42 (pid 42) exited at 5 ns\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		items, err := decode(data)
 		if err != nil {

@@ -152,6 +152,24 @@ func taskLine(t *trace.Task) string {
 	return fmt.Sprintf("## task %d (pid %d) %s at %d ns", t.Tid, t.Pid, what, t.Time)
 }
 
+// parseUsage reads the line Writer prints for a process's usage,
+// "## process 42 peak RSS 4096000 bytes".
+func parseUsage(s string) (*trace.Usage, bool) {
+	if !strings.HasPrefix(s, "## process ") {
+		return nil, false
+	}
+	var u trace.Usage
+	if _, err := fmt.Sscanf(s, "## process %d peak RSS %d bytes", &u.Pid, &u.PeakRSS); err != nil || usageLine(&u) != s {
+		return nil, false
+	}
+	return &u, true
+}
+
+// usageLine is the text of a process's usage.
+func usageLine(u *trace.Usage) string {
+	return fmt.Sprintf("## process %d peak RSS %d bytes", u.Pid, u.PeakRSS)
+}
+
 // parseModule reads "## tracing module: [1] shmsysv (1.0)".
 func parseModule(s string) (*trace.Module, bool) {
 	rest, ok := strings.CutPrefix(s, "## tracing module: [")

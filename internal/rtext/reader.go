@@ -133,6 +133,9 @@ func (rd *Reader) other(s string) trace.Item {
 	if m, ok := parseModule(s); ok {
 		return m
 	}
+	if u, ok := parseUsage(s); ok {
+		return u
+	}
 	if t, ok := parseTask(s); ok {
 		return t
 	}

@@ -274,6 +274,7 @@ func TestTaskRoundTrip(t *testing.T) {
 		&trace.Task{Time: 1234, Tid: 42, Pid: 42, Exit: true},
 		&trace.Task{Time: 1235, Tid: 43, Pid: 43, PPid: 42},
 		&trace.Comment{Text: "## task 42 (pid 42) exited at soon"},
+		&trace.Usage{Pid: 42, PeakRSS: 17 << 20},
 	} {
 		if err := w.Write(it); err != nil {
 			t.Fatal(err)
@@ -291,8 +292,11 @@ func TestTaskRoundTrip(t *testing.T) {
 		}
 		got = append(got, it)
 	}
-	if len(got) != 4 {
+	if len(got) != 5 {
 		t.Fatalf("read %d items from:\n%s", len(got), b.String())
+	}
+	if u, ok := got[4].(*trace.Usage); !ok || *u != (trace.Usage{Pid: 42, PeakRSS: 17 << 20}) {
+		t.Errorf("item 4 = %#v, want the usage", got[4])
 	}
 	if task, ok := got[1].(*trace.Task); !ok || *task != (trace.Task{Time: 1234, Tid: 42, Pid: 42, Exit: true}) {
 		t.Errorf("item 1 = %#v, want the task exit", got[1])

@@ -58,7 +58,7 @@ func (w *Writer) Write(it trace.Item) error {
 		w.start()
 		w.call(it)
 		w.frames(it.Frames)
-	case *trace.Module, *trace.Comment, *trace.Task, *trace.Probe, *trace.Lost:
+	case *trace.Module, *trace.Comment, *trace.Task, *trace.Probe, *trace.Lost, *trace.Usage:
 		if !w.started {
 			w.held = append(w.held, it)
 			return nil
@@ -242,5 +242,8 @@ func (w *Writer) note(it trace.Item) {
 		fmt.Fprintf(w.w, "## probe %s (tid %d) at %d ns: %s\n", it.Name, it.Tid, it.Time, strings.Join(it.Args, ", "))
 	case *trace.Lost:
 		fmt.Fprintf(w.w, "## lost %d events\n", it.Count)
+	case *trace.Usage:
+		w.w.WriteString(usageLine(it))
+		w.w.WriteByte('\n')
 	}
 }

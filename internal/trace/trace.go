@@ -31,6 +31,9 @@ type Header struct {
 	// Functions: the stream is a function trace (sessions, tasks, batches
 	// of uftrace records), not a resource trace.
 	Functions bool
+	// Binary: read from a binary stream (a raw trace, as the tracer wrote
+	// it), not from text (which may be a report already).
+	Binary bool
 }
 
 // Module is a tracing module (MINF): main = 0, others 1, 2, 4, ...
@@ -109,6 +112,13 @@ type Probe struct {
 // Lost counts events the tracer dropped (tracing off, buffer full).
 type Lost struct{ Count uint64 }
 
+// Usage is what the kernel said of a process at its end: its peak
+// resident set size (getrusage(2)'s ru_maxrss, in bytes here).
+type Usage struct {
+	Pid     int
+	PeakRSS uint64
+}
+
 // File names an extra file a module wrote (FILE).
 type File struct{ Name, Path string }
 
@@ -126,6 +136,7 @@ func (*Comment) item()  {}
 func (*Task) item()     {}
 func (*Probe) item()    {}
 func (*Lost) item()     {}
+func (*Usage) item()    {}
 func (*File) item()     {}
 func (*Library) item()  {}
 

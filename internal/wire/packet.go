@@ -36,6 +36,9 @@ const (
 	RFUN = 'R' | 'F'<<8 | 'U'<<16 | 'N'<<24 // a resource function's id and name
 	STAK = 'S' | 'T'<<8 | 'A'<<16 | 'K'<<24 // a backtrace's id and frames
 	CALZ = 'C' | 'A'<<8 | 'L'<<16 | 'Z'<<24 // a thread's resource calls, batched
+
+	// Later 3.3 additions, skipped by the readers before them.
+	RUSG = 'R' | 'U'<<8 | 'S'<<16 | 'G'<<24 // a process's usage at its end: pid, peak RSS
 )
 
 // Handshake magic byte: a stream starting with it is binary.

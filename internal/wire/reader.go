@@ -68,7 +68,7 @@ func NewReader(r io.Reader) (*Reader, error) {
 		return nil, fmt.Errorf("pointer size %d is not supported", ptr)
 	}
 	rd.ptr, rd.major = ptr, int(major)
-	rd.hdr = &trace.Header{Version: fmt.Sprintf("%d.%d", major, minor), Arch: arch}
+	rd.hdr = &trace.Header{Version: fmt.Sprintf("%d.%d", major, minor), Arch: arch, Binary: true}
 	return rd, nil
 }
 
@@ -273,6 +273,8 @@ func (rd *Reader) decode(typ uint32, d *decoder) error {
 		rd.emit(p)
 	case LOST:
 		rd.emit(&trace.Lost{Count: d.u64()})
+	case RUSG:
+		rd.emit(&trace.Usage{Pid: int(d.u32()), PeakRSS: d.u64()})
 	case RFUN:
 		return rd.rfun(d)
 	case STAK:

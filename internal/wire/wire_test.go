@@ -19,7 +19,7 @@ import (
 
 func sample() []trace.Item {
 	return []trace.Item{
-		&trace.Header{Version: Version, Arch: "x86_64", Time: time.Unix(1700000000, 123000), Process: "./leaky", Pid: 42, Depth: 10, OutDir: "out", PostOpts: "-l -c", Functions: true},
+		&trace.Header{Version: Version, Arch: "x86_64", Time: time.Unix(1700000000, 123000), Process: "./leaky", Pid: 42, Depth: 10, OutDir: "out", PostOpts: "-l -c", Functions: true, Binary: true},
 		&trace.Module{ID: 0, Name: "main", Major: 1, Minor: 0},
 		&trace.Module{ID: 1, Name: "memory", Major: 1, Minor: 2},
 		&trace.Resource{ID: 1, Name: "memory", Desc: "memory allocation in bytes"},
@@ -38,6 +38,7 @@ func sample() []trace.Item {
 		&trace.Task{Time: 99, Tid: 44, Pid: 42},
 		&trace.Probe{Time: 100, Tid: 44, Name: "app:step", Args: []string{"1", "0x10"}},
 		&trace.Lost{Count: 7},
+		&trace.Usage{Pid: 42, PeakRSS: 17 << 20},
 		&trace.File{Name: "heap", Path: "heap.txt"},
 		// Function traces (3.1).
 		&trace.Session{Time: 5, Pid: 42, SID: "0123456789abcdef", Exe: "/bin/fib", Maps: []byte("55d0-55d1 r-xp 0 08:01 1 /bin/fib\n7ffc-7ffd rw-p 0 00:00 0 [stack]\n")},
@@ -173,7 +174,7 @@ func TestSpRtrace20(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []trace.Item{
-		&trace.Header{Version: "2.0", Arch: "i686", Time: time.Unix(1308228588, 0), Process: "../bin/shmseg_test", Pid: 17913, Depth: 10},
+		&trace.Header{Version: "2.0", Arch: "i686", Time: time.Unix(1308228588, 0), Process: "../bin/shmseg_test", Pid: 17913, Depth: 10, Binary: true},
 		&trace.Module{ID: 1, Name: "shmsysv", Major: 1},
 		&trace.Resource{ID: 1, Name: "segment", Desc: "shared memory segment", Refcount: true},
 		&trace.Library{Name: "*"},

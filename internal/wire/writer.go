@@ -132,6 +132,10 @@ func (w *Writer) Write(it trace.Item) error {
 	case *trace.Lost:
 		w.begin(LOST)
 		w.u64(v.Count)
+	case *trace.Usage:
+		w.begin(RUSG)
+		w.u32(uint32(v.Pid))
+		w.u64(v.PeakRSS)
 	case *trace.File:
 		w.begin(FILE)
 		w.str(v.Name)

@@ -1,0 +1,132 @@
+package e2e_test
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"rtrace/internal/testutil"
+)
+
+// TestSummaryMatchesPeers: `rtrace postproc --summary` says what
+// heaptrack_print's last lines and memcheck's "total heap usage" say of
+// the same program (testdata/heapsum.c), with every engine, and a leak
+// report of the raw trace opens with it. memcheck's allocations and
+// bytes allocated are equal; its frees one more (it runs glibc's
+// __libc_freeres at exit, which frees stdout's buffer). heaptrack's calls,
+// temporary allocations and peak heap are within 1%: its preloaded library
+// brings libstdc++, whose emergency pool (one call, 72,704 bytes) is in
+// its numbers and not in the program.
+func TestSummaryMatchesPeers(t *testing.T) {
+	prog := testutil.BuildC(t, "heapsum.c", "-O2", "-g")
+	valgrind := testutil.RequireTool(t, "valgrind")
+	heaptrack := testutil.RequireTool(t, "heaptrack")
+	heaptrackPrint := testutil.RequireTool(t, "heaptrack_print")
+
+	tmp := t.TempDir()
+	mc := runCmd(t, tmp, valgrind, prog)
+	usage := regexp.MustCompile(`total heap usage: ([0-9,]+) allocs, ([0-9,]+) frees, ([0-9,]+) bytes allocated`)
+	want := usage.FindStringSubmatch(mc.stderr)
+	if mc.code != 0 || want == nil {
+		t.Fatalf("valgrind: exit %d, no total heap usage:\n%s", mc.code, mc.stderr)
+	}
+	ht := runCmd(t, tmp, heaptrack, "-o", filepath.Join(tmp, "ht"), prog)
+	files, _ := filepath.Glob(filepath.Join(tmp, "ht.*"))
+	if ht.code != 0 || len(files) != 1 {
+		t.Fatalf("heaptrack: exit %d, files %v:\n%s%s", ht.code, files, ht.stdout, ht.stderr)
+	}
+	hp := runCmd(t, tmp, heaptrackPrint, "-f", files[0])
+	peer := summaryNumbers(t, "heaptrack_print", hp.stdout)
+
+	for _, m := range resModes {
+		t.Run(m.name, func(t *testing.T) {
+			dir, _ := recordRes(t, m, []string{"--module", "memory"}, prog)
+			raw := rawFiles(t, filepath.Join(dir, "D"), ".rtrace")
+			if len(raw) != 1 {
+				t.Fatalf("raw files %v", raw)
+			}
+			r := runCmd(t, dir, rtraceBin, "postproc", "--summary", "-i", raw[0])
+			if r.code != 0 {
+				t.Fatalf("postproc --summary: exit %d\n%s", r.code, r.stderr)
+			}
+			got := usage.FindStringSubmatch(r.stdout)
+			if got == nil {
+				t.Fatalf("no total heap usage line:\n%s", r.stdout)
+			}
+			if got[1] != want[1] || got[3] != want[3] {
+				t.Errorf("rtrace: %q, memcheck: %q", got[0], want[0])
+			}
+			if f, wf := commaNumber(t, got[2]), commaNumber(t, want[2]); f != wf && f+1 != wf {
+				t.Errorf("rtrace counts %d frees, memcheck %d", f, wf)
+			}
+			mine := summaryNumbers(t, "rtrace", r.stdout)
+			for _, k := range []string{"calls", "temporary", "peak"} {
+				if d := mine[k] - peer[k]; d > peer[k]/100 || -d > peer[k]/100 {
+					t.Errorf("%s: rtrace %v, heaptrack_print %v (more than 1%% apart)\n%s", k, mine[k], peer[k], r.stdout)
+				}
+			}
+			if mine["rss"] < mine["peak"] {
+				t.Errorf("peak RSS %v below the peak heap %v:\n%s", mine["rss"], mine["peak"], r.stdout)
+			}
+			// A leak report of the raw trace opens with the same lines,
+			// and keeps them through resolve.
+			rep := runCmd(t, dir, rtraceBin, "postproc", "-l", "-c", "-i", raw[0]).stdout
+			os.WriteFile(filepath.Join(dir, "rep.txt"), []byte(rep), 0o644)
+			resolved := runCmd(t, dir, rtraceBin, "resolve", "-i", "rep.txt").stdout
+			for name, out := range map[string]string{"postproc -l -c": rep, "| rtrace resolve": resolved} {
+				var head []string
+				for _, l := range strings.Split(out, "\n") {
+					if strings.HasPrefix(l, "## ") && len(head) < 7 {
+						head = append(head, strings.TrimPrefix(l, "## "))
+					}
+				}
+				if strings.Join(head, "\n")+"\n" != r.stdout {
+					t.Errorf("%s opens with\n%s\nnot the summary\n%s", name, strings.Join(head, "\n"), r.stdout)
+				}
+			}
+		})
+	}
+}
+
+// summaryNumbers reads calls, temporary, peak (bytes) and rss (bytes) from
+// a heaptrack_print-style summary.
+func summaryNumbers(t *testing.T, who, out string) map[string]float64 {
+	t.Helper()
+	n := map[string]float64{}
+	for k, re := range map[string]string{
+		"calls":     `calls to allocation functions: (\d+)`,
+		"temporary": `temporary memory allocations: (\d+)`,
+		"peak":      `peak heap memory consumption: ([0-9.]+[BKMGT])`,
+		"rss":       `peak RSS \(including \w+ overhead\): ([0-9.]+[BKMGT])`,
+	} {
+		m := regexp.MustCompile(re).FindStringSubmatch(out)
+		if m == nil {
+			t.Fatalf("%s: no %s in\n%s", who, re, out)
+		}
+		s := m[1]
+		scale := 1.0
+		if i := strings.IndexAny(s, "BKMGT"); i >= 0 {
+			scale = map[byte]float64{'B': 1, 'K': 1e3, 'M': 1e6, 'G': 1e9, 'T': 1e12}[s[i]]
+			s = s[:i]
+		}
+		v, err := strconv.ParseFloat(s, 64)
+		if err != nil {
+			t.Fatalf("%s: %s: %v", who, m[0], err)
+		}
+		n[k] = v * scale
+	}
+	return n
+}
+
+// commaNumber reads memcheck's 1,234.
+func commaNumber(t *testing.T, s string) int {
+	t.Helper()
+	n, err := strconv.Atoi(strings.ReplaceAll(s, ",", ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
