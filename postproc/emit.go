@@ -20,18 +20,29 @@ type heldComment struct {
 // total counts allocations and their sizes.
 type total struct{ n, size uint64 }
 
-// finish writes what -l and -c kept, the remaining comments and, with -l,
-// the leak summary.
-func (r *runner) finish() error {
-	if r.heading {
+// finish writes what was held (opened by a note that the input was cut,
+// readErr, and the heap's summary), what -l and -c kept, the remaining
+// comments and, with -l, the leak summary.
+func (r *runner) finish(readErr error) error {
+	cut := func() {
+		if readErr != nil {
+			r.write(&trace.Comment{Text: "## INCOMPLETE: the input ends early (" + readErr.Error() + "): this output holds what was read before, not the whole trace"})
+		}
+	}
+	if r.holding {
 		r.holding = false
-		for _, l := range r.sum.lines() {
-			r.write(&trace.Comment{Text: "## " + l}) // "# " lines are dropped when read back
+		cut()
+		if r.heading {
+			for _, l := range r.sum.lines() {
+				r.write(&trace.Comment{Text: "## " + l}) // "# " lines are dropped when read back
+			}
 		}
 		for _, it := range r.pre {
 			r.write(it)
 		}
 		r.pre = nil
+	} else {
+		defer cut() // streamed: the last line says it
 	}
 	if r.leaks != nil {
 		live := r.leaks.survivors()

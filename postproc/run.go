@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 	"sort"
+	"strings"
 
 	"rtrace/internal/trace"
 )
@@ -38,7 +39,7 @@ func Run(in trace.Reader, out trace.Writer, opts Options) error {
 	}
 	r := newRunner(out, opts)
 	readErr := r.read(in)
-	err := r.finish()
+	err := r.finish(readErr)
 	if cerr := out.Close(); err == nil {
 		err = cerr
 	}
@@ -78,6 +79,7 @@ type runner struct {
 	// it is known.
 	sum     *heapSummary
 	heading bool
+	holdAll bool // -l, -c: hold everything (header.go)
 	holding bool
 	pre     []trace.Item
 }
@@ -133,7 +135,7 @@ func (r *runner) read(in trace.Reader) error {
 			}
 			first = false
 			r.item(r.header(h))
-			r.holding = r.heading
+			r.holding = r.heading || r.holdAll
 			continue
 		}
 		if r.sum != nil {
@@ -177,6 +179,13 @@ func (r *runner) header(in *trace.Header) *trace.Header {
 		r.opts.Compress = r.opts.Compress || has["compress"]
 		r.setup()
 	}
+	// The order of the groups travels with them: a later stage that
+	// groups again (resolve, another -c) keeps it unless told another.
+	for _, f := range in.Filter {
+		if o, ok := strings.CutPrefix(f, sortTag); ok && r.opts.Sort == "" && validSort(o) {
+			r.opts.Sort = o
+		}
+	}
 	h.Filter = nil
 	for _, f := range []struct {
 		name string
@@ -190,10 +199,30 @@ func (r *runner) header(in *trace.Header) *trace.Header {
 			h.Filter = append(h.Filter, f.name)
 		}
 	}
+	if r.opts.Compress && r.opts.Sort != "" && r.opts.Sort != SortSizeAsc {
+		h.Filter = append(h.Filter, sortTag+r.opts.Sort)
+	}
 	if r.opts.Depth != nil {
 		h.Depth = *r.opts.Depth
 	}
+	// -l and -c write their calls at the end: everything after the header
+	// waits for it too, so that what the end knows (the summary, a cut
+	// input) opens the output.
+	r.holdAll = r.buffered
 	return &h
+}
+
+// sortTag marks the groups' order in a header's filters ("sort-size"):
+// sp-rtrace's filters are leaks, compress and resolve; its default order
+// (size-asc) is not marked, so its golden files hold.
+const sortTag = "sort-"
+
+func validSort(s string) bool {
+	switch s {
+	case SortSize, SortSizeAsc, SortCount, SortCountAsc:
+		return true
+	}
+	return false
 }
 
 // item handles one item read.

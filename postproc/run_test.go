@@ -227,16 +227,28 @@ func (r *brokenReader) Next() (trace.Item, error) {
 	return it, nil
 }
 
-// TestReadError: a stream cut short still gives its report, and the error.
+// TestReadError: a stream cut short still gives its report, and the
+// error; the report says so in its first line after the header (-l, -c:
+// written at the end) or its last (streamed).
 func TestReadError(t *testing.T) {
-	in := &brokenReader{items: []trace.Item{
-		&trace.Header{Pid: 3, Depth: -1, Filter: []string{"compress", "resolve", "other"}},
-		&trace.Call{Index: 1, Time: -1, Name: "malloc", Alloc: true, Size: 8, ID: 0x10},
-	}}
+	items := func() []trace.Item {
+		return []trace.Item{
+			&trace.Header{Pid: 3, Depth: -1, Filter: []string{"compress", "resolve", "other"}},
+			&trace.Call{Index: 1, Time: -1, Name: "malloc", Alloc: true, Size: 8, ID: 0x10},
+		}
+	}
+	incomplete := func(it trace.Item) bool {
+		c, ok := it.(*trace.Comment)
+		return ok && strings.HasPrefix(c.Text, "## INCOMPLETE: the input ends early (stream cut)")
+	}
 	w := &itemWriter{}
-	err := Run(in, w, Options{Leaks: true})
-	if !errors.Is(err, errCut) || len(w.items) != 2 || !w.closed {
+	err := Run(&brokenReader{items: items()}, w, Options{Leaks: true})
+	if !errors.Is(err, errCut) || len(w.items) != 3 || !w.closed || !incomplete(w.items[1]) {
 		t.Fatalf("error %v, items %v", err, w.items)
+	}
+	ws := &itemWriter{}
+	if err := Run(&brokenReader{items: items()[:1]}, ws, Options{}); !errors.Is(err, errCut) || len(ws.items) != 2 || !incomplete(ws.items[1]) {
+		t.Errorf("streamed: error %v, items %v", err, ws.items)
 	}
 	if h := w.items[0].(*trace.Header); strings.Join(h.Filter, "|") != "leaks|resolve" {
 		t.Errorf("filter %q", h.Filter)
@@ -246,8 +258,42 @@ func TestReadError(t *testing.T) {
 			t.Errorf("%T: no error for an input without header", in)
 		}
 	}
-	in = &brokenReader{items: []trace.Item{&trace.Comment{Text: "x"}}}
+	in := &brokenReader{items: []trace.Item{&trace.Comment{Text: "x"}}}
 	if err := Run(in, &itemWriter{}, Options{}); err == nil || !strings.Contains(err.Error(), "not a header") {
 		t.Errorf("headless input: %v", err)
+	}
+}
+
+// TestSortTravels: the order -s chose reaches the stages after it. The
+// header names it (filter=...|sort-size); resolve's pass (Keep) and a
+// later -c without -s keep it, a later -s changes it; sp-rtrace's default
+// order (size-asc) is not named, so its golden files hold.
+func TestSortTravels(t *testing.T) {
+	in := "version=2.0, pid=1, \n<1> : memory (memory allocation in bytes)\n" +
+		"1. malloc(100) = 0x1\n\t0x10\n\n2. malloc(5) = 0x2\n\t0x20\n\n3. malloc(6) = 0x3\n\t0x20\n\n4. malloc(7) = 0x4\n\t0x20\n\n"
+	order := func(out string) string {
+		var sizes []string
+		for _, l := range strings.Split(out, "\n") {
+			if strings.HasPrefix(l, "# allocation summary:") {
+				sizes = append(sizes, strings.Fields(l)[len(strings.Fields(l))-1])
+			}
+		}
+		return strings.Join(sizes, ",")
+	}
+	bySize := process(t, in, Options{Leaks: true, Compress: true, Sort: SortSize})
+	if !strings.Contains(bySize, "filter=leaks|compress|sort-size, ") || order(bySize) != "100,18" {
+		t.Fatalf("-l -c -s size:\n%s", bySize)
+	}
+	if again := process(t, bySize, Options{Keep: true}); again != bySize {
+		t.Errorf("resolve's pass re-sorted it:\n%s\nwas\n%s", again, bySize)
+	}
+	if o := order(process(t, bySize, Options{Compress: true})); o != "100,18" {
+		t.Errorf("a later -c: %s", o)
+	}
+	if o := order(process(t, bySize, Options{Compress: true, Sort: SortCount})); o != "18,100" {
+		t.Errorf("a later -c -s count: %s", o)
+	}
+	if def := process(t, in, Options{Leaks: true, Compress: true}); strings.Contains(def, "sort-") || order(def) != "18,100" {
+		t.Errorf("the default order:\n%s", def)
 	}
 }
