@@ -38,7 +38,7 @@ func TestSummaryMatchesPeers(t *testing.T) {
 	if ht.code != 0 || len(files) != 1 {
 		t.Fatalf("heaptrack: exit %d, files %v:\n%s%s", ht.code, files, ht.stdout, ht.stderr)
 	}
-	hp := runCmd(t, tmp, heaptrackPrint, "-f", files[0])
+	hp := runCmd(t, tmp, heaptrackPrint, "-l", "-f", files[0])
 	peer := summaryNumbers(t, "heaptrack_print", hp.stdout)
 
 	for _, m := range resModes {
@@ -62,7 +62,9 @@ func TestSummaryMatchesPeers(t *testing.T) {
 			if f, wf := commaNumber(t, got[2]), commaNumber(t, want[2]); f != wf && f+1 != wf {
 				t.Errorf("rtrace counts %d frees, memcheck %d", f, wf)
 			}
-			mine := summaryNumbers(t, "rtrace", r.stdout)
+			totals, _, _ := strings.Cut(r.stdout, "\n\n") // then the sections
+			totals += "\n"
+			mine := summaryNumbers(t, "rtrace", totals)
 			for _, k := range []string{"calls", "temporary", "peak"} {
 				if d := mine[k] - peer[k]; d > peer[k]/100 || -d > peer[k]/100 {
 					t.Errorf("%s: rtrace %v, heaptrack_print %v (more than 1%% apart)\n%s", k, mine[k], peer[k], r.stdout)
@@ -70,6 +72,26 @@ func TestSummaryMatchesPeers(t *testing.T) {
 			}
 			if mine["rss"] < mine["peak"] {
 				t.Errorf("peak RSS %v below the peak heap %v:\n%s", mine["rss"], mine["peak"], r.stdout)
+			}
+			// The sections: the top backtrace of each, with file:line
+			// (-r), as heaptrack_print names them (it merges backtraces by
+			// their allocation site; rtrace keeps each whole, as -c does).
+			full := runCmd(t, dir, rtraceBin, "postproc", "--summary", "-r", "-i", raw[0]).stdout
+			if !strings.HasPrefix(full, totals) {
+				t.Errorf("--summary -r does not open with the summary:\n%s", clipLines(full, 12))
+			}
+			lines := markerLines(t, "heapsum.c")
+			for _, sec := range []struct{ title, label, line string }{
+				{"MEMORY LEAKS", heaptrackTop(t, hp.stdout, "MEMORY LEAKS") + " leaked in 50 blocks of 4000 calls from", "peak"},
+				{"PEAK MEMORY CONSUMERS", heaptrackTop(t, hp.stdout, "PEAK MEMORY CONSUMERS") + " peak memory consumed over 4000 calls from", "peak"},
+				{"MOST TEMPORARY ALLOCATIONS", "20000 temporary allocations of 20000 allocations in total (100.00%) from", "temporary"},
+				{"MOST CALLS TO ALLOCATION FUNCTIONS", "20000 calls to allocation functions with 0B peak consumption from", "temporary"},
+			} {
+				_, after, ok := strings.Cut(full, "\n"+sec.title+"\n")
+				first := strings.SplitN(after, "\n", 3)
+				if !ok || len(first) < 2 || first[0] != sec.label || !strings.Contains(first[1], "heapsum.c:"+strconv.Itoa(lines[sec.line])) {
+					t.Errorf("%s: want %q at heapsum.c:%d first, got %q", sec.title, sec.label, lines[sec.line], first)
+				}
 			}
 			// A leak report of the raw trace opens with the same lines,
 			// and keeps them through resolve.
@@ -83,12 +105,24 @@ func TestSummaryMatchesPeers(t *testing.T) {
 						head = append(head, strings.TrimPrefix(l, "## "))
 					}
 				}
-				if strings.Join(head, "\n")+"\n" != r.stdout {
-					t.Errorf("%s opens with\n%s\nnot the summary\n%s", name, strings.Join(head, "\n"), r.stdout)
+				if strings.Join(head, "\n")+"\n" != totals {
+					t.Errorf("%s opens with\n%s\nnot the summary\n%s", name, strings.Join(head, "\n"), totals)
 				}
 			}
 		})
 	}
+}
+
+// heaptrackTop is the cost of the first entry of heaptrack_print's
+// section title ("102.40K").
+func heaptrackTop(t *testing.T, out, title string) string {
+	t.Helper()
+	_, after, _ := strings.Cut(out, "\n"+title+"\n")
+	if f := strings.Fields(after); len(f) > 0 {
+		return f[0]
+	}
+	t.Fatalf("heaptrack_print has no %s section:\n%s", title, out)
+	return ""
 }
 
 // summaryNumbers reads calls, temporary, peak (bytes) and rss (bytes) from

@@ -72,7 +72,11 @@ func (j *Stage) stream(rd trace.Reader, out io.Writer) error {
 		if j.Format != "" && j.Format != FormatText {
 			return fmt.Errorf("--summary writes text, not %s", j.Format)
 		}
-		return postproc.Summarize(rd, out)
+		var res postproc.Resolver
+		if opts.Resolve {
+			res = j.newResolver()
+		}
+		return postproc.Summarize(rd, out, res)
 	}
 	var res *resolver.Resolver
 	if opts.Resolve || j.Format == FormatPprof {

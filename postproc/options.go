@@ -134,7 +134,7 @@ var options = []Option{
 	{Long: "call-address", Arg: "RANGE", Repeat: true, Usage: "keep calls whose backtrace passes through `LIB:START+SIZE` (hex link-time addresses, as nm prints them; repeatable)", Category: CategoryResource, scope: inCLI | inP},
 	{Short: 'r', Long: "resolve", Usage: "resolve backtrace addresses to functions and source lines", Category: CategoryResource, scope: inCLI | inP},
 	{Short: 'a', Long: "remove-args", Usage: "drop call arguments", Category: CategoryResource, scope: inCLI | inP},
-	{Long: "summary", Usage: "print only the heap's summary, heaptrack_print's totals (calls to allocation functions, temporary allocations, peak heap, peak RSS, leaked) and memcheck's total heap usage; a leak report of a raw trace opens with it", Category: CategoryResource, scope: inCLI},
+	{Long: "summary", Usage: "print the heap's summary, heaptrack_print's totals (calls to allocation functions, temporary allocations, peak heap, peak RSS, leaked) and memcheck's total heap usage, then the backtraces that leaked most, held most at the peak, made most temporary allocations and most calls (-r: with file:line); a leak report of a raw trace opens with the totals", Category: CategoryResource, scope: inCLI},
 	{Short: 't', Long: "text", Category: CategoryResource, scope: inP},  // sp-rtrace: the output is text anyway
 	{Short: 'q', Long: "quiet", Category: CategoryResource, scope: inP}, // sp-rtrace: no progress to hide
 	{Short: 'F', Long: "filter", Arg: "FUNC", Repeat: true, Usage: "keep only `FUNC` and what it calls (repeatable)", Category: CategoryFunc, scope: inCLI | inFunc},
@@ -179,8 +179,8 @@ func (o *Options) Set(long, val string) error {
 // Check validates what the options say together, once all are set.
 func (o *Options) Check() error {
 	if o.Summary && (o.Leaks || o.Compress || o.Sort != "" || o.Context != nil || o.Resource != 0 || o.Depth != nil ||
-		o.Include != nil || o.Exclude != nil || len(o.CallAddress) > 0 || o.Resolve || o.RemoveArgs) {
-		return fmt.Errorf("option --summary sums up the whole trace: it takes no other resource filter (a leak report, -l, opens with the summary)")
+		o.Include != nil || o.Exclude != nil || len(o.CallAddress) > 0 || o.RemoveArgs) {
+		return fmt.Errorf("option --summary sums up the whole trace: it takes no other resource filter but -r (a leak report, -l, opens with the summary)")
 	}
 	if o.Sort != "" && !o.Compress {
 		return fmt.Errorf("option -s/--sort orders compressed groups: it needs -c/--compress")

@@ -1,9 +1,11 @@
 package postproc
 
 import (
+	"cmp"
 	"fmt"
 	"hash/maphash"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
@@ -23,6 +25,10 @@ type heapSummary struct {
 	memory map[int]bool // the resource types that are memory
 	live   map[uint64]blockKey
 	seed   maphash.Seed
+
+	// sites: the allocations by backtrace (the sections), when kept.
+	sites     map[uint64]*site
+	peakEpoch uint64 // new peaks so far
 
 	allocs, frees, temporary uint64
 	allocated                uint64 // bytes, ignoring releases
@@ -51,8 +57,37 @@ type blockKey struct {
 	bt   uint64
 }
 
+// site is what the allocations of one backtrace did.
+type site struct {
+	frames            []trace.Frame
+	calls, temporary  uint64
+	live, leakedBytes uint64 // bytes live now; taken over (never released)
+	leakedBlocks      uint64 // taken over
+	liveBlocks        uint64
+	// atPeak is live at the last peak: brought up to date (synced) when
+	// the site changes after a peak it has not seen, and at the end.
+	atPeak, synced uint64
+}
+
 func newHeapSummary() *heapSummary {
 	return &heapSummary{memory: map[int]bool{}, live: map[uint64]blockKey{}, seed: maphash.MakeSeed()}
+}
+
+// keepSites makes the summary keep the allocations by backtrace, for the
+// sections (Summarize).
+func (s *heapSummary) keepSites() { s.sites = map[uint64]*site{} }
+
+// siteOf is bt's site, brought up to the last peak before it changes.
+func (s *heapSummary) siteOf(bt uint64, frames []trace.Frame) *site {
+	st := s.sites[bt]
+	if st == nil {
+		st = &site{frames: frames, synced: s.peakEpoch}
+		s.sites[bt] = st
+	}
+	if st.synced < s.peakEpoch {
+		st.atPeak, st.synced = st.live, s.peakEpoch // unchanged since that peak
+	}
+	return st
 }
 
 // item takes a trace item in order.
@@ -99,13 +134,27 @@ func (s *heapSummary) call(c *trace.Call) {
 			s.cur -= old.size
 			s.leakedBlocks++
 			s.leakedBytes += old.size
+			if s.sites != nil {
+				st := s.siteOf(old.bt, nil)
+				st.live -= old.size
+				st.liveBlocks--
+				st.leakedBytes += old.size
+				st.leakedBlocks++
+			}
 		}
 		s.live[c.ID] = k
 		s.allocs++
 		s.allocated += c.Size
 		s.cur += c.Size
+		if s.sites != nil {
+			st := s.siteOf(k.bt, c.Frames)
+			st.calls++
+			st.live += c.Size
+			st.liveBlocks++
+		}
 		if s.cur > s.peak {
 			s.peak, s.peakAt = s.cur, s.end-s.start
+			s.peakEpoch++
 		}
 		s.last, s.lastValid = k, true
 		return
@@ -117,10 +166,19 @@ func (s *heapSummary) call(c *trace.Call) {
 	delete(s.live, c.ID)
 	s.frees++
 	s.cur -= k.size
-	if s.lastValid && k == s.last {
+	temporary := s.lastValid && k == s.last
+	if temporary {
 		s.temporary++
 	}
 	s.lastValid = false
+	if s.sites != nil {
+		st := s.siteOf(k.bt, nil)
+		st.live -= k.size
+		st.liveBlocks--
+		if temporary {
+			st.temporary++
+		}
+	}
 }
 
 // backtrace is a hash of a call's frames.
@@ -195,9 +253,18 @@ func commas(n uint64) string {
 	return b.String()
 }
 
-// Summarize writes the heap summary of the trace in to w, a line each.
-func Summarize(in trace.Reader, w io.Writer) error {
+// sectionTop is how many backtraces a section lists (heaptrack_print's
+// -n default).
+const sectionTop = 10
+
+// Summarize writes the heap summary of the trace in to w, a line each,
+// then the backtraces that leaked most, held most at the peak, made most
+// temporary allocations and most calls, heaptrack_print's sections
+// largest first, each backtrace's frames named by res when not nil. A
+// cut input is said first.
+func Summarize(in trace.Reader, w io.Writer, res Resolver) error {
 	s := newHeapSummary()
+	s.keepSites()
 	var readErr error
 	for {
 		it, err := in.Next()
@@ -208,12 +275,93 @@ func Summarize(in trace.Reader, w io.Writer) error {
 			readErr = err
 			break
 		}
+		if m, ok := it.(*trace.Mapping); ok && res != nil {
+			res.AddMapping(*m)
+		}
 		s.item(it)
 	}
+	var b strings.Builder
+	if readErr != nil {
+		fmt.Fprintf(&b, "INCOMPLETE: the input ends early (%v): these are the totals of what was read before\n", readErr)
+	}
 	for _, l := range s.lines() {
-		if _, err := fmt.Fprintln(w, l); err != nil {
-			return fmt.Errorf("writing the output: %w", err)
-		}
+		b.WriteString(l)
+		b.WriteByte('\n')
+	}
+	s.sections(&b, res)
+	if _, err := io.WriteString(w, b.String()); err != nil {
+		return fmt.Errorf("writing the output: %w", err)
 	}
 	return readErr
+}
+
+// sections writes the backtraces of each section, largest first.
+func (s *heapSummary) sections(b *strings.Builder, res Resolver) {
+	sites := make([]*site, 0, len(s.sites))
+	for _, st := range s.sites {
+		if st.synced < s.peakEpoch {
+			st.atPeak, st.synced = st.live, s.peakEpoch
+		}
+		if st.frames != nil {
+			sites = append(sites, st)
+		}
+	}
+	for _, sec := range []struct {
+		title string
+		cost  func(*site) uint64
+		label func(*site) string
+	}{
+		{"MEMORY LEAKS", func(st *site) uint64 { return st.live + st.leakedBytes }, func(st *site) string {
+			return fmt.Sprintf("%s leaked in %d blocks of %d calls from", formatBytes(st.live+st.leakedBytes), st.liveBlocks+st.leakedBlocks, st.calls)
+		}},
+		{"PEAK MEMORY CONSUMERS", func(st *site) uint64 { return st.atPeak }, func(st *site) string {
+			return fmt.Sprintf("%s peak memory consumed over %d calls from", formatBytes(st.atPeak), st.calls)
+		}},
+		{"MOST TEMPORARY ALLOCATIONS", func(st *site) uint64 { return st.temporary }, func(st *site) string {
+			return fmt.Sprintf("%d temporary allocations of %d allocations in total (%.2f%%) from", st.temporary, st.calls, 100*float64(st.temporary)/float64(st.calls))
+		}},
+		{"MOST CALLS TO ALLOCATION FUNCTIONS", func(st *site) uint64 { return st.calls }, func(st *site) string {
+			return fmt.Sprintf("%d calls to allocation functions with %s peak consumption from", st.calls, formatBytes(st.atPeak))
+		}},
+	} {
+		slices.SortStableFunc(sites, func(x, y *site) int {
+			if c := cmp.Compare(sec.cost(y), sec.cost(x)); c != 0 {
+				return c
+			}
+			return cmp.Compare(frameKey(x.frames), frameKey(y.frames))
+		})
+		fmt.Fprintf(b, "\n%s\n", sec.title)
+		n := 0
+		for _, st := range sites {
+			if n == sectionTop || sec.cost(st) == 0 {
+				break
+			}
+			n++
+			b.WriteString(sec.label(st))
+			b.WriteByte('\n')
+			for _, f := range st.frames {
+				text := f.Text
+				if text == "" && res != nil {
+					text = res.Frame(f.Addr)
+				}
+				fmt.Fprintf(b, "\t0x%x", f.Addr)
+				if text != "" {
+					b.WriteString(" " + text)
+				}
+				b.WriteByte('\n')
+			}
+		}
+		if n == 0 {
+			b.WriteString("none\n")
+		}
+	}
+}
+
+// frameKey orders backtraces of equal cost, for a stable report.
+func frameKey(fs []trace.Frame) string {
+	var b strings.Builder
+	for _, f := range fs {
+		fmt.Fprintf(&b, "%016x", f.Addr)
+	}
+	return b.String()
 }

@@ -67,3 +67,38 @@ func TestFormatBytes(t *testing.T) {
 		}
 	}
 }
+
+// TestSummarySections: what each backtrace held at the peak is its live
+// bytes when the heap was at its largest, though the site changed after
+// (brought up to date lazily, heapSummary.siteOf).
+func TestSummarySections(t *testing.T) {
+	s := newHeapSummary()
+	s.keepSites()
+	a, b := []trace.Frame{{Addr: 0xa}}, []trace.Frame{{Addr: 0xb}}
+	s.item(&trace.Resource{ID: 1, Name: "memory"})
+	for _, c := range []*trace.Call{
+		{Res: 1, Alloc: true, Size: 100, ID: 1, Frames: a},
+		{Res: 1, Alloc: true, Size: 50, ID: 2, Frames: b}, // peak 150: a 100, b 50
+		{Res: 1, ID: 1},
+		{Res: 1, Alloc: true, Size: 10, ID: 3, Frames: b},
+		{Res: 1, Alloc: true, Size: 30, ID: 4, Frames: a}, // 90: no new peak
+		{Res: 1, ID: 4},
+	} {
+		s.call(c)
+	}
+	var out strings.Builder
+	s.sections(&out, nil)
+	_, peak, _ := strings.Cut(out.String(), "PEAK MEMORY CONSUMERS\n")
+	peak, _, _ = strings.Cut(peak, "\n\n")
+	if want := "100B peak memory consumed over 2 calls from\n\t0xa\n50B peak memory consumed over 2 calls from\n\t0xb"; peak != want {
+		t.Errorf("peak consumers:\n%s\nwant\n%s", peak, want)
+	}
+	_, leaks, _ := strings.Cut(out.String(), "MEMORY LEAKS\n")
+	if !strings.HasPrefix(leaks, "60B leaked in 2 blocks of 2 calls from\n\t0xb\n\n") {
+		t.Errorf("leaks:\n%s", leaks)
+	}
+	_, temp, _ := strings.Cut(out.String(), "MOST TEMPORARY ALLOCATIONS\n")
+	if !strings.HasPrefix(temp, "1 temporary allocations of 2 allocations in total (50.00%) from\n\t0xa\n\n") {
+		t.Errorf("temporary:\n%s", temp)
+	}
+}

@@ -13,7 +13,7 @@ static void *volatile sink;
 
 __attribute__((noinline)) static void temporaries(int n) {
 	for (int i = 0; i < n; i++) {
-		char *p = malloc(100 + i % 50);
+		char *p = malloc(100 + i % 50); // LINE:temporary
 		p[0] = 1;
 		sink = p;
 		free(p);
@@ -23,7 +23,7 @@ __attribute__((noinline)) static void temporaries(int n) {
 __attribute__((noinline)) static void **peak(int n) {
 	void **blocks = malloc(n * sizeof *blocks);
 	for (int i = 0; i < n; i++) {
-		blocks[i] = malloc(2048 + (i % 16) * 256);
+		blocks[i] = malloc(2048 + (i % 16) * 256); // LINE:peak
 		memset(blocks[i], 1, 16);
 	}
 	return blocks;
