@@ -72,18 +72,15 @@ func (j *Stage) stream(rd trace.Reader, out io.Writer) error {
 		if j.Format != "" && j.Format != FormatText {
 			return fmt.Errorf("--summary writes text, not %s", j.Format)
 		}
-		var res postproc.Resolver
-		if opts.Resolve {
-			res = j.newResolver()
-		}
-		return postproc.Summarize(rd, out, res)
+		opts.Resolver = j.newResolver() // names the frames (-r) and locates them for the suppressions
+		return postproc.Summarize(rd, out, opts)
 	}
 	var res *resolver.Resolver
-	if opts.Resolve || j.Format == FormatPprof {
+	if opts.Resolve || j.Format == FormatPprof || opts.Leaks {
 		res = j.newResolver()
 	}
-	if opts.Resolve {
-		opts.Resolver = res
+	if opts.Resolve || opts.Leaks {
+		opts.Resolver = res // -l: locates the frames its suppressions match
 	}
 	var w trace.Writer
 	switch j.Format {

@@ -2,6 +2,7 @@ package postproc
 
 import (
 	"fmt"
+	"strings"
 
 	"rtrace/internal/trace"
 )
@@ -29,13 +30,21 @@ func (r *runner) finish(readErr error) error {
 			r.write(&trace.Comment{Text: "## INCOMPLETE: the input ends early (" + readErr.Error() + "): this output holds what was read before, not the whole trace"})
 		}
 	}
+	var kept []*live
+	var sup suppressed
+	if r.leaks != nil {
+		kept, sup = r.suppress(r.leaks.survivors())
+	}
 	if r.holding {
 		r.holding = false
 		cut()
 		if r.heading {
+			r.sum.suppressed = sup
 			for _, l := range r.sum.lines() {
 				r.write(&trace.Comment{Text: "## " + l}) // "# " lines are dropped when read back
 			}
+		} else if sup.blocks > 0 {
+			r.write(&trace.Comment{Text: "## " + sup.String()})
 		}
 		for _, it := range r.pre {
 			r.write(it)
@@ -45,13 +54,12 @@ func (r *runner) finish(readErr error) error {
 		defer cut() // streamed: the last line says it
 	}
 	if r.leaks != nil {
-		live := r.leaks.survivors()
 		if r.groups != nil {
-			for _, l := range live {
+			for _, l := range kept {
 				r.groups.add(l.call, l.seq)
 			}
 		} else {
-			for _, l := range live {
+			for _, l := range kept {
 				r.flushHeld(l.seq)
 				r.writeCall(l.call)
 			}
@@ -71,6 +79,79 @@ func (r *runner) finish(readErr error) error {
 		r.summary()
 	}
 	return r.werr
+}
+
+// suppressed counts the leaks suppressions left out, by pattern.
+type suppressed struct {
+	bytes, blocks uint64
+	by            map[string]uint64 // blocks
+	order         []string
+}
+
+func (s *suppressed) add(pattern string, size uint64) {
+	if s.by == nil {
+		s.by = map[string]uint64{}
+	}
+	if s.by[pattern] == 0 {
+		s.order = append(s.order, pattern)
+	}
+	s.by[pattern]++
+	s.bytes += size
+	s.blocks++
+}
+
+// String is the report's line: "suppressed leaks: 13.03K in 16 blocks
+// (__nss_module_allocate: 7, ...)".
+func (s *suppressed) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "suppressed leaks: %s in %d blocks (", formatBytes(s.bytes), s.blocks)
+	for i, p := range s.order {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%s: %d", p, s.by[p])
+	}
+	b.WriteString(")")
+	return b.String()
+}
+
+// suppress leaves out of live the leaks r.sup matches.
+func (r *runner) suppress(live []*live) ([]*live, suppressed) {
+	var sup suppressed
+	if !r.sup.Any() {
+		return live, sup
+	}
+	loc := r.locator()
+	kept := live[:0]
+	for _, l := range live {
+		if p := r.sup.match(l.call.Frames, loc); p != "" && l.call.Alloc {
+			sup.add(p, l.call.Size)
+			continue
+		}
+		kept = append(kept, l)
+	}
+	return kept, sup
+}
+
+// Locator is a Resolver that says where an address is
+// (resolver.Resolver): suppressions match its function, file and module.
+type Locator interface {
+	Locate(addr uint64) trace.Location
+}
+
+// locator locates a frame: from its text when resolved already, else
+// by the resolver when it can.
+func (r *runner) locator() func(trace.Frame) trace.Location {
+	l, _ := r.opts.Resolver.(Locator)
+	return func(f trace.Frame) trace.Location {
+		if f.Text != "" {
+			return frameLocation(f.Text)
+		}
+		if l != nil {
+			return l.Locate(f.Addr)
+		}
+		return trace.Location{}
+	}
 }
 
 // flushHeld writes the held comments read before call seq.

@@ -37,6 +37,12 @@ type Options struct {
 	// only (summary.go), as heaptrack_print's last lines.
 	Summary bool
 
+	// Suppressions (--suppressions FILE): leak:PATTERN lines a leak
+	// report leaves out (suppress.go); NoBuiltin: not glibc's own too
+	// (built in, for raw inputs).
+	Suppressions []string
+	NoBuiltin    bool
+
 	// Funcs are the uftrace filters (-F, -N, -D, -t, --max-stack, --tid)
 	// of a uftrace.data input.
 	Funcs FuncOptions
@@ -134,6 +140,8 @@ var options = []Option{
 	{Long: "call-address", Arg: "RANGE", Repeat: true, Usage: "keep calls whose backtrace passes through `LIB:START+SIZE` (hex link-time addresses, as nm prints them; repeatable)", Category: CategoryResource, scope: inCLI | inP},
 	{Short: 'r', Long: "resolve", Usage: "resolve backtrace addresses to functions and source lines", Category: CategoryResource, scope: inCLI | inP},
 	{Short: 'a', Long: "remove-args", Usage: "drop call arguments", Category: CategoryResource, scope: inCLI | inP},
+	{Long: "suppressions", Arg: "FILE", Usage: "leave out of leak reports the leaks `FILE` names (LeakSanitizer's format, as heaptrack reads: leak:PATTERN lines matched against the functions, files and modules of each backtrace)", Category: CategoryResource, scope: inCLI | inP},
+	{Long: "disable-builtin-suppressions", Usage: "report glibc's own allocations that live until the process ends too (stdio buffers, NSS modules...; memcheck has glibc free them at exit)", Category: CategoryResource, scope: inCLI | inP},
 	{Long: "summary", Usage: "print the heap's summary, heaptrack_print's totals (calls to allocation functions, temporary allocations, peak heap, peak RSS, leaked) and memcheck's total heap usage, then the backtraces that leaked most, held most at the peak, made most temporary allocations and most calls (-r: with file:line); a leak report of a raw trace opens with the totals", Category: CategoryResource, scope: inCLI},
 	{Short: 't', Long: "text", Category: CategoryResource, scope: inP},  // sp-rtrace: the output is text anyway
 	{Short: 'q', Long: "quiet", Category: CategoryResource, scope: inP}, // sp-rtrace: no progress to hide
@@ -292,6 +300,16 @@ func (o *Options) set(opt Option, name, val string, readFile func(string) ([]byt
 			return fmt.Errorf("option %s: %q is not a frame count (0 or more)", name, val)
 		}
 		o.Depth = &n
+	case "suppressions":
+		var b []byte
+		if b, err = readFile(val); err == nil {
+			o.Suppressions, err = ParseSuppressions(b)
+			if err != nil {
+				err = fmt.Errorf("%s: %w", val, err)
+			}
+		}
+	case "disable-builtin-suppressions":
+		o.NoBuiltin = true
 	case "include":
 		o.Include, err = readIndexes(val, readFile)
 	case "exclude":

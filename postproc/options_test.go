@@ -143,14 +143,14 @@ func TestOptionTable(t *testing.T) {
 	for _, f := range Flags() {
 		val := map[string]string{"": "", "ORDER": "count", "MASK": "3", "N": "2", "FILE": "idx",
 			"RANGE": "0x400000+0x10", "FUNC": "main", "TIME": "1us", "TID[,TID...]": "12", "FUNC@ACT": "main@depth=1"}[f.Arg]
-		if f.Long == "include" || f.Long == "exclude" {
+		if f.Long == "include" || f.Long == "exclude" || f.Long == "suppressions" {
 			continue // reads a file
 		}
 		if err := o.Set(f.Long, val); err != nil {
 			t.Errorf("Set(%q, %q): %v", f.Long, val, err)
 		}
 	}
-	want := Options{Leaks: true, Compress: true, Sort: SortCount, Resolve: true, RemoveArgs: true, Summary: true, Resource: 3,
+	want := Options{Leaks: true, Compress: true, Sort: SortCount, Resolve: true, RemoveArgs: true, Summary: true, NoBuiltin: true, Resource: 3,
 		Funcs: FuncOptions{Filters: o.Funcs.Filters, NoTrace: o.Funcs.NoTrace, Hide: o.Funcs.Hide, Callers: o.Funcs.Callers, Triggers: o.Funcs.Triggers,
 			Depth: 2, MaxStack: 2, Threshold: 1000, Tids: map[int]bool{12: true}, Disabled: true}}
 	want.Context, want.Depth, want.CallAddress = o.Context, o.Depth, o.CallAddress

@@ -78,6 +78,7 @@ type runner struct {
 	// comments: every item after the header waits in pre (holding) until
 	// it is known.
 	sum     *heapSummary
+	sup     *Suppressions // the leaks -l leaves out
 	heading bool
 	holdAll bool // -l, -c: hold everything (header.go)
 	holding bool
@@ -127,9 +128,10 @@ func (r *runner) read(in trace.Reader) error {
 			}
 			if h.Binary && r.opts.Leaks {
 				// A leak report of a raw trace opens with the heap's
-				// summary.
+				// summary, and leaves glibc's own out.
 				r.sum, r.heading = newHeapSummary(), true
 			}
+			r.sup = &Suppressions{User: r.opts.Suppressions, Builtin: h.Binary && !r.opts.NoBuiltin}
 			if r.sum != nil {
 				r.sum.item(h)
 			}
@@ -239,8 +241,8 @@ func (r *runner) item(it trace.Item) {
 			return
 		}
 	case *trace.Mapping:
-		if r.opts.Resolve {
-			r.opts.Resolver.AddMapping(*it)
+		if r.opts.Resolver != nil {
+			r.opts.Resolver.AddMapping(*it) // -r, or to name the frames suppressions match
 		}
 		if r.addrs != nil {
 			r.addrs.addMapping(*it)

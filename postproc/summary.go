@@ -46,6 +46,9 @@ type heapSummary struct {
 	hasCalls   bool
 	peakRSS    uint64 // bytes; 0: the trace does not say
 	leaksOnly  bool   // the input is a leak report: its totals are the leaks'
+
+	// suppressed: the leaks suppressions left out, not in the total.
+	suppressed suppressed
 }
 
 // blockKey is what heaptrack calls an allocation's info: its size and
@@ -67,6 +70,7 @@ type site struct {
 	// atPeak is live at the last peak: brought up to date (synced) when
 	// the site changes after a peak it has not seen, and at the end.
 	atPeak, synced uint64
+	suppressed     bool // its leaks are left out
 }
 
 func newHeapSummary() *heapSummary {
@@ -218,9 +222,14 @@ func (s *heapSummary) lines() []string {
 	} else {
 		out = append(out, "peak RSS (including rtrace overhead): unknown (the trace does not say)")
 	}
-	leaked := s.leakedBlocks + uint64(len(s.live))
+	sup := &s.suppressed
+	leaked := s.leakedBlocks + uint64(len(s.live)) - sup.blocks
 	out = append(out,
-		fmt.Sprintf("total memory leaked: %s in %d blocks", formatBytes(s.cur+s.leakedBytes), leaked),
+		fmt.Sprintf("total memory leaked: %s in %d blocks", formatBytes(s.cur+s.leakedBytes-sup.bytes), leaked))
+	if sup.blocks > 0 {
+		out = append(out, sup.String())
+	}
+	out = append(out,
 		fmt.Sprintf("total heap usage: %s allocs, %s frees, %s bytes allocated", commas(s.allocs), commas(s.frees), commas(s.allocated)))
 	return out
 }
@@ -262,9 +271,11 @@ const sectionTop = 10
 // temporary allocations and most calls, heaptrack_print's sections
 // largest first, each backtrace's frames named by res when not nil. A
 // cut input is said first.
-func Summarize(in trace.Reader, w io.Writer, res Resolver) error {
+func Summarize(in trace.Reader, w io.Writer, opts Options) error {
+	res := opts.Resolver
 	s := newHeapSummary()
 	s.keepSites()
+	binary := false
 	var readErr error
 	for {
 		it, err := in.Next()
@@ -278,7 +289,14 @@ func Summarize(in trace.Reader, w io.Writer, res Resolver) error {
 		if m, ok := it.(*trace.Mapping); ok && res != nil {
 			res.AddMapping(*m)
 		}
+		if h, ok := it.(*trace.Header); ok {
+			binary = h.Binary
+		}
 		s.item(it)
+	}
+	s.suppress(&Suppressions{User: opts.Suppressions, Builtin: binary && !opts.NoBuiltin}, (&runner{opts: opts}).locator())
+	if !opts.Resolve {
+		res = nil // located for the suppressions, not named
 	}
 	var b strings.Builder
 	if readErr != nil {
@@ -293,6 +311,32 @@ func Summarize(in trace.Reader, w io.Writer, res Resolver) error {
 		return fmt.Errorf("writing the output: %w", err)
 	}
 	return readErr
+}
+
+// suppress leaves the leaks of the sites sup matches out of the leaks
+// (the total and the section).
+func (s *heapSummary) suppress(sup *Suppressions, loc func(trace.Frame) trace.Location) {
+	if !sup.Any() {
+		return
+	}
+	sites := make([]*site, 0, len(s.sites))
+	for _, st := range s.sites {
+		sites = append(sites, st)
+	}
+	slices.SortFunc(sites, func(x, y *site) int { return cmp.Compare(frameKey(x.frames), frameKey(y.frames)) })
+	for _, st := range sites {
+		n := st.liveBlocks + st.leakedBlocks
+		if n == 0 || st.frames == nil {
+			continue
+		}
+		if p := sup.match(st.frames, loc); p != "" {
+			for range n {
+				s.suppressed.add(p, 0)
+			}
+			s.suppressed.bytes += st.live + st.leakedBytes
+			st.suppressed = true
+		}
+	}
 }
 
 // sections writes the backtraces of each section, largest first.
@@ -311,7 +355,12 @@ func (s *heapSummary) sections(b *strings.Builder, res Resolver) {
 		cost  func(*site) uint64
 		label func(*site) string
 	}{
-		{"MEMORY LEAKS", func(st *site) uint64 { return st.live + st.leakedBytes }, func(st *site) string {
+		{"MEMORY LEAKS", func(st *site) uint64 {
+			if st.suppressed {
+				return 0
+			}
+			return st.live + st.leakedBytes
+		}, func(st *site) string {
 			return fmt.Sprintf("%s leaked in %d blocks of %d calls from", formatBytes(st.live+st.leakedBytes), st.liveBlocks+st.leakedBlocks, st.calls)
 		}},
 		{"PEAK MEMORY CONSUMERS", func(st *site) uint64 { return st.atPeak }, func(st *site) string {

@@ -1,0 +1,74 @@
+package postproc
+
+import (
+	"strings"
+	"testing"
+
+	"rtrace/internal/trace"
+)
+
+// TestTemplateMatch: LeakSanitizer's patterns (compiler-rt's
+// TemplateMatch): pieces anywhere and in order, ^ and $ anchors.
+func TestTemplateMatch(t *testing.T) {
+	for _, c := range []struct {
+		templ, str string
+		want       bool
+	}{
+		{"foo", "foo", true},
+		{"foo", "xfooy", true},
+		{"^foo", "foobar", true},
+		{"^foo", "xfoo", false},
+		{"foo$", "xfoo", true},
+		{"foo$", "foox", false},
+		{"foo$", "foofoo", false}, // the first foo is taken, as in compiler-rt
+		{"a*c", "abc", true},
+		{"a*c", "cab", false},
+		{"^a*c$", "abxc", true},
+		{"*$", "anything", true},
+		{"lib*.so", "/usr/lib/libfoo.so.1", true},
+		{"foo", "", false},
+		{"", "x", true},
+	} {
+		if got := templateMatch(c.templ, c.str); got != c.want {
+			t.Errorf("templateMatch(%q, %q) = %v, want %v", c.templ, c.str, got, c.want)
+		}
+	}
+}
+
+func TestParseSuppressions(t *testing.T) {
+	got, err := ParseSuppressions([]byte("# mine\n\nleak:libfoo.so\n  leak: parse_config \n"))
+	if err != nil || strings.Join(got, "|") != "libfoo.so|parse_config" {
+		t.Errorf("got %q, %v", got, err)
+	}
+	for _, bad := range []string{"leak:\n", "race:x\n", "libfoo\n"} {
+		if _, err := ParseSuppressions([]byte(bad)); err == nil || !strings.Contains(err.Error(), "line 1") {
+			t.Errorf("%q: %v", bad, err)
+		}
+	}
+}
+
+// TestSuppressionMatch: a built-in matches the first frame's function
+// only; a user's pattern any frame's function, file or module.
+func TestSuppressionMatch(t *testing.T) {
+	loc := func(f trace.Frame) trace.Location { return frameLocation(f.Text) }
+	stdio := []trace.Frame{{Text: "__GI__IO_file_doallocate() at filedoalloc.c:101"}, {Text: "main() at app.c:3"}}
+	mine := []trace.Frame{{Text: "make() at app.c:9"}, {Text: "_IO_file_doallocate() at x.c:1"}}
+	lib := []trace.Frame{{Text: "f() from /usr/lib/libfoo.so.1"}}
+	s := &Suppressions{Builtin: true}
+	if p := s.match(stdio, loc); p != "_IO_file_doallocate" {
+		t.Errorf("stdio's buffer: %q", p)
+	}
+	if p := s.match(mine, loc); p != "" {
+		t.Errorf("a leak of the program's own: %q", p)
+	}
+	u := &Suppressions{User: []string{"app.c"}}
+	if p := u.match(mine, loc); p != "app.c" {
+		t.Errorf("by file: %q", p)
+	}
+	if p := (&Suppressions{User: []string{"libfoo"}}).match(lib, loc); p != "libfoo" {
+		t.Errorf("by module: %q", p)
+	}
+	if p := (&Suppressions{}).match(stdio, loc); p != "" {
+		t.Errorf("none: %q", p)
+	}
+}
