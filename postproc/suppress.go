@@ -44,7 +44,8 @@ func ParseSuppressions(b []byte) ([]string, error) {
 	var out []string
 	sc := bufio.NewScanner(bytes.NewReader(b))
 	sc.Buffer(nil, 1<<20)
-	for n := 1; sc.Scan(); n++ {
+	n := 1
+	for ; sc.Scan(); n++ {
 		l := strings.TrimSpace(sc.Text())
 		if l == "" || l[0] == '#' {
 			continue
@@ -56,7 +57,7 @@ func ParseSuppressions(b []byte) ([]string, error) {
 		out = append(out, strings.TrimSpace(p))
 	}
 	if err := sc.Err(); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("line %d: %w", n, err)
 	}
 	return out, nil
 }

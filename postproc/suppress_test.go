@@ -72,3 +72,26 @@ func TestSuppressionMatch(t *testing.T) {
 		t.Errorf("none: %q", p)
 	}
 }
+
+// FuzzSuppressions: any file parses or is refused with a line number, and
+// its patterns match any text without panicking.
+func FuzzSuppressions(f *testing.F) {
+	f.Add([]byte("# c\nleak:^a*b$\nleak:lib*.so\n"), "xab")
+	f.Add([]byte("leak:$\nleak:^\nleak:**\n"), "")
+	f.Add([]byte("race:x\n"), "x")
+	f.Fuzz(func(t *testing.T, file []byte, str string) {
+		pats, err := ParseSuppressions(file)
+		if err != nil {
+			if !strings.Contains(err.Error(), "line ") {
+				t.Fatalf("error without a line: %v", err)
+			}
+			return
+		}
+		for _, p := range pats {
+			if p == "" {
+				t.Fatalf("an empty pattern from %q", file)
+			}
+			templateMatch(p, str)
+		}
+	})
+}
