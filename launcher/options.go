@@ -313,7 +313,9 @@ func check(ctx context.Context, o Options) (*config, error) {
 	for _, u := range []struct {
 		set  bool
 		name string
-	}{{c.watchCPU && !fast.HasRDTSCP(), "-W cpu on a CPU without rdtscp"}} {
+	}{{c.watchCPU && !fast.HasRDTSCP(), "-W cpu on a CPU without rdtscp"},
+		// The stubs read a resource call's time with rdtscp (stub.S, NOWTSC).
+		{len(c.mods) > 0 && !fast.HasRDTSCP(), "resource tracing on a CPU without rdtscp"}} {
 		if u.set {
 			notFast = append(notFast, u.name)
 		}

@@ -26,25 +26,28 @@ type total struct{ n, size uint64 }
 // comments and, with -l, the leak summary.
 func (r *runner) finish(readErr error) error {
 	cut := func() {
-		if readErr != nil {
+		if readErr != nil && r.headed {
 			r.write(&trace.Comment{Text: "## INCOMPLETE: the input ends early (" + readErr.Error() + "): this output holds what was read before, not the whole trace"})
 		}
 	}
 	var kept []*live
-	var sup suppressed
+	var supMem, supOther suppressed
 	if r.leaks != nil {
-		kept, sup = r.suppress(r.leaks.survivors())
+		kept, supMem, supOther = r.suppress(r.leaks.survivors())
 	}
 	if r.holding {
 		r.holding = false
 		cut()
 		if r.heading {
-			r.sum.suppressed = sup
+			r.sum.suppressed = supMem
 			for _, l := range r.sum.lines() {
 				r.write(&trace.Comment{Text: "## " + l}) // "# " lines are dropped when read back
 			}
-		} else if sup.blocks > 0 {
-			r.write(&trace.Comment{Text: "## " + sup.String()})
+		} else if supMem.blocks > 0 {
+			r.write(&trace.Comment{Text: "## " + supMem.String()})
+		}
+		if supOther.blocks > 0 {
+			r.write(&trace.Comment{Text: fmt.Sprintf("## suppressed leaks of other resources: %d (%s)", supOther.blocks, supOther.patterns())})
 		}
 		for _, it := range r.pre {
 			r.write(it)
@@ -103,34 +106,48 @@ func (s *suppressed) add(pattern string, size uint64) {
 // String is the report's line: "suppressed leaks: 13.03K in 16 blocks
 // (__nss_module_allocate: 7, ...)".
 func (s *suppressed) String() string {
+	return fmt.Sprintf("suppressed leaks: %s in %d blocks (%s)", formatBytes(s.bytes), s.blocks, s.patterns())
+}
+
+// patterns lists the patterns that matched, with their counts.
+func (s *suppressed) patterns() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "suppressed leaks: %s in %d blocks (", formatBytes(s.bytes), s.blocks)
 	for i, p := range s.order {
 		if i > 0 {
 			b.WriteString(", ")
 		}
 		fmt.Fprintf(&b, "%s: %d", p, s.by[p])
 	}
-	b.WriteString(")")
 	return b.String()
 }
 
-// suppress leaves out of live the leaks r.sup matches.
-func (r *runner) suppress(live []*live) ([]*live, suppressed) {
-	var sup suppressed
+// suppress leaves out of live the leaks r.sup matches: those of memory
+// (the summary's total leaves them out) and of other resources apart.
+func (r *runner) suppress(live []*live) (kept []*live, memory, other suppressed) {
 	if !r.sup.Any() {
-		return live, sup
+		return live, memory, other
 	}
 	loc := r.locator()
-	kept := live[:0]
+	kept = live[:0]
 	for _, l := range live {
-		if p := r.sup.match(l.call.Frames, loc); p != "" && l.call.Alloc {
-			sup.add(p, l.call.Size)
+		mem := r.isMemory(l.call.Res)
+		if p := r.sup.match(l.call.Frames, mem, loc); p != "" {
+			if mem {
+				memory.add(p, l.call.Size)
+			} else {
+				other.add(p, 0)
+			}
 			continue
 		}
 		kept = append(kept, l)
 	}
-	return kept, sup
+	return kept, memory, other
+}
+
+// isMemory says whether resource type id is memory.
+func (r *runner) isMemory(id int) bool {
+	t := r.types[id]
+	return t != nil && t.Name == "memory"
 }
 
 // Locator is a Resolver that says where an address is
@@ -139,16 +156,18 @@ type Locator interface {
 	Locate(addr uint64) trace.Location
 }
 
-// locator locates a frame: from its text when resolved already, else
-// by the resolver when it can.
+// locator locates a frame: by the resolver when it can (the input's
+// mappings name the modules), else from its text when resolved already.
 func (r *runner) locator() func(trace.Frame) trace.Location {
 	l, _ := r.opts.Resolver.(Locator)
 	return func(f trace.Frame) trace.Location {
+		if l != nil && f.Addr != 0 {
+			if loc := l.Locate(f.Addr); loc.Module != "" {
+				return loc
+			}
+		}
 		if f.Text != "" {
 			return frameLocation(f.Text)
-		}
-		if l != nil {
-			return l.Locate(f.Addr)
 		}
 		return trace.Location{}
 	}

@@ -79,6 +79,7 @@ type runner struct {
 	// it is known.
 	sum     *heapSummary
 	sup     *Suppressions // the leaks -l leaves out
+	headed  bool          // a header was read
 	heading bool
 	holdAll bool // -l, -c: hold everything (header.go)
 	holding bool
@@ -135,7 +136,7 @@ func (r *runner) read(in trace.Reader) error {
 			if r.sum != nil {
 				r.sum.item(h)
 			}
-			first = false
+			first, r.headed = false, true
 			r.item(r.header(h))
 			r.holding = r.heading || r.holdAll
 			continue

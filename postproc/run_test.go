@@ -254,8 +254,9 @@ func TestReadError(t *testing.T) {
 		t.Errorf("filter %q", h.Filter)
 	}
 	for _, in := range []trace.Reader{&brokenReader{}, rtext.NewReader(strings.NewReader(""))} {
-		if err := Run(in, &itemWriter{}, Options{}); err == nil {
-			t.Errorf("%T: no error for an input without header", in)
+		w := &itemWriter{}
+		if err := Run(in, w, Options{}); err == nil || len(w.items) != 0 {
+			t.Errorf("%T: error %v for an input without header, wrote %v", in, err, w.items)
 		}
 	}
 	in := &brokenReader{items: []trace.Item{&trace.Comment{Text: "x"}}}

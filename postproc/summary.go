@@ -44,6 +44,7 @@ type heapSummary struct {
 	start, end time.Duration
 	startSet   bool
 	hasCalls   bool
+	pid        int    // the trace's process (its header's)
 	peakRSS    uint64 // bytes; 0: the trace does not say
 	leaksOnly  bool   // the input is a leak report: its totals are the leaks'
 
@@ -98,6 +99,7 @@ func (s *heapSummary) siteOf(bt uint64, frames []trace.Frame) *site {
 func (s *heapSummary) item(it trace.Item) {
 	switch it := it.(type) {
 	case *trace.Header:
+		s.pid = it.Pid
 		for _, f := range it.Filter {
 			if f == "leaks" {
 				s.leaksOnly = true
@@ -108,7 +110,9 @@ func (s *heapSummary) item(it trace.Item) {
 			s.memory[it.ID] = true
 		}
 	case *trace.Usage:
-		s.peakRSS = max(s.peakRSS, it.PeakRSS)
+		if s.pid == 0 || it.Pid == s.pid {
+			s.peakRSS = max(s.peakRSS, it.PeakRSS) // the trace's process's
+		}
 	case *trace.Call:
 		s.call(it)
 	}
@@ -124,8 +128,8 @@ func (s *heapSummary) call(c *trace.Call) {
 			s.start, s.startSet = c.Time, true
 		}
 		t := c.Time
-		for t < s.start {
-			t += 24 * time.Hour // past midnight
+		if t < s.start && s.start-t > 12*time.Hour {
+			t += 24 * time.Hour // past midnight; a step back is a call reported late
 		}
 		s.end = max(s.end, t)
 		s.hasCalls = true
@@ -329,7 +333,7 @@ func (s *heapSummary) suppress(sup *Suppressions, loc func(trace.Frame) trace.Lo
 		if n == 0 || st.frames == nil {
 			continue
 		}
-		if p := sup.match(st.frames, loc); p != "" {
+		if p := sup.match(st.frames, true, loc); p != "" {
 			for range n {
 				s.suppressed.add(p, 0)
 			}

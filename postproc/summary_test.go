@@ -1,6 +1,7 @@
 package postproc
 
 import (
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -101,4 +102,65 @@ func TestSummarySections(t *testing.T) {
 	if !strings.HasPrefix(temp, "1 temporary allocations of 2 allocations in total (50.00%) from\n\t0xa\n\n") {
 		t.Errorf("temporary:\n%s", temp)
 	}
+}
+
+// TestSummaryTimeSteps: a call reported after a later one (a step back in
+// time) is not a day later; a call after midnight is.
+func TestSummaryTimeSteps(t *testing.T) {
+	for _, c := range []struct {
+		times []time.Duration
+		want  string
+	}{
+		{[]time.Duration{1000 * time.Millisecond, 999 * time.Millisecond, 1100 * time.Millisecond}, "total runtime: 0.10s."},
+		{[]time.Duration{24*time.Hour - time.Second, time.Second}, "total runtime: 2.00s."},
+	} {
+		s := newHeapSummary()
+		s.item(&trace.Resource{ID: 1, Name: "memory"})
+		for i, tm := range c.times {
+			s.call(&trace.Call{Time: tm, Res: 1, Alloc: true, Size: 1, ID: uint64(i + 1)})
+		}
+		if got := s.lines()[0]; got != c.want {
+			t.Errorf("%v: %q, want %q", c.times, got, c.want)
+		}
+	}
+}
+
+// TestSuppressedOtherResources: a suppressed leak of another resource
+// (a file descriptor) is said apart; the memory totals stay memory's.
+func TestSuppressedOtherResources(t *testing.T) {
+	in := &sliceReader{items: []trace.Item{
+		&trace.Header{Version: "3.3", Pid: 7, Binary: true},
+		&trace.Resource{ID: 1, Name: "memory"},
+		&trace.Resource{ID: 2, Name: "file"},
+		&trace.Call{Index: 1, Res: 1, Alloc: true, Size: 8, ID: 0x10, Frames: []trace.Frame{{Text: "mine() at a.c:1"}}},
+		&trace.Call{Index: 2, Res: 2, Alloc: true, Size: 1, ID: 3, Frames: []trace.Frame{{Text: "f() from /lib/libfoo.so"}}},
+		&trace.Call{Index: 3, Res: 2, Alloc: true, Size: 1, ID: 4, Frames: []trace.Frame{{Text: "f() from /lib/libfoo.so"}}},
+	}}
+	w := &itemWriter{}
+	if err := Run(in, w, Options{Leaks: true, Suppressions: []string{"libfoo"}}); err != nil {
+		t.Fatal(err)
+	}
+	var notes []string
+	for _, it := range w.items {
+		if c, ok := it.(*trace.Comment); ok {
+			notes = append(notes, c.Text)
+		}
+	}
+	all := strings.Join(notes, "\n")
+	if !strings.Contains(all, "## total memory leaked: 8B in 1 blocks\n") || strings.Contains(all, "## suppressed leaks: ") ||
+		!strings.Contains(all, "## suppressed leaks of other resources: 2 (libfoo: 2)") {
+		t.Errorf("notes:\n%s", all)
+	}
+}
+
+// sliceReader yields items, then io.EOF.
+type sliceReader struct{ items []trace.Item }
+
+func (r *sliceReader) Next() (trace.Item, error) {
+	if len(r.items) == 0 {
+		return nil, io.EOF
+	}
+	it := r.items[0]
+	r.items = r.items[1:]
+	return it, nil
 }

@@ -11,12 +11,13 @@ import (
 
 // Leak suppressions (docs/REPORTS.md, "Suppressions"): leaks a report
 // leaves out and counts apart. A user's file is in the LeakSanitizer
-// format heaptrack reads (one "leak:PATTERN" a line, # comments): a
+// format heaptrack reads (one "leak:PATTERN" a line, # comments). A
 // pattern matches a leak when it matches the function, the source file or
-// the module of any frame of its backtrace. The built-in ones are glibc's
-// own allocations that live until the process ends (memcheck has glibc
-// free them at exit, __libc_freeres, and reports none of them): they match
-// the function that called the allocator, the backtrace's first frame.
+// the module of any frame of its backtrace, as heaptrack matches them. The
+// built-in ones are glibc's own allocations that live until the process
+// ends (memcheck has glibc free them at exit, __libc_freeres, and reports
+// none of them), matched on the frames' functions; they apply to memory
+// only.
 
 // builtinSuppressions are the allocating functions of glibc's (and glib's)
 // buffers that live until the process ends: heaptrack's built-in list
@@ -66,25 +67,21 @@ func ParseSuppressions(b []byte) ([]string, error) {
 func (s *Suppressions) Any() bool { return s != nil && (s.Builtin || len(s.User) > 0) }
 
 // match returns the pattern that suppresses a leak with frames, each
-// located by loc ("" for none).
-func (s *Suppressions) match(frames []trace.Frame, loc func(trace.Frame) trace.Location) string {
-	if !s.Any() || len(frames) == 0 {
+// located by loc ("" for none); memory says whether it is a memory leak
+// (the built-ins are glibc's memory).
+func (s *Suppressions) match(frames []trace.Frame, memory bool, loc func(trace.Frame) trace.Location) string {
+	if !s.Any() {
 		return ""
 	}
-	if s.Builtin {
-		if l := loc(frames[0]); l.Func != "" {
+	for _, f := range frames {
+		l := loc(f)
+		if s.Builtin && memory {
 			for _, p := range builtinSuppressions {
 				if templateMatch(p, l.Func) {
 					return p
 				}
 			}
 		}
-	}
-	for _, f := range frames {
-		if len(s.User) == 0 {
-			break
-		}
-		l := loc(f)
 		for _, p := range s.User {
 			if templateMatch(p, l.Func) || templateMatch(p, l.File) || templateMatch(p, l.Module) {
 				return p
@@ -139,10 +136,14 @@ func templateMatch(templ, str string) bool {
 }
 
 // frameLocation is a frame's place from its text, as the resolver prints
-// it ("name() at file.c:12", "name() from /lib/x.so", "in ??"): for a
-// trace resolved already.
+// it ("name() at file.c:12", "name() from /lib/x.so", "from /lib/x.so",
+// "in ??"): for a trace resolved already, when no resolver locates it.
 func frameLocation(text string) trace.Location {
 	var l trace.Location
+	if m, ok := strings.CutPrefix(text, "from "); ok {
+		l.Module = m
+		return l
+	}
 	name := text
 	if n, rest, ok := strings.Cut(text, " at "); ok {
 		name = n

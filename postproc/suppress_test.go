@@ -47,28 +47,37 @@ func TestParseSuppressions(t *testing.T) {
 	}
 }
 
-// TestSuppressionMatch: a built-in matches the first frame's function
-// only; a user's pattern any frame's function, file or module.
+// TestSuppressionMatch: a built-in matches any frame's function, of a
+// memory leak only; a user's pattern any frame's function, file or module.
 func TestSuppressionMatch(t *testing.T) {
 	loc := func(f trace.Frame) trace.Location { return frameLocation(f.Text) }
 	stdio := []trace.Frame{{Text: "__GI__IO_file_doallocate() at filedoalloc.c:101"}, {Text: "main() at app.c:3"}}
-	mine := []trace.Frame{{Text: "make() at app.c:9"}, {Text: "_IO_file_doallocate() at x.c:1"}}
-	lib := []trace.Frame{{Text: "f() from /usr/lib/libfoo.so.1"}}
+	tz := []trace.Frame{{Text: "__strdup() at strdup.c:42"}, {Text: "tzset_internal() at tzset.c:401"}, {Text: "main() at app.c:3"}}
+	mine := []trace.Frame{{Text: "make() at app.c:9"}, {Text: "main() at app.c:3"}}
+	lib := []trace.Frame{{Text: "from /usr/lib/libfoo.so.1"}}
 	s := &Suppressions{Builtin: true}
-	if p := s.match(stdio, loc); p != "_IO_file_doallocate" {
+	if p := s.match(stdio, true, loc); p != "_IO_file_doallocate" {
 		t.Errorf("stdio's buffer: %q", p)
 	}
-	if p := s.match(mine, loc); p != "" {
+	if p := s.match(tz, true, loc); p != "tzset_internal" {
+		t.Errorf("tzset's strdup: %q", p)
+	}
+	if p := s.match(stdio, false, loc); p != "" {
+		t.Errorf("not memory: %q", p)
+	}
+	if p := s.match(mine, true, loc); p != "" {
 		t.Errorf("a leak of the program's own: %q", p)
 	}
-	u := &Suppressions{User: []string{"app.c"}}
-	if p := u.match(mine, loc); p != "app.c" {
+	if p := (&Suppressions{User: []string{"app.c"}}).match(mine, false, loc); p != "app.c" {
 		t.Errorf("by file: %q", p)
 	}
-	if p := (&Suppressions{User: []string{"libfoo"}}).match(lib, loc); p != "libfoo" {
+	if p := (&Suppressions{User: []string{"^/usr/lib/libfoo.so.1$"}}).match(lib, true, loc); p != "^/usr/lib/libfoo.so.1$" {
 		t.Errorf("by module: %q", p)
 	}
-	if p := (&Suppressions{}).match(stdio, loc); p != "" {
+	if p := (&Suppressions{User: []string{"^from"}}).match(lib, true, loc); p != "" {
+		t.Errorf("the text's own words matched: %q", p)
+	}
+	if p := (&Suppressions{}).match(stdio, true, loc); p != "" {
 		t.Errorf("none: %q", p)
 	}
 }

@@ -61,9 +61,9 @@ type ResSink interface {
 	drain.ResSink
 }
 
-// UsageSink is a ResSink that also takes what the kernel said of a
-// process at its end (wait4(2)'s rusage), before its Exit: its peak
-// resident set size, in bytes. The resource reports' summary shows it.
+// UsageSink is a ResSink that also takes a process's peak resident set
+// size, in bytes (VmHWM at its threads' exit events, usage.go), before
+// its Exit. The resource reports' summary shows it.
 type UsageSink interface {
 	Usage(pid int, peakRSS uint64) error
 }

@@ -112,8 +112,8 @@ type Probe struct {
 // Lost counts events the tracer dropped (tracing off, buffer full).
 type Lost struct{ Count uint64 }
 
-// Usage is what the kernel said of a process at its end: its peak
-// resident set size (getrusage(2)'s ru_maxrss, in bytes here).
+// Usage is a process's peak resident set size at its end, in bytes
+// (proc(5)'s VmHWM, read at its threads' exit events).
 type Usage struct {
 	Pid     int
 	PeakRSS uint64

@@ -83,7 +83,8 @@ func CheckTSC() error {
 }
 
 // HasRDTSCP reports whether the CPU has rdtscp, which the stubs read the
-// CPU with (-W cpu: the state's WATCH word).
+// CPU with (-W cpu: the state's WATCH word) and a resource call's time
+// (NOWTSC: after the loads before it).
 func HasRDTSCP() bool {
 	ok, _ := cpuHas("rdtscp")
 	return ok
