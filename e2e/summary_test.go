@@ -1,6 +1,7 @@
 package e2e_test
 
 import (
+	"encoding/xml"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -226,5 +227,46 @@ func TestLeakSuppressions(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestFlameGraph: --flamegraph draws heapsum's allocation sites as SVG
+// for each of heaptrack's cost types, each frame titled with its function
+// and its cost: peak() held the whole 15.90M at the heap's peak (its
+// blocks and their array), leaked 102.40K; temporaries() made 20,100
+// temporary allocations, from two calls in main() merged by name.
+func TestFlameGraph(t *testing.T) {
+	prog := testutil.BuildC(t, "heapsum.c", "-O2", "-g")
+	dir, _ := recordRes(t, resModes[1], []string{"--module", "memory"}, prog)
+	raw := rawFiles(t, filepath.Join(dir, "D"), ".rtrace")
+	if len(raw) != 1 {
+		t.Fatalf("raw files %v", raw)
+	}
+	for _, c := range []struct{ cost, want string }{
+		{"peak", "peak (15.90M, "},
+		{"leaked", "peak (102.40K, "},
+		{"temporary", "temporaries (20100 temporary, "},
+		{"allocations", "temporaries (20100 calls, "},
+	} {
+		r := runCmd(t, dir, rtraceBin, "postproc", "--flamegraph", c.cost, "-i", raw[0])
+		if r.code != 0 {
+			t.Fatalf("%s: exit %d\n%s", c.cost, r.code, r.stderr)
+		}
+		var doc struct {
+			Titles []string `xml:"g>title"`
+		}
+		if err := xml.Unmarshal([]byte(r.stdout), &doc); err != nil {
+			t.Fatalf("%s: not XML: %v", c.cost, err)
+		}
+		found := false
+		for _, ti := range doc.Titles {
+			found = found || strings.HasPrefix(ti, c.want)
+		}
+		if !found || !strings.HasPrefix(doc.Titles[0], "all (") || !slices.ContainsFunc(doc.Titles, func(s string) bool { return strings.HasPrefix(s, "main (") }) {
+			t.Errorf("%s: no frame %q among %q", c.cost, c.want, doc.Titles)
+		}
+	}
+	if r := runCmd(t, dir, rtraceBin, "postproc", "--flamegraph", "bytes", "-i", raw[0]); r.code != 2 || !strings.Contains(r.stderr, "allocations, temporary, leaked, peak") {
+		t.Errorf("an unknown cost: exit %d, %s", r.code, r.stderr)
 	}
 }

@@ -68,6 +68,13 @@ func (j *Stage) stream(rd trace.Reader, out io.Writer) error {
 		return errFuncOnStream
 	}
 	opts := j.Opts
+	if opts.Flame != "" {
+		if j.Format != "" && j.Format != FormatText {
+			return fmt.Errorf("--flamegraph writes SVG, not %s", j.Format)
+		}
+		opts.Resolver = j.newResolver() // names the frames
+		return postproc.FlameGraph(rd, out, opts, opts.Flame)
+	}
 	if opts.Summary {
 		if j.Format != "" && j.Format != FormatText {
 			return fmt.Errorf("--summary writes text, not %s", j.Format)

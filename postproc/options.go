@@ -6,6 +6,7 @@ import (
 	"github.com/kballard/go-shellquote"
 	"os"
 	"strconv"
+	"slices"
 	"strings"
 
 	"rtrace/internal/trace"
@@ -42,6 +43,10 @@ type Options struct {
 	// (built in, for raw inputs).
 	Suppressions []string
 	NoBuiltin    bool
+
+	// Flame (--flamegraph COST): draw the allocation sites' flame graph
+	// of cost (FlameCosts) as SVG instead.
+	Flame string
 
 	// Funcs are the uftrace filters (-F, -N, -D, -t, --max-stack, --tid)
 	// of a uftrace.data input.
@@ -142,6 +147,7 @@ var options = []Option{
 	{Short: 'a', Long: "remove-args", Usage: "drop call arguments", Category: CategoryResource, scope: inCLI | inP},
 	{Long: "suppressions", Arg: "FILE", Usage: "leave out of leak reports the leaks `FILE` names (LeakSanitizer's format, as heaptrack reads: leak:PATTERN lines matched against the functions, files and modules of each backtrace)", Category: CategoryResource, scope: inCLI | inP},
 	{Long: "disable-builtin-suppressions", Usage: "report glibc's own allocations that live until the process ends too (stdio buffers, NSS modules...; memcheck has glibc free them at exit)", Category: CategoryResource, scope: inCLI | inP},
+	{Long: "flamegraph", Arg: "COST", Usage: "draw a flame graph of the allocations' `COST` as self-contained SVG (hover: frame, cost, share; click: zoom): allocations, temporary, leaked or peak (bytes held at the heap's peak), heaptrack's cost types", Category: CategoryResource, scope: inCLI},
 	{Long: "summary", Usage: "print the heap's summary, heaptrack_print's totals (calls to allocation functions, temporary allocations, peak heap, peak RSS, leaked) and memcheck's total heap usage, then the backtraces that leaked most, held most at the peak, made most temporary allocations and most calls (-r: with file:line); a leak report of a raw trace opens with the totals", Category: CategoryResource, scope: inCLI},
 	{Short: 't', Long: "text", Category: CategoryResource, scope: inP},  // sp-rtrace: the output is text anyway
 	{Short: 'q', Long: "quiet", Category: CategoryResource, scope: inP}, // sp-rtrace: no progress to hide
@@ -186,9 +192,12 @@ func (o *Options) Set(long, val string) error {
 
 // Check validates what the options say together, once all are set.
 func (o *Options) Check() error {
-	if o.Summary && (o.Leaks || o.Compress || o.Sort != "" || o.Context != nil || o.Resource != 0 || o.Depth != nil ||
+	if o.Summary && o.Flame != "" {
+		return fmt.Errorf("options --summary and --flamegraph write different things: give one")
+	}
+	if (o.Summary || o.Flame != "") && (o.Leaks || o.Compress || o.Sort != "" || o.Context != nil || o.Resource != 0 || o.Depth != nil ||
 		o.Include != nil || o.Exclude != nil || len(o.CallAddress) > 0 || o.RemoveArgs) {
-		return fmt.Errorf("option --summary sums up the whole trace: it takes no other resource filter but -r (a leak report, -l, opens with the summary)")
+		return fmt.Errorf("options --summary and --flamegraph sum up the whole trace: they take no other resource filter but -r and the suppressions (a leak report, -l, opens with the summary)")
 	}
 	if o.Sort != "" && !o.Compress {
 		return fmt.Errorf("option -s/--sort orders compressed groups: it needs -c/--compress")
@@ -280,6 +289,11 @@ func (o *Options) set(opt Option, name, val string, readFile func(string) ([]byt
 		o.RemoveArgs = true
 	case "summary":
 		o.Summary = true
+	case "flamegraph":
+		if !slices.Contains(FlameCosts, val) {
+			return fmt.Errorf("option %s: unknown cost %q (%s)", name, val, strings.Join(FlameCosts, ", "))
+		}
+		o.Flame = val
 	case "sort":
 		switch val {
 		case SortSize, SortSizeAsc, SortCount, SortCountAsc:

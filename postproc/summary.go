@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"hash/maphash"
 	"io"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
 
+	"rtrace/internal/flame"
 	"rtrace/internal/trace"
 )
 
@@ -323,12 +325,7 @@ func (s *heapSummary) suppress(sup *Suppressions, loc func(trace.Frame) trace.Lo
 	if !sup.Any() {
 		return
 	}
-	sites := make([]*site, 0, len(s.sites))
-	for _, st := range s.sites {
-		sites = append(sites, st)
-	}
-	slices.SortFunc(sites, func(x, y *site) int { return cmp.Compare(frameKey(x.frames), frameKey(y.frames)) })
-	for _, st := range sites {
+	for _, st := range s.sortedSites() {
 		n := st.liveBlocks + st.leakedBlocks
 		if n == 0 || st.frames == nil {
 			continue
@@ -417,4 +414,133 @@ func frameKey(fs []trace.Frame) string {
 		fmt.Fprintf(&b, "%016x", f.Addr)
 	}
 	return b.String()
+}
+
+// Flame graph cost types, heaptrack_print's --flamegraph-cost-type.
+const (
+	CostAllocations = "allocations" // calls to allocation functions
+	CostTemporary   = "temporary"   // temporary allocations
+	CostLeaked      = "leaked"      // bytes never released (suppressions left out)
+	CostPeak        = "peak"        // bytes held at the heap's peak
+)
+
+// FlameCosts are the cost types, in help order.
+var FlameCosts = []string{CostAllocations, CostTemporary, CostLeaked, CostPeak}
+
+// FlameStacks reads the trace in and returns its allocation sites as
+// flame graph stacks of cost (FlameCosts), outermost caller first, each
+// frame named by opts.Resolver (its function, else its address and
+// module), and the unit to print a cost in.
+func FlameStacks(in trace.Reader, opts Options, cost string) ([]flame.Stack, func(uint64) string, error) {
+	res := opts.Resolver
+	s := newHeapSummary()
+	s.keepSites()
+	binary := false
+	var readErr error
+	for {
+		it, err := in.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			readErr = err
+			break
+		}
+		if m, ok := it.(*trace.Mapping); ok && res != nil {
+			res.AddMapping(*m)
+		}
+		if h, ok := it.(*trace.Header); ok {
+			binary = h.Binary
+		}
+		s.item(it)
+	}
+	loc := (&runner{opts: opts}).locator()
+	s.suppress(&Suppressions{User: opts.Suppressions, Builtin: binary && !opts.NoBuiltin}, loc)
+	s.syncPeak()
+	value := map[string]func(*site) uint64{
+		CostAllocations: func(st *site) uint64 { return st.calls },
+		CostTemporary:   func(st *site) uint64 { return st.temporary },
+		CostLeaked: func(st *site) uint64 {
+			if st.suppressed {
+				return 0
+			}
+			return st.live + st.leakedBytes
+		},
+		CostPeak: func(st *site) uint64 { return st.atPeak },
+	}[cost]
+	if value == nil {
+		return nil, nil, fmt.Errorf("unknown cost type %q (%s)", cost, strings.Join(FlameCosts, ", "))
+	}
+	unit := formatBytes
+	switch cost {
+	case CostAllocations:
+		unit = func(n uint64) string { return fmt.Sprintf("%d calls", n) }
+	case CostTemporary:
+		unit = func(n uint64) string { return fmt.Sprintf("%d temporary", n) }
+	}
+	names := map[uint64]string{}
+	name := func(f trace.Frame) string {
+		if n, ok := names[f.Addr]; ok && f.Addr != 0 {
+			return n
+		}
+		l := loc(f)
+		n := l.Func
+		if n == "" {
+			n = fmt.Sprintf("0x%x", f.Addr)
+			if l.Module != "" {
+				n += " (" + filepath.Base(l.Module) + ")"
+			}
+		}
+		names[f.Addr] = n
+		return n
+	}
+	var stacks []flame.Stack
+	for _, st := range s.sortedSites() {
+		v := value(st)
+		if v == 0 || st.frames == nil {
+			continue
+		}
+		fs := make([]string, len(st.frames))
+		for i, f := range st.frames {
+			fs[len(fs)-1-i] = name(f)
+		}
+		stacks = append(stacks, flame.Stack{Frames: fs, Value: v})
+	}
+	return stacks, unit, readErr
+}
+
+// syncPeak brings every site up to the last peak (sections does too).
+func (s *heapSummary) syncPeak() {
+	for _, st := range s.sites {
+		if st.synced < s.peakEpoch {
+			st.atPeak, st.synced = st.live, s.peakEpoch
+		}
+	}
+}
+
+// sortedSites are the sites in the order of their backtraces.
+func (s *heapSummary) sortedSites() []*site {
+	sites := make([]*site, 0, len(s.sites))
+	for _, st := range s.sites {
+		sites = append(sites, st)
+	}
+	slices.SortFunc(sites, func(x, y *site) int { return cmp.Compare(frameKey(x.frames), frameKey(y.frames)) })
+	return sites
+}
+
+// FlameGraph writes the flame graph of cost of the trace in to w, a
+// self-contained SVG (internal/flame).
+func FlameGraph(in trace.Reader, w io.Writer, opts Options, cost string) error {
+	stacks, unit, readErr := FlameStacks(in, opts, cost)
+	if unit == nil {
+		return readErr
+	}
+	title := "rtrace: " + cost
+	if readErr != nil {
+		title += " (INCOMPLETE: the input ends early)"
+	}
+	if err := flame.Write(w, flame.Graph{Title: title, Unit: unit}, stacks); err != nil {
+		return fmt.Errorf("writing the output: %w", err)
+	}
+	return readErr
 }
