@@ -5,8 +5,8 @@ import (
 
 	"github.com/kballard/go-shellquote"
 	"os"
-	"strconv"
 	"slices"
+	"strconv"
 	"strings"
 
 	"rtrace/internal/trace"
