@@ -266,6 +266,12 @@ func TestFlameGraph(t *testing.T) {
 			t.Errorf("%s: no frame %q among %q", c.cost, c.want, doc.Titles)
 		}
 	}
+	// A batch names each graph after its input and cost.
+	if r := runCmd(t, dir, rtraceBin, "postproc", "--flamegraph", "peak", "-o", "graphs", raw[0]); r.code != 0 {
+		t.Errorf("batch: exit %d\n%s", r.code, r.stderr)
+	} else if _, err := os.Stat(filepath.Join(dir, "graphs", filepath.Base(raw[0])+".peak.svg")); err != nil {
+		t.Errorf("batch: %v", err)
+	}
 	if r := runCmd(t, dir, rtraceBin, "postproc", "--flamegraph", "bytes", "-i", raw[0]); r.code != 2 || !strings.Contains(r.stderr, "allocations, temporary, leaked, peak") {
 		t.Errorf("an unknown cost: exit %d, %s", r.code, r.stderr)
 	}

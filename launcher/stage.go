@@ -271,6 +271,12 @@ func (j *Stage) one() error {
 
 // ext is the file name extension of j's output format.
 func (j *Stage) ext() string {
+	switch {
+	case j.Opts.Flame != "":
+		return "." + j.Opts.Flame + ".svg"
+	case j.Opts.Summary:
+		return ".summary.txt"
+	}
 	switch j.Format {
 	case FormatWire:
 		return ".rtrace"
