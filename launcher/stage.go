@@ -392,6 +392,13 @@ func (j *Stage) checkFormat() error {
 		return &UsageError{fmt.Sprintf("%s: -O %q: the formats are text, wire and pprof", j.Verb, j.Format)}
 	}
 	o := j.Opts
+	if (o.Flame != "" || o.Summary) && j.Format != FormatText {
+		what := "--summary writes text"
+		if o.Flame != "" {
+			what = "--flamegraph writes SVG"
+		}
+		return &UsageError{fmt.Sprintf("%s: %s, not %s: drop -O/--pprof", j.Verb, what, j.Format)}
+	}
 	for _, f := range []struct {
 		format, flag string
 		set          bool

@@ -156,20 +156,26 @@ type Locator interface {
 	Locate(addr uint64) trace.Location
 }
 
-// locator locates a frame: by the resolver when it can (the input's
-// mappings name the modules), else from its text when resolved already.
+// locator locates a frame: by the resolver when it names the function
+// (the input's mappings name the modules), else from its text when
+// resolved already.
 func (r *runner) locator() func(trace.Frame) trace.Location {
 	l, _ := r.opts.Resolver.(Locator)
 	return func(f trace.Frame) trace.Location {
+		var loc trace.Location
 		if l != nil && f.Addr != 0 {
-			if loc := l.Locate(f.Addr); loc.Module != "" {
-				return loc
+			loc = l.Locate(f.Addr)
+		}
+		if loc.Func == "" && f.Text != "" {
+			// The trace's own names (a binary changed or gone since
+			// keeps them), with the module the resolver found.
+			t := frameLocation(f.Text)
+			if t.Module == "" {
+				t.Module = loc.Module
 			}
+			return t
 		}
-		if f.Text != "" {
-			return frameLocation(f.Text)
-		}
-		return trace.Location{}
+		return loc
 	}
 }
 

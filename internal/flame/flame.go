@@ -9,8 +9,8 @@ package flame
 import (
 	"cmp"
 	"fmt"
+	"encoding/xml"
 	"hash/fnv"
-	"html"
 	"io"
 	"slices"
 	"strings"
@@ -79,7 +79,7 @@ func Write(w io.Writer, g Graph, stacks []Stack) error {
 <rect x="0" y="0" width="100%%" height="100%%" fill="#eeeeee"/>
 <text x="%d" y="24" text-anchor="middle" style="font-size:17px">%s</text>
 <text id="details" x="%d" y="%d"> </text>
-`, width, height, width, height, width/2, html.EscapeString(g.Title), pad, height-pad/2)
+`, width, height, width, height, width/2, esc(g.Title), pad, height-pad/2)
 	unit := g.Unit
 	if unit == nil {
 		unit = func(v uint64) string { return fmt.Sprint(v) }
@@ -94,7 +94,7 @@ func Write(w io.Writer, g Graph, stacks []Stack) error {
 		y := height - pad - frameH*(level+1) - frameH/2
 		info := fmt.Sprintf("%s (%s, %.2f%%)", n.name, unit(n.value), 100*float64(n.value)/float64(max(root.value, 1)))
 		fmt.Fprintf(&b, `<g class="frame" data-x="%.4f" data-w="%.4f"><title>%s</title><rect x="%.1f" y="%d" width="%.1f" height="%d" rx="2" fill="%s"/><text x="%.1f" y="%d">%s</text></g>
-`, x, wpx, html.EscapeString(info), x, y, wpx, frameH-1, color(n.name), x+3, y+frameH-4, html.EscapeString(fit(n.name, wpx)))
+`, x, wpx, esc(info), x, y, wpx, frameH-1, color(n.name), x+3, y+frameH-4, esc(fit(n.name, wpx)))
 		children := slices.Clone(n.children)
 		slices.SortFunc(children, func(a, c *node) int { return cmp.Compare(a.name, c.name) }) // flamegraph.pl's order
 		cx := x
@@ -124,10 +124,19 @@ func fit(name string, wpx float64) string {
 	if n < 3 {
 		return ""
 	}
-	if len(name) <= n {
+	r := []rune(name)
+	if len(r) <= n {
 		return name
 	}
-	return name[:n-2] + ".."
+	return string(r[:n-2]) + ".." // whole characters, as the zoom script counts
+}
+
+// esc escapes s for XML text: markup, and characters XML does not allow
+// (control characters, invalid UTF-8) as U+FFFD (encoding/xml).
+func esc(s string) string {
+	var b strings.Builder
+	xml.EscapeText(&b, []byte(s))
+	return b.String()
 }
 
 // color is a warm color from the name, the same for the same name
@@ -154,8 +163,8 @@ const script = `<script type="text/ecmascript"><![CDATA[
       var r = f.querySelector("rect"), t = f.querySelector("text");
       var y = parseFloat(r.getAttribute("y"));
       var inside = x >= zx - 0.01 && x + w <= zx + zw + 0.01;
-      var below = y > zy;
-      if (!inside && !below) { f.style.display = "none"; return; }
+      var below = y > zy && x <= zx + 0.01 && x + w >= zx + zw - 0.01; // an ancestor
+      if (y > zy ? !below : !inside) { f.style.display = "none"; return; }
       f.style.display = "";
       var nx = below ? P : P + (x - zx) / zw * W, nw = below ? W : w / zw * W;
       r.setAttribute("x", nx); r.setAttribute("width", nw);

@@ -69,3 +69,20 @@ func TestWrite(t *testing.T) {
 		t.Errorf("title not escaped, or no script:\n%s", b.String())
 	}
 }
+
+// TestWriteOddNames: names with control characters, bad UTF-8 and
+// characters cut by a narrow frame still make well-formed XML.
+func TestWriteOddNames(t *testing.T) {
+	var b bytes.Buffer
+	long := "a" + string(bytes.Repeat([]byte("é"), 40))
+	if err := Write(&b, Graph{Title: "x\x01"}, []Stack{
+		{Frames: []string{long}, Value: 1},
+		{Frames: []string{"bad\xff\x01name"}, Value: 1000},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var doc svg
+	if err := xml.Unmarshal(b.Bytes(), &doc); err != nil {
+		t.Fatalf("not XML: %v", err)
+	}
+}
