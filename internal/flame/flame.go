@@ -8,8 +8,8 @@ package flame
 
 import (
 	"cmp"
-	"fmt"
 	"encoding/xml"
+	"fmt"
 	"hash/fnv"
 	"io"
 	"slices"
