@@ -68,17 +68,11 @@ func (j *Stage) stream(rd trace.Reader, out io.Writer) error {
 		return errFuncOnStream
 	}
 	opts := j.Opts
-	if opts.Flame != "" {
-		if j.Format != "" && j.Format != FormatText {
-			return fmt.Errorf("--flamegraph writes SVG, not %s", j.Format)
-		}
+	if opts.Flame != "" { // checkFormat refused another format
 		opts.Resolver = j.newResolver() // names the frames
 		return postproc.FlameGraph(rd, out, opts, opts.Flame)
 	}
 	if opts.Summary {
-		if j.Format != "" && j.Format != FormatText {
-			return fmt.Errorf("--summary writes text, not %s", j.Format)
-		}
 		opts.Resolver = j.newResolver() // names the frames (-r) and locates them for the suppressions
 		return postproc.Summarize(rd, out, opts)
 	}

@@ -91,16 +91,19 @@ type suppressed struct {
 	order         []string
 }
 
-func (s *suppressed) add(pattern string, size uint64) {
+func (s *suppressed) add(pattern string, size uint64) { s.addN(pattern, 1, size) }
+
+// addN counts n blocks of size bytes in all that pattern left out.
+func (s *suppressed) addN(pattern string, n, size uint64) {
 	if s.by == nil {
 		s.by = map[string]uint64{}
 	}
 	if s.by[pattern] == 0 {
 		s.order = append(s.order, pattern)
 	}
-	s.by[pattern]++
+	s.by[pattern] += n
 	s.bytes += size
-	s.blocks++
+	s.blocks += n
 }
 
 // String is the report's line: "suppressed leaks: 13.03K in 16 blocks
@@ -127,7 +130,7 @@ func (r *runner) suppress(live []*live) (kept []*live, memory, other suppressed)
 	if !r.sup.Any() {
 		return live, memory, other
 	}
-	loc := r.locator()
+	loc := locatorOf(r.opts.Resolver)
 	kept = live[:0]
 	for _, l := range live {
 		mem := r.isMemory(l.call.Res)
@@ -156,11 +159,11 @@ type Locator interface {
 	Locate(addr uint64) trace.Location
 }
 
-// locator locates a frame: by the resolver when it names the function
-// (the input's mappings name the modules), else from its text when
-// resolved already.
-func (r *runner) locator() func(trace.Frame) trace.Location {
-	l, _ := r.opts.Resolver.(Locator)
+// locatorOf locates a frame: by the resolver res when it names the
+// function (the input's mappings name the modules), else from its text
+// when resolved already.
+func locatorOf(res Resolver) func(trace.Frame) trace.Location {
+	l, _ := res.(Locator)
 	return func(f trace.Frame) trace.Location {
 		var loc trace.Location
 		if l != nil && f.Addr != 0 {

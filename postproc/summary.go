@@ -76,6 +76,14 @@ type site struct {
 	suppressed     bool // its leaks are left out
 }
 
+// leaked is what the site never released, 0 when suppressed.
+func (st *site) leaked() uint64 {
+	if st.suppressed {
+		return 0
+	}
+	return st.live + st.leakedBytes
+}
+
 func newHeapSummary() *heapSummary {
 	return &heapSummary{memory: map[int]bool{}, live: map[uint64]blockKey{}, seed: maphash.MakeSeed()}
 }
@@ -272,13 +280,11 @@ func commas(n uint64) string {
 // -n default).
 const sectionTop = 10
 
-// Summarize writes the heap summary of the trace in to w, a line each,
-// then the backtraces that leaked most, held most at the peak, made most
-// temporary allocations and most calls, heaptrack_print's sections
-// largest first, each backtrace's frames named by res when not nil. A
-// cut input is said first.
-func Summarize(in trace.Reader, w io.Writer, opts Options) error {
-	res := opts.Resolver
+// readSites reads the trace in into a summary that keeps its allocation
+// sites, the mappings going to opts.Resolver (when any), with the
+// suppressions of opts applied and every site brought up to the peak. It
+// returns how it located frames, and the read error that ended the input.
+func readSites(in trace.Reader, opts Options) (*heapSummary, func(trace.Frame) trace.Location, error) {
 	s := newHeapSummary()
 	s.keepSites()
 	binary := false
@@ -292,15 +298,28 @@ func Summarize(in trace.Reader, w io.Writer, opts Options) error {
 			readErr = err
 			break
 		}
-		if m, ok := it.(*trace.Mapping); ok && res != nil {
-			res.AddMapping(*m)
+		if m, ok := it.(*trace.Mapping); ok && opts.Resolver != nil {
+			opts.Resolver.AddMapping(*m)
 		}
 		if h, ok := it.(*trace.Header); ok {
 			binary = h.Binary
 		}
 		s.item(it)
 	}
-	s.suppress(&Suppressions{User: opts.Suppressions, Builtin: binary && !opts.NoBuiltin}, (&runner{opts: opts}).locator())
+	loc := locatorOf(opts.Resolver)
+	s.suppress(&Suppressions{User: opts.Suppressions, Builtin: binary && !opts.NoBuiltin}, loc)
+	s.syncPeak()
+	return s, loc, readErr
+}
+
+// Summarize writes the heap summary of the trace in to w, a line each,
+// then the backtraces that leaked most, held most at the peak, made most
+// temporary allocations and most calls, heaptrack_print's sections
+// largest first, each backtrace's frames named by res when not nil. A
+// cut input is said first.
+func Summarize(in trace.Reader, w io.Writer, opts Options) error {
+	s, _, readErr := readSites(in, opts)
+	res := opts.Resolver
 	if !opts.Resolve {
 		res = nil // located for the suppressions, not named
 	}
@@ -331,10 +350,7 @@ func (s *heapSummary) suppress(sup *Suppressions, loc func(trace.Frame) trace.Lo
 			continue
 		}
 		if p := sup.match(st.frames, true, loc); p != "" {
-			for range n {
-				s.suppressed.add(p, 0)
-			}
-			s.suppressed.bytes += st.live + st.leakedBytes
+			s.suppressed.addN(p, n, st.live+st.leakedBytes)
 			st.suppressed = true
 		}
 	}
@@ -342,11 +358,8 @@ func (s *heapSummary) suppress(sup *Suppressions, loc func(trace.Frame) trace.Lo
 
 // sections writes the backtraces of each section, largest first.
 func (s *heapSummary) sections(b *strings.Builder, res Resolver) {
-	sites := make([]*site, 0, len(s.sites))
-	for _, st := range s.sites {
-		if st.synced < s.peakEpoch {
-			st.atPeak, st.synced = st.live, s.peakEpoch
-		}
+	var sites []*site
+	for _, st := range s.sortedSites() {
 		if st.frames != nil {
 			sites = append(sites, st)
 		}
@@ -356,12 +369,7 @@ func (s *heapSummary) sections(b *strings.Builder, res Resolver) {
 		cost  func(*site) uint64
 		label func(*site) string
 	}{
-		{"MEMORY LEAKS", func(st *site) uint64 {
-			if st.suppressed {
-				return 0
-			}
-			return st.live + st.leakedBytes
-		}, func(st *site) string {
+		{"MEMORY LEAKS", (*site).leaked, func(st *site) string {
 			return fmt.Sprintf("%s leaked in %d blocks of %d calls from", formatBytes(st.live+st.leakedBytes), st.liveBlocks+st.leakedBlocks, st.calls)
 		}},
 		{"PEAK MEMORY CONSUMERS", func(st *site) uint64 { return st.atPeak }, func(st *site) string {
@@ -432,41 +440,12 @@ var FlameCosts = []string{CostAllocations, CostTemporary, CostLeaked, CostPeak}
 // frame named by opts.Resolver (its function, else its address and
 // module), and the unit to print a cost in.
 func FlameStacks(in trace.Reader, opts Options, cost string) ([]flame.Stack, func(uint64) string, error) {
-	res := opts.Resolver
-	s := newHeapSummary()
-	s.keepSites()
-	binary := false
-	var readErr error
-	for {
-		it, err := in.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			readErr = err
-			break
-		}
-		if m, ok := it.(*trace.Mapping); ok && res != nil {
-			res.AddMapping(*m)
-		}
-		if h, ok := it.(*trace.Header); ok {
-			binary = h.Binary
-		}
-		s.item(it)
-	}
-	loc := (&runner{opts: opts}).locator()
-	s.suppress(&Suppressions{User: opts.Suppressions, Builtin: binary && !opts.NoBuiltin}, loc)
-	s.syncPeak()
+	s, loc, readErr := readSites(in, opts)
 	value := map[string]func(*site) uint64{
 		CostAllocations: func(st *site) uint64 { return st.calls },
 		CostTemporary:   func(st *site) uint64 { return st.temporary },
-		CostLeaked: func(st *site) uint64 {
-			if st.suppressed {
-				return 0
-			}
-			return st.live + st.leakedBytes
-		},
-		CostPeak: func(st *site) uint64 { return st.atPeak },
+		CostLeaked:      (*site).leaked,
+		CostPeak:        func(st *site) uint64 { return st.atPeak },
 	}[cost]
 	if value == nil {
 		return nil, nil, fmt.Errorf("unknown cost type %q (%s)", cost, strings.Join(FlameCosts, ", "))
@@ -509,7 +488,7 @@ func FlameStacks(in trace.Reader, opts Options, cost string) ([]flame.Stack, fun
 	return stacks, unit, readErr
 }
 
-// syncPeak brings every site up to the last peak (sections does too).
+// syncPeak brings every site up to the last peak.
 func (s *heapSummary) syncPeak() {
 	for _, st := range s.sites {
 		if st.synced < s.peakEpoch {

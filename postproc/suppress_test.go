@@ -114,8 +114,7 @@ func (stubLocator) Locate(uint64) trace.Location { return trace.Location{Module:
 // TestLocatorKeepsTextNames: a frame resolved in the trace keeps its
 // function when the resolver finds none, and gets the resolver's module.
 func TestLocatorKeepsTextNames(t *testing.T) {
-	r := &runner{opts: Options{Resolver: stubLocator{}}}
-	l := r.locator()(trace.Frame{Addr: 0x1100, Text: "mine() at a.c:3"})
+	l := locatorOf(stubLocator{})(trace.Frame{Addr: 0x1100, Text: "mine() at a.c:3"})
 	if l.Func != "mine" || l.File != "a.c" || l.Module != "/lib/libgone.so" {
 		t.Errorf("%+v", l)
 	}
