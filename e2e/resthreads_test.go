@@ -35,6 +35,18 @@ func recordRes(t *testing.T, m struct{ name, engine, unwind string }, opts []str
 	return tmp, r
 }
 
+// recordOneRaw is recordRes of a program that writes one raw trace: its
+// directory and that file.
+func recordOneRaw(t *testing.T, m struct{ name, engine, unwind string }, opts []string, prog string, args ...string) (tmp, raw string) {
+	t.Helper()
+	tmp, _ = recordRes(t, m, opts, prog, args...)
+	files := rawFiles(t, filepath.Join(tmp, "D"), ".rtrace")
+	if len(files) != 1 {
+		t.Fatalf("raw files %v", files)
+	}
+	return tmp, files[0]
+}
+
 // TestResourceThreadsOrder: a block allocated by one thread and released
 // by another, and handed back to the first by the allocator, is reported in
 // the order it happened: the calls of every thread reach the report in time
@@ -68,16 +80,12 @@ func TestResourceThreadsOrder(t *testing.T) {
 				if m.name != "fast" {
 					blocks = 5000 // a stop each call
 				}
-				tmp, _ := recordRes(t, m, append([]string{"--module", "memory"}, c.opts...), prog, strconv.Itoa(blocks), c.how)
-				raw := rawFiles(t, filepath.Join(tmp, "D"), ".rtrace")
-				if len(raw) != 1 {
-					t.Fatalf("raw files %v", raw)
-				}
-				all := runCmd(t, tmp, rtraceBin, "postproc", "-i", raw[0]).stdout
+				tmp, raw := recordOneRaw(t, m, append([]string{"--module", "memory"}, c.opts...), prog, strconv.Itoa(blocks), c.how)
+				all := runCmd(t, tmp, rtraceBin, "postproc", "-i", raw).stdout
 				if n := countCalls(all, `(malloc|operator new)(<memory>)?\(64\)`); n != blocks {
 					t.Fatalf("%d allocations of 64 bytes recorded, want %d", n, blocks)
 				}
-				rep := runCmd(t, tmp, rtraceBin, "postproc", "-l", "-c", "-i", raw[0]).stdout
+				rep := runCmd(t, tmp, rtraceBin, "postproc", "-l", "-c", "-i", raw).stdout
 				if n := countCalls(rep, `(malloc|operator new)(<memory>)?\(64\)`); n > 0 {
 					t.Errorf("%d blocks released by the other thread reported leaked (calls out of order):\n%s", n, clipLines(rep, 30))
 				}

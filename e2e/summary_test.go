@@ -45,12 +45,8 @@ func TestSummaryMatchesPeers(t *testing.T) {
 
 	for _, m := range resModes {
 		t.Run(m.name, func(t *testing.T) {
-			dir, _ := recordRes(t, m, []string{"--module", "memory"}, prog)
-			raw := rawFiles(t, filepath.Join(dir, "D"), ".rtrace")
-			if len(raw) != 1 {
-				t.Fatalf("raw files %v", raw)
-			}
-			r := runCmd(t, dir, rtraceBin, "postproc", "--summary", "-i", raw[0])
+			dir, raw := recordOneRaw(t, m, []string{"--module", "memory"}, prog)
+			r := runCmd(t, dir, rtraceBin, "postproc", "--summary", "-i", raw)
 			if r.code != 0 {
 				t.Fatalf("postproc --summary: exit %d\n%s", r.code, r.stderr)
 			}
@@ -78,7 +74,7 @@ func TestSummaryMatchesPeers(t *testing.T) {
 			// The sections: the top backtrace of each, with file:line
 			// (-r), as heaptrack_print names them (it merges backtraces by
 			// their allocation site; rtrace keeps each whole, as -c does).
-			full := runCmd(t, dir, rtraceBin, "postproc", "--summary", "-r", "-i", raw[0]).stdout
+			full := runCmd(t, dir, rtraceBin, "postproc", "--summary", "-r", "-i", raw).stdout
 			if !strings.HasPrefix(full, totals) {
 				t.Errorf("--summary -r does not open with the summary:\n%s", clipLines(full, 12))
 			}
@@ -97,7 +93,7 @@ func TestSummaryMatchesPeers(t *testing.T) {
 			}
 			// A leak report of the raw trace opens with the same lines,
 			// and keeps them through resolve.
-			rep := runCmd(t, dir, rtraceBin, "postproc", "-l", "-c", "-i", raw[0]).stdout
+			rep := runCmd(t, dir, rtraceBin, "postproc", "-l", "-c", "-i", raw).stdout
 			os.WriteFile(filepath.Join(dir, "rep.txt"), []byte(rep), 0o644)
 			resolved := runCmd(t, dir, rtraceBin, "resolve", "-i", "rep.txt").stdout
 			for name, out := range map[string]string{"postproc -l -c": rep, "| rtrace resolve": resolved} {
@@ -184,11 +180,7 @@ func TestLeakSuppressions(t *testing.T) {
 	lines := markerLines(t, "glibcleaks.c")
 	for _, m := range resModes {
 		t.Run(m.name, func(t *testing.T) {
-			dir, _ := recordRes(t, m, []string{"--module", "memory"}, prog)
-			raw := rawFiles(t, filepath.Join(dir, "D"), ".rtrace")
-			if len(raw) != 1 {
-				t.Fatalf("raw files %v", raw)
-			}
+			dir, raw := recordOneRaw(t, m, []string{"--module", "memory"}, prog)
 			os.WriteFile(filepath.Join(dir, "sup.txt"), []byte("# ours\nleak:suppress_me\n"), 0o644)
 			leakAt := func(rep string) []int {
 				var at []int
@@ -214,7 +206,7 @@ func TestLeakSuppressions(t *testing.T) {
 				{"file", []string{"--suppressions", "sup.txt"}, "total memory leaked: 40B in 1 blocks", 1, true, []int{lines["lost"]}},
 				{"none", []string{"--disable-builtin-suppressions"}, "", 3, false, []int{lines["suppressed"], lines["lost"]}},
 			} {
-				rep := runCmd(t, dir, rtraceBin, append(append([]string{"postproc", "-l", "-c", "-r"}, c.args...), "-i", raw[0])...)
+				rep := runCmd(t, dir, rtraceBin, append(append([]string{"postproc", "-l", "-c", "-r"}, c.args...), "-i", raw)...)
 				if rep.code != 0 {
 					t.Fatalf("%s: exit %d\n%s", c.name, rep.code, rep.stderr)
 				}
@@ -237,18 +229,14 @@ func TestLeakSuppressions(t *testing.T) {
 // temporary allocations, from two calls in main() merged by name.
 func TestFlameGraph(t *testing.T) {
 	prog := testutil.BuildC(t, "heapsum.c", "-O2", "-g")
-	dir, _ := recordRes(t, resModes[1], []string{"--module", "memory"}, prog)
-	raw := rawFiles(t, filepath.Join(dir, "D"), ".rtrace")
-	if len(raw) != 1 {
-		t.Fatalf("raw files %v", raw)
-	}
+	dir, raw := recordOneRaw(t, resModes[1], []string{"--module", "memory"}, prog)
 	for _, c := range []struct{ cost, want string }{
 		{"peak", "peak (15.90M, "},
 		{"leaked", "peak (102.40K, "},
 		{"temporary", "temporaries (20100 temporary, "},
 		{"allocations", "temporaries (20100 calls, "},
 	} {
-		r := runCmd(t, dir, rtraceBin, "postproc", "--flamegraph", c.cost, "-i", raw[0])
+		r := runCmd(t, dir, rtraceBin, "postproc", "--flamegraph", c.cost, "-i", raw)
 		if r.code != 0 {
 			t.Fatalf("%s: exit %d\n%s", c.cost, r.code, r.stderr)
 		}
@@ -267,12 +255,12 @@ func TestFlameGraph(t *testing.T) {
 		}
 	}
 	// A batch names each graph after its input and cost.
-	if r := runCmd(t, dir, rtraceBin, "postproc", "--flamegraph", "peak", "-o", "graphs", raw[0]); r.code != 0 {
+	if r := runCmd(t, dir, rtraceBin, "postproc", "--flamegraph", "peak", "-o", "graphs", raw); r.code != 0 {
 		t.Errorf("batch: exit %d\n%s", r.code, r.stderr)
-	} else if _, err := os.Stat(filepath.Join(dir, "graphs", filepath.Base(raw[0])+".peak.svg")); err != nil {
+	} else if _, err := os.Stat(filepath.Join(dir, "graphs", filepath.Base(raw)+".peak.svg")); err != nil {
 		t.Errorf("batch: %v", err)
 	}
-	if r := runCmd(t, dir, rtraceBin, "postproc", "--flamegraph", "bytes", "-i", raw[0]); r.code != 2 || !strings.Contains(r.stderr, "allocations, temporary, leaked, peak") {
+	if r := runCmd(t, dir, rtraceBin, "postproc", "--flamegraph", "bytes", "-i", raw); r.code != 2 || !strings.Contains(r.stderr, "allocations, temporary, leaked, peak") {
 		t.Errorf("an unknown cost: exit %d, %s", r.code, r.stderr)
 	}
 }
