@@ -1,10 +1,10 @@
 package tracer
 
 import (
-	"bytes"
 	"fmt"
 	"os"
-	"strconv"
+
+	"rtrace/internal/procstatus"
 )
 
 // A process's peak RSS for the resource reports' summary (UsageSink):
@@ -22,27 +22,7 @@ func (t *Tracer) noteHWM(th *thread) {
 	if err != nil {
 		return
 	}
-	if kb, ok := parseHWM(b); ok {
-		th.proc.peakRSS = max(th.proc.peakRSS, kb<<10)
+	if n, ok := procstatus.HWM(b); ok {
+		th.proc.peakRSS = max(th.proc.peakRSS, uint64(n))
 	}
-}
-
-// parseHWM finds the "VmHWM:    1234 kB" line of a status file (proc(5)).
-func parseHWM(status []byte) (kb uint64, ok bool) {
-	for line := range bytes.Lines(status) {
-		rest, found := bytes.CutPrefix(line, []byte("VmHWM:"))
-		if !found {
-			continue
-		}
-		f := bytes.Fields(rest)
-		if len(f) != 2 || string(f[1]) != "kB" {
-			return 0, false
-		}
-		n, err := strconv.ParseUint(string(f[0]), 10, 64)
-		if err != nil || n > 1<<53 {
-			return 0, false
-		}
-		return n, true
-	}
-	return 0, false
 }

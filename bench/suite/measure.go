@@ -1,7 +1,6 @@
 package suite
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
@@ -15,6 +14,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"rtrace/internal/procstatus"
 )
 
 // Sample is what one run of a command cost.
@@ -191,33 +192,11 @@ func tree(root int) []int {
 
 // vmHWM reads a process's peak resident set size from /proc/PID/status.
 func vmHWM(pid int) (int64, bool) {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return 0, false
 	}
-	defer f.Close()
-	return parseHWM(f)
-}
-
-// parseHWM finds the "VmHWM:   1234 kB" line of a status file.
-func parseHWM(r io.Reader) (int64, bool) {
-	sc := bufio.NewScanner(r)
-	for sc.Scan() {
-		rest, ok := strings.CutPrefix(sc.Text(), "VmHWM:")
-		if !ok {
-			continue
-		}
-		f := strings.Fields(rest)
-		if len(f) != 2 || f[1] != "kB" {
-			return 0, false
-		}
-		kb, err := strconv.ParseInt(f[0], 10, 64)
-		if err != nil || kb < 0 || kb > 1<<40 {
-			return 0, false
-		}
-		return kb << 10, true
-	}
-	return 0, false
+	return procstatus.HWM(b)
 }
 
 // running is the process groups of the commands being measured, so that

@@ -4,40 +4,10 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
 )
-
-func TestParseHWM(t *testing.T) {
-	for _, c := range []struct {
-		in   string
-		want int64
-		ok   bool
-	}{
-		{"Name:\tx\nVmPeak:\t  100 kB\nVmHWM:\t    1234 kB\nVmRSS:\t 10 kB\n", 1234 << 10, true},
-		{"VmHWM:\t1 MB\n", 0, false},
-		{"VmRSS:\t10 kB\n", 0, false},
-		{"VmHWM:\t-5 kB\n", 0, false},
-		{"VmHWM:\n", 0, false},
-	} {
-		got, ok := parseHWM(strings.NewReader(c.in))
-		if got != c.want || ok != c.ok {
-			t.Errorf("%q: %d %v, want %d %v", c.in, got, ok, c.want, c.ok)
-		}
-	}
-}
-
-func FuzzParseHWM(f *testing.F) {
-	f.Add("VmHWM:\t    1234 kB\n")
-	f.Add("VmHWM: 99999999999999999999 kB")
-	f.Fuzz(func(t *testing.T, s string) {
-		if v, ok := parseHWM(strings.NewReader(s)); ok && v < 0 {
-			t.Fatalf("negative %d", v)
-		}
-	})
-}
 
 // A run measures the command's time and fails with the command.
 func TestRun(t *testing.T) {
