@@ -327,6 +327,14 @@ func (d *demux) item(it trace.Item) error {
 		if p := d.procs[v.Pid]; p != nil && d.o.Out == nil {
 			return p.w.Write(v) // before its exit: its file is still open
 		}
+	case *trace.HeapRegions:
+		if p := d.procs[v.Pid]; p != nil && d.o.Out == nil {
+			return p.w.Write(v)
+		}
+	case *trace.HeapWords:
+		if p := d.procs[v.Pid]; p != nil && d.o.Out == nil {
+			return p.w.Write(v)
+		}
 	}
 	return d.root.w.Write(it)
 }

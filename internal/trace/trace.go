@@ -119,6 +119,49 @@ type Usage struct {
 	PeakRSS uint64
 }
 
+// HeapRegions opens the memory scan of a process at its end (HSCR), read
+// for the leak kinds (docs/REPORTS.md, "Leak kinds"): the writable
+// mappings rtrace read, each scanned from Start to End. HeapWords items
+// follow with the words found there that may point at a heap block.
+type HeapRegions struct {
+	Pid     int
+	Regions []HeapRegion
+}
+
+// HeapRegion is one mapping of a memory scan.
+type HeapRegion struct {
+	Start, End uint64
+	Kind       RegionKind
+}
+
+// RegionKind says what a scanned mapping holds.
+type RegionKind uint8
+
+const (
+	// RegionRoot: data, bss and other mappings no block is in; their
+	// words are roots.
+	RegionRoot RegionKind = iota
+	// RegionStack: a thread's stack, from its stack pointer up; roots.
+	RegionStack
+	// RegionHeap: the brk heap; only its blocks' words count.
+	RegionHeap
+	// RegionAnon: an anonymous mapping: a heap's (an arena, a block
+	// of its own) when a block of the trace is in it, else roots.
+	RegionAnon
+)
+
+// HeapWords are words of a process's memory scan (HSCW): the value Val
+// read at address At (0: a register of one of its threads), where Val
+// lies in a heap or anonymous region. In address order across the items
+// of one scan.
+type HeapWords struct {
+	Pid   int
+	Words []HeapWord
+}
+
+// HeapWord is one word of a scan.
+type HeapWord struct{ At, Val uint64 }
+
 // File names an extra file a module wrote (FILE).
 type File struct{ Name, Path string }
 
@@ -126,19 +169,21 @@ type File struct{ Name, Path string }
 // pre-processor answers it with Mapping items from /proc/<pid>/maps.
 type Library struct{ Name string }
 
-func (*Header) item()   {}
-func (*Module) item()   {}
-func (*Resource) item() {}
-func (*Context) item()  {}
-func (*Mapping) item()  {}
-func (*Call) item()     {}
-func (*Comment) item()  {}
-func (*Task) item()     {}
-func (*Probe) item()    {}
-func (*Lost) item()     {}
-func (*Usage) item()    {}
-func (*File) item()     {}
-func (*Library) item()  {}
+func (*Header) item()      {}
+func (*Module) item()      {}
+func (*Resource) item()    {}
+func (*Context) item()     {}
+func (*Mapping) item()     {}
+func (*Call) item()        {}
+func (*Comment) item()     {}
+func (*Task) item()        {}
+func (*Probe) item()       {}
+func (*Lost) item()        {}
+func (*Usage) item()       {}
+func (*File) item()        {}
+func (*HeapRegions) item() {}
+func (*HeapWords) item()   {}
+func (*Library) item()     {}
 
 // Reader yields the items of a trace in order; io.EOF ends it.
 type Reader interface {

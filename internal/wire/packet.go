@@ -39,6 +39,8 @@ const (
 
 	// Later 3.3 additions, skipped by the readers before them.
 	RUSG = 'R' | 'U'<<8 | 'S'<<16 | 'G'<<24 // a process's usage at its end: pid, peak RSS
+	HSCR = 'H' | 'S'<<8 | 'C'<<16 | 'R'<<24 // a process's memory scan at its end: the regions
+	HSCW = 'H' | 'S'<<8 | 'C'<<16 | 'W'<<24 // and the words found in them that may be pointers
 )
 
 // Handshake magic byte: a stream starting with it is binary.

@@ -275,6 +275,18 @@ func (rd *Reader) decode(typ uint32, d *decoder) error {
 		rd.emit(&trace.Lost{Count: d.u64()})
 	case RUSG:
 		rd.emit(&trace.Usage{Pid: int(d.u32()), PeakRSS: d.u64()})
+	case HSCR:
+		r := &trace.HeapRegions{Pid: int(d.u32())}
+		n := d.u32()
+		if uint64(n)*17 > uint64(len(d.b)) {
+			return fmt.Errorf("HSCR: %d regions in %d bytes", n, len(d.b))
+		}
+		for i := uint32(0); i < n; i++ {
+			r.Regions = append(r.Regions, trace.HeapRegion{Start: d.u64(), End: d.u64(), Kind: trace.RegionKind(d.take(1)[0])})
+		}
+		rd.emit(r)
+	case HSCW:
+		return rd.heapWords(d)
 	case RFUN:
 		return rd.rfun(d)
 	case STAK:
@@ -394,4 +406,36 @@ func noEOF(err error) error {
 		return io.ErrUnexpectedEOF
 	}
 	return err
+}
+
+// heapWords decodes HSCW (Writer.heapWords). Addresses only grow: an
+// address that wraps is corruption.
+func (rd *Reader) heapWords(d *decoder) error {
+	v := &trace.HeapWords{Pid: int(d.u32())}
+	n := d.u32()
+	if d.err != nil {
+		return d.err
+	}
+	if uint64(n)*2 > uint64(len(d.b)) {
+		return fmt.Errorf("HSCW: %d words in %d bytes", n, len(d.b))
+	}
+	v.Words = make([]trace.HeapWord, 0, n)
+	var at, val uint64
+	for i := uint32(0); i < n; i++ {
+		da, k := binary.Uvarint(d.b)
+		if k <= 0 || da > (^uint64(0)-at)/8 {
+			return fmt.Errorf("HSCW: bad address of word %d", i)
+		}
+		d.b = d.b[k:]
+		dv, k := binary.Uvarint(d.b)
+		if k <= 0 {
+			return fmt.Errorf("HSCW: bad value of word %d", i)
+		}
+		d.b = d.b[k:]
+		at += da * 8
+		val += uint64(int64(dv>>1) ^ -int64(dv&1))
+		v.Words = append(v.Words, trace.HeapWord{At: at, Val: val})
+	}
+	rd.emit(v)
+	return nil
 }

@@ -39,6 +39,9 @@ func sample() []trace.Item {
 		&trace.Probe{Time: 100, Tid: 44, Name: "app:step", Args: []string{"1", "0x10"}},
 		&trace.Lost{Count: 7},
 		&trace.Usage{Pid: 42, PeakRSS: 17 << 20},
+		&trace.HeapRegions{Pid: 42, Regions: []trace.HeapRegion{{Start: 0x404000, End: 0x405000}, {Start: 0x7ffc0010, End: 0x7ffd0000, Kind: trace.RegionStack}, {Start: 0x5000000, End: 0x5021000, Kind: trace.RegionHeap}}},
+		// Registers (at 0), then addresses up; values anywhere.
+		&trace.HeapWords{Pid: 42, Words: []trace.HeapWord{{At: 0, Val: 0x5000010}, {At: 0, Val: 0x5000010}, {At: 0x404010, Val: 0x5020ff0}, {At: 0x404018, Val: 0x5000010}, {At: 0x7ffcfff8, Val: ^uint64(0)}}},
 		&trace.File{Name: "heap", Path: "heap.txt"},
 		// Function traces (3.1).
 		&trace.Session{Time: 5, Pid: 42, SID: "0123456789abcdef", Exe: "/bin/fib", Maps: []byte("55d0-55d1 r-xp 0 08:01 1 /bin/fib\n7ffc-7ffd rw-p 0 00:00 0 [stack]\n")},
@@ -380,4 +383,29 @@ func FuzzPutUvarint(f *testing.F) {
 		f.Add(x)
 	}
 	f.Fuzz(samePutUvarint)
+}
+
+// A scan's words go in packets of heapWordsMax, read back as one item
+// each; words out of order are refused, not written wrong.
+func TestHeapWordsSplit(t *testing.T) {
+	in := &trace.HeapWords{Pid: 7}
+	for i := range heapWordsMax + 3 {
+		in.Words = append(in.Words, trace.HeapWord{At: 0x1000 + 8*uint64(i), Val: uint64(i) * 0x10001})
+	}
+	out, err := decodeAll(encode(t, []trace.Item{&trace.Header{Version: Version, Arch: "x86_64"}, in}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []trace.HeapWord
+	for _, it := range out[1:] {
+		got = append(got, it.(*trace.HeapWords).Words...)
+	}
+	if len(out) != 3 || !reflect.DeepEqual(got, in.Words) {
+		t.Errorf("got %d items, %d words; want 2 items, the same %d words", len(out)-1, len(got), len(in.Words))
+	}
+	w := NewWriter(io.Discard)
+	w.Write(&trace.Header{Version: Version, Arch: "x86_64"})
+	if err := w.Write(&trace.HeapWords{Words: []trace.HeapWord{{At: 16}, {At: 8}}}); err == nil {
+		t.Error("words out of order written without an error")
+	}
 }

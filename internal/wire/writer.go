@@ -136,6 +136,17 @@ func (w *Writer) Write(it trace.Item) error {
 		w.begin(RUSG)
 		w.u32(uint32(v.Pid))
 		w.u64(v.PeakRSS)
+	case *trace.HeapRegions:
+		w.begin(HSCR)
+		w.u32(uint32(v.Pid))
+		w.u32(uint32(len(v.Regions)))
+		for _, r := range v.Regions {
+			w.u64(r.Start)
+			w.u64(r.End)
+			w.p = append(w.p, byte(r.Kind))
+		}
+	case *trace.HeapWords:
+		return w.heapWords(v)
 	case *trace.File:
 		w.begin(FILE)
 		w.str(v.Name)
@@ -287,5 +298,40 @@ func (w *Writer) str(s string) {
 	w.p = append(w.p, s...)
 	for range pad {
 		w.p = append(w.p, 0)
+	}
+}
+
+// heapWordsMax bounds the words of one HSCW packet (at most 20 bytes
+// each): an item with more goes in several.
+const heapWordsMax = 1 << 16
+
+// heapWords writes v as HSCW packets: pid, count, then each word as two
+// varints, its address's distance from the previous one's in words (the
+// first's from 0) and its value's zigzag distance from the previous
+// value: pointers near each other take 2-4 bytes where two words took 16.
+func (w *Writer) heapWords(v *trace.HeapWords) error {
+	ws := v.Words
+	for {
+		n := min(len(ws), heapWordsMax)
+		w.begin(HSCW)
+		w.u32(uint32(v.Pid))
+		w.u32(uint32(n))
+		var at, val uint64
+		for _, x := range ws[:n] {
+			if x.At < at || x.At%8 != 0 {
+				return fmt.Errorf("wire: heap word at %#x after %#x: not in address order, or not aligned", x.At, at)
+			}
+			w.p = binary.AppendUvarint(w.p, (x.At-at)/8)
+			d := int64(x.Val - val)
+			w.p = binary.AppendUvarint(w.p, uint64(d<<1)^uint64(d>>63))
+			at, val = x.At, x.Val
+		}
+		if err := w.end(); err != nil {
+			return err
+		}
+		ws = ws[n:]
+		if len(ws) == 0 {
+			return nil
+		}
 	}
 }
