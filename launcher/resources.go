@@ -357,6 +357,18 @@ func (s *resStream) Usage(pid int, peakRSS uint64) error {
 	return nil
 }
 
+// HeapScan records, in an open window, a process's memory scan at its
+// end (tracer.ScanSink), before its Exit ends its file.
+func (s *resStream) HeapScan(items []trace.Item) error {
+	for _, it := range items {
+		if r, ok := it.(*trace.HeapRegions); ok && s.procs[r.Pid] == nil {
+			return nil
+		}
+		s.write(it)
+	}
+	return nil
+}
+
 // Exit records, in an open window, that a thread or a process ended. A
 // process that ended on its own ends its file: what is still allocated
 // then was never released (the pprof encoder's leak_* values need this).
@@ -425,3 +437,4 @@ func resSpecs(mods []*tracer.ResModule, kind string) (args, rets []string) {
 
 // The peak RSS reaches the resource reports' summary.
 var _ tracer.UsageSink = (*resStream)(nil)
+var _ tracer.ScanSink = (*resStream)(nil)

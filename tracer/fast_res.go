@@ -210,6 +210,14 @@ func (l *lockedResSink) Usage(pid int, peakRSS uint64) error {
 		return nil
 	})
 }
+func (l *lockedResSink) HeapScan(items []trace.Item) error {
+	return l.event(func(r ResSink) error {
+		if u, ok := r.(ScanSink); ok {
+			return u.HeapScan(items)
+		}
+		return nil
+	})
+}
 func (l *lockedResSink) Toggle(on bool, pid int) error {
 	return l.sync(func(r ResSink) error { return r.Toggle(on, pid) })
 }

@@ -108,6 +108,7 @@ func (t *Tracer) fastEvent(th *thread, event int, ts uint64) {
 	case unix.PTRACE_EVENT_EXIT:
 		timeline.Mark("exit event %d", th.tid)
 		t.noteHWM(th)
+		t.noteEnd(th)
 		if t.drain == nil {
 			return // the int3 engine, for the peak RSS only (ptraceOptions)
 		}

@@ -24,6 +24,10 @@ type process struct {
 	// peakRSS: the largest VmHWM its threads' exit events read, in bytes
 	// (usage.go).
 	peakRSS uint64
+	// ends: its threads' registers at their exit events, in order;
+	// scanned: its memory was scanned at its end (heapscan.go).
+	ends    []threadEnd
+	scanned bool
 }
 
 // frame is one entry on a thread's shadow stack.
@@ -72,6 +76,7 @@ type thread struct {
 	// groupStop: it was in a group-stop (SIGSTOP) when attached.
 	groupStop bool
 	vforked   bool // a vfork child, in its parent's memory until it execs
+	ending    bool // it stopped at its exit event (heapscan.go)
 	// vforkWait: a vfork parent, waiting in the kernel until its child
 	// execs or exits, where no tracer can stop it (the wait is killable
 	// only); it runs none of its code before then. Cleared at its next

@@ -68,6 +68,13 @@ type UsageSink interface {
 	Usage(pid int, peakRSS uint64) error
 }
 
+// ScanSink is a ResSink that also takes a process's memory scan at its
+// end (heapscan.go): a HeapRegions item, then HeapWords items, before its
+// Usage and Exit. The leak report's kinds come from it.
+type ScanSink interface {
+	HeapScan(items []trace.Item) error
+}
+
 // ResBatchSink is a ResSink that also takes a thread's calls a batch at a
 // time (drain.BatchSink).
 type ResBatchSink interface {
@@ -93,3 +100,4 @@ type Rec = trace.Rec
 
 // The tracer's sinks that wrap a resource sink pass its usage on.
 var _ UsageSink = (*lockedResSink)(nil)
+var _ ScanSink = (*lockedResSink)(nil)

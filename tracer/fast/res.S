@@ -477,5 +477,6 @@ res_done:
 	# No REHOOK: res_entry did not put its caller's return address back,
 	# and a frame below this one may be a dead one a jump left.
 	EXIT_RESTORE
+	EXIT_WIPE
 	lea 8(%rsp), %rsp
 	jmp *-8(%rsp)

@@ -193,16 +193,33 @@ resume:
 
 # EXIT_RESTORE ends the exit stub's critical section and puts back the
 # registers it saved: the stack pointer is then at the return slot the
-# ret consumed.
+# ret consumed. The saved result is wiped from the stack, as CALLCLEAR
+# wipes return addresses: a copy of a pointer a function returned, left
+# below its caller's frame, could outlive the pointer and make a leaked
+# block look reachable to the memory scan at exit (docs/REPORTS.md, "Leak
+# kinds"); EXIT_WIPE wipes the other saved registers too.
 .macro EXIT_RESTORE
 	UNGUARD
 	mov 0x30(%rsp), %rax
+	movq $0, 0x30(%rsp)
 	mov 0x28(%rsp), %rdx
 	mov 0x20(%rsp), %rcx
 	mov 0x18(%rsp), %rsi
 	mov 0x10(%rsp), %rdi
 	mov 0x08(%rsp), %r8
 	lea 0x38(%rsp), %rsp
+.endm
+
+# EXIT_WIPE, after EXIT_RESTORE, wipes the scratch registers the exit
+# stub saved (rdx, rcx, rsi, rdi, r8): at a resource call's return, what
+# the allocator left in them (the block, its chunk) would otherwise stay
+# on the stack, where a native call leaves nothing.
+.macro EXIT_WIPE
+	movq $0, -0x10(%rsp)
+	movq $0, -0x18(%rsp)
+	movq $0, -0x20(%rsp)
+	movq $0, -0x28(%rsp)
+	movq $0, -0x30(%rsp)
 .endm
 
 # REHOOK aims the return of the frame now on top of the shadow stack of
@@ -668,9 +685,11 @@ exit_stop:
 	decq DEPTH(%rdi)
 	REHOOK
 	EXIT_RESTORE
+	EXIT_WIPE
 	push %rax
 	IFGONE exit_stop_gone
 	pop %rax
+	movq $0, -8(%rsp)
 exit_stop_trap:
 	int3
 	ret

@@ -1,0 +1,231 @@
+package tracer
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"rtrace/internal/trace"
+	"rtrace/internal/uftrace"
+	"rtrace/tracer/fast"
+	"rtrace/tracer/ptrace"
+)
+
+// The memory scan behind the leak kinds (docs/REPORTS.md, "Leak kinds").
+// When a traced process ends, rtrace reads its writable memory before it
+// is gone, as memcheck's leak check reads the client's
+// (valgrind: memcheck/mc_leakcheck.c), and hands on the words that may
+// point at a heap block: HeapRegions, then HeapWords (trace.go). The
+// post-processor knows the live blocks and classifies them. Each thread's
+// registers and stack pointer are taken at its exit event (ptrace(2),
+// PTRACE_O_TRACEEXIT: the registers are still there); the scan runs at
+// the exit event of the process's last thread, when every other thread
+// has passed its own and the memory is still mapped.
+
+// threadEnd is what a thread left at its exit event: its stack pointer
+// and its general registers, roots of the scan.
+type threadEnd struct {
+	sp   uint64
+	regs []uint64
+}
+
+// scanWanted says whether the processes' memory is scanned at their end:
+// memory is traced and a window is open.
+func (t *Tracer) scanWanted() bool {
+	if t.res == nil || !t.window {
+		return false
+	}
+	for _, m := range t.cfg.Modules {
+		if m.Name == "memory" {
+			return true
+		}
+	}
+	return false
+}
+
+// noteEnd keeps th's registers at its exit event and, when th is the last
+// thread of its process to reach it, scans the process's memory.
+func (t *Tracer) noteEnd(th *thread) {
+	p := th.proc
+	if p == nil || th.vforked || !t.scanWanted() {
+		return
+	}
+	var regs unix.PtraceRegs
+	if ptrace.GetRegs(th.tid, &regs) == nil {
+		p.ends = append(p.ends, threadEnd{sp: regs.Rsp, regs: regWords(&regs)})
+	}
+	th.ending = true
+	for _, o := range t.threads {
+		if o.proc == p && !o.ending && !o.vforked {
+			return
+		}
+	}
+	if p.scanned {
+		return
+	}
+	p.scanned = true
+	var own []uint64
+	if fi := p.image.fast; fi != nil {
+		own = append(own, fi.tableAddr, fi.tableAddr+fast.TableSize+4096)
+	}
+	items, err := scanMemory(th.tid, p.pid, p.ends, own)
+	if err != nil {
+		fmt.Fprintf(t.cfg.Warn, "rtrace: warning: pid %d: the leak kinds are unknown: reading its memory: %v\n", p.pid, err)
+		return
+	}
+	if s, ok := t.res.(ScanSink); ok {
+		t.emit(s.HeapScan(items))
+	}
+}
+
+// regWords are the general registers of regs, as memcheck's roots.
+func regWords(r *unix.PtraceRegs) []uint64 {
+	return []uint64{r.Rax, r.Rbx, r.Rcx, r.Rdx, r.Rsi, r.Rdi, r.Rbp, r.Rsp,
+		r.R8, r.R9, r.R10, r.R11, r.R12, r.R13, r.R14, r.R15}
+}
+
+// scanChunk is how much memory one read takes.
+const scanChunk = 1 << 20
+
+// scanWordsItem bounds the words of one HeapWords item.
+const scanWordsItem = 1 << 16
+
+// scanMemory reads the writable memory of process pid through its thread
+// tid (stopped at its exit event) and returns the scan's items. ends are
+// its threads' registers and stack pointers, in the order they ended
+// (a later thread's stack pointer in the same mapping wins: a stack a
+// new thread reused); own are the [start, end) pairs of rtrace's own
+// mappings in it, left out.
+func scanMemory(tid, pid int, ends []threadEnd, own []uint64) ([]trace.Item, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", tid))
+	if err != nil {
+		return nil, err
+	}
+	maps, err := uftrace.ParseMaps(bytes.NewReader(b))
+	if err != nil {
+		return nil, fmt.Errorf("/proc/%d/maps: %w", tid, err)
+	}
+	regs := scanRegions(maps, ends, own)
+	targets := scanTargets(regs)
+	words := &trace.HeapWords{Pid: pid}
+	items := []trace.Item{&trace.HeapRegions{Pid: pid, Regions: regs}}
+	put := func(at, v uint64) {
+		if !inRanges(targets, v) {
+			return
+		}
+		words.Words = append(words.Words, trace.HeapWord{At: at, Val: v})
+		if len(words.Words) == scanWordsItem {
+			items = append(items, words)
+			words = &trace.HeapWords{Pid: pid}
+		}
+	}
+	for _, e := range ends {
+		for _, v := range e.regs {
+			put(0, v)
+		}
+	}
+	buf := make([]byte, scanChunk)
+	for _, r := range regs {
+		for at := r.Start; at < r.End; at += scanChunk {
+			n := min(r.End-at, scanChunk)
+			if ptrace.ReadMem(tid, at, buf[:n]) != nil {
+				continue // unmapped or unreadable meanwhile: left out
+			}
+			for i := uint64(0); i+8 <= n; i += 8 {
+				put(at+i, binary.LittleEndian.Uint64(buf[i:]))
+			}
+		}
+	}
+	if len(words.Words) > 0 {
+		items = append(items, words)
+	}
+	return items, nil
+}
+
+// scanRegions picks the mappings a scan reads: the readable and writable
+// ones (memcheck's), but rtrace's own, the kernel's ([vvar]...) and
+// devices' (reading one may block or change it); a thread's stack from
+// its stack pointer up (below it is dead, as memcheck sees it).
+func scanRegions(maps []uftrace.Mapping, ends []threadEnd, own []uint64) []trace.HeapRegion {
+	var out []trace.HeapRegion
+	for _, m := range maps {
+		if len(m.Perm) < 2 || m.Perm[0] != 'r' || m.Perm[1] != 'w' || m.End <= m.Start {
+			continue
+		}
+		switch {
+		case strings.HasPrefix(m.Path, "[v"), strings.HasPrefix(m.Path, "/memfd:rtrace-"),
+			strings.HasPrefix(m.Path, "/dev/") && !strings.HasPrefix(m.Path, "/dev/zero"):
+			continue
+		}
+		r := trace.HeapRegion{Start: m.Start, End: m.End, Kind: trace.RegionRoot}
+		switch {
+		case m.Path == "[heap]":
+			r.Kind = trace.RegionHeap
+		case m.Path == "":
+			r.Kind = trace.RegionAnon
+		case strings.HasPrefix(m.Path, "[stack"):
+			r.Kind = trace.RegionStack
+		}
+		if r.Kind == trace.RegionAnon || r.Kind == trace.RegionStack {
+			for _, e := range ends {
+				if e.sp >= m.Start && e.sp < m.End {
+					r.Kind, r.Start = trace.RegionStack, e.sp&^7
+				}
+			}
+		}
+		out = append(out, cutOut(r, own)...)
+	}
+	return out
+}
+
+// cutOut returns r without the [start, end) pairs of own: rtrace's
+// anonymous mapping may be one with its neighbour (the kernel merges
+// adjacent anonymous mappings of the same protection: a library's bss
+// past its file's last page, say), which stays scanned.
+func cutOut(r trace.HeapRegion, own []uint64) []trace.HeapRegion {
+	out := []trace.HeapRegion{r}
+	for i := 0; i+1 < len(own); i += 2 {
+		lo, hi := own[i], own[i+1]
+		var next []trace.HeapRegion
+		for _, p := range out {
+			if hi <= p.Start || lo >= p.End {
+				next = append(next, p)
+				continue
+			}
+			if p.Start < lo {
+				next = append(next, trace.HeapRegion{Start: p.Start, End: lo, Kind: p.Kind})
+			}
+			if hi < p.End {
+				next = append(next, trace.HeapRegion{Start: hi, End: p.End, Kind: p.Kind})
+			}
+		}
+		out = next
+	}
+	return out
+}
+
+// scanTargets are the ranges a block may be in, sorted: the heap and the
+// anonymous mappings but the stacks, as [start, end) pairs.
+func scanTargets(regs []trace.HeapRegion) []uint64 {
+	var out []uint64
+	for _, r := range regs {
+		if r.Kind == trace.RegionHeap || r.Kind == trace.RegionAnon {
+			out = append(out, r.Start, r.End)
+		}
+	}
+	return out
+}
+
+// inRanges says whether v is in one of the sorted [start, end) pairs.
+func inRanges(rs []uint64, v uint64) bool {
+	if len(rs) == 0 || v < rs[0] || v >= rs[len(rs)-1] {
+		return false
+	}
+	i, _ := slices.BinarySearch(rs, v+1) // the first bound above v
+	return i%2 == 1
+}
