@@ -31,6 +31,9 @@ func newGrouper() *grouper { return &grouper{byKey: map[string]*group{}} }
 // add puts call number seq into its group.
 func (g *grouper) add(c *trace.Call, seq int) {
 	g.key = g.key[:0]
+	if k := kindOf(c); k != KindUnknown {
+		g.key = append(g.key, byte(k)) // leaks of one kind a group, as memcheck's loss records
+	}
 	for _, f := range c.Frames {
 		g.key = binary.LittleEndian.AppendUint64(g.key, f.Addr)
 	}

@@ -2,6 +2,7 @@ package postproc
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"rtrace/internal/trace"
@@ -33,14 +34,20 @@ func (r *runner) finish(readErr error) error {
 	var kept []*live
 	var supMem, supOther suppressed
 	if r.leaks != nil {
+		r.classify()
 		kept, supMem, supOther = r.suppress(r.leaks.survivors())
+		kept = r.showKinds(kept)
 	}
 	if r.holding {
 		r.holding = false
 		cut()
 		if r.heading {
 			r.sum.suppressed = supMem
-			for _, l := range r.sum.lines() {
+			lines := r.sum.lines()
+			if r.scan != nil && r.scan.regions != nil {
+				lines = append(lines, r.kinds.lines(&supMem)...)
+			}
+			for _, l := range lines {
 				r.write(&trace.Comment{Text: "## " + l}) // "# " lines are dropped when read back
 			}
 		} else if supMem.blocks > 0 {
@@ -249,4 +256,58 @@ func (r *runner) write(it trace.Item) {
 	if r.werr == nil {
 		r.werr = r.out.Write(it)
 	}
+}
+
+// classify names the kind of each memory block live at the end in its
+// leak argument, from the trace's memory scan (leakkinds.go); without a
+// scan the leaks keep the kinds they came with (an earlier stage's).
+func (r *runner) classify() {
+	if r.scan == nil || r.scan.regions == nil {
+		return
+	}
+	// glibc's own blocks are freed before memcheck's check (__libc_freeres):
+	// left out of the scan too, their stale words (a stdio buffer in
+	// memory the program freed) make no leak reachable.
+	loc := locatorOf(r.opts.Resolver)
+	var lives []*live
+	for _, l := range r.leaks.bySeq {
+		if l.call.Alloc && r.isMemory(l.call.Res) && !r.sup.builtin(l.call.Frames, loc) {
+			lives = append(lives, l)
+		}
+	}
+	slices.SortFunc(lives, func(a, b *live) int { return a.seq - b.seq }) // in call order: the newer of one address last
+	blocks := make([]*trace.Call, len(lives))
+	for i, l := range lives {
+		blocks[i] = l.call
+	}
+	pages := make([]uint64, 0, len(r.pages))
+	for p := range r.pages {
+		pages = append(pages, p<<12)
+	}
+	for c, k := range classify(blocks, r.scan, pages) {
+		setKind(c, k)
+	}
+}
+
+// showKinds counts the memory leaks of live by kind, and keeps those of
+// the kinds --leak-kinds shows (a leak of another resource, or of no
+// kind, is shown unless the set is none).
+func (r *runner) showKinds(live []*live) []*live {
+	set := uint8(allKinds)
+	if r.opts.LeakKinds != nil {
+		set = *r.opts.LeakKinds
+	}
+	kept := live[:0]
+	for _, l := range live {
+		k := KindUnknown
+		if r.isMemory(l.call.Res) {
+			k = kindOf(l.call)
+			r.kinds[k].n++
+			r.kinds[k].size += l.call.Size
+		}
+		if set&(1<<k) != 0 || k == KindUnknown && set != 0 {
+			kept = append(kept, l)
+		}
+	}
+	return kept
 }

@@ -43,6 +43,9 @@ type Options struct {
 	// (built in, for raw inputs).
 	Suppressions []string
 	NoBuiltin    bool
+	// LeakKinds (--leak-kinds, memcheck's --show-leak-kinds): the kinds
+	// of leaks -l shows, a set of 1<<LeakKind; nil: all (leakkinds.go).
+	LeakKinds *uint8
 
 	// Flame (--flamegraph COST): draw the allocation sites' flame graph
 	// of cost (FlameCosts) as SVG instead.
@@ -147,6 +150,7 @@ var options = []Option{
 	{Short: 'a', Long: "remove-args", Usage: "drop call arguments", Category: CategoryResource, scope: inCLI | inP},
 	{Long: "suppressions", Arg: "FILE", Usage: "leave out of leak reports the leaks `FILE` names (LeakSanitizer's format, as heaptrack reads: leak:PATTERN lines matched against the functions, files and modules of each backtrace)", Category: CategoryResource, scope: inCLI | inP},
 	{Long: "disable-builtin-suppressions", Usage: "report glibc's own allocations that live until the process ends too (stdio buffers, NSS modules...; memcheck has glibc free them at exit)", Category: CategoryResource, scope: inCLI | inP},
+	{Long: "leak-kinds", Arg: "KINDS", Usage: "with -l, show the leaks of `KINDS` only, memcheck's --show-leak-kinds: a comma list of definite, indirect, possible, reachable, or all (the default), or none; a raw trace's leaks are classified from rtrace's scan of the program's memory at its end, as memcheck's leak check does", Category: CategoryResource, scope: inCLI | inP},
 	{Long: "flamegraph", Arg: "COST", Usage: "draw a flame graph of the allocations' `COST` as self-contained SVG (hover: frame, cost, share; click: zoom): allocations, temporary, leaked or peak (bytes held at the heap's peak), heaptrack's cost types", Category: CategoryResource, scope: inCLI},
 	{Long: "summary", Usage: "print the heap's summary, heaptrack_print's totals (calls to allocation functions, temporary allocations, peak heap, peak RSS, leaked) and memcheck's total heap usage, then the backtraces that leaked most, held most at the peak, made most temporary allocations and most calls (-r: with file:line); a leak report of a raw trace opens with the totals", Category: CategoryResource, scope: inCLI},
 	{Short: 't', Long: "text", Category: CategoryResource, scope: inP},  // sp-rtrace: the output is text anyway
@@ -198,6 +202,9 @@ func (o *Options) Check() error {
 	if (o.Summary || o.Flame != "") && (o.Leaks || o.Compress || o.Sort != "" || o.Context != nil || o.Resource != 0 || o.Depth != nil ||
 		o.Include != nil || o.Exclude != nil || len(o.CallAddress) > 0 || o.RemoveArgs) {
 		return fmt.Errorf("options --summary and --flamegraph sum up the whole trace: they take no other resource filter but -r and the suppressions (a leak report, -l, opens with the summary)")
+	}
+	if o.LeakKinds != nil && !o.Leaks {
+		return fmt.Errorf("option --leak-kinds chooses among the leaks: it needs -l/--filter-leaks")
 	}
 	if o.Sort != "" && !o.Compress {
 		return fmt.Errorf("option -s/--sort orders compressed groups: it needs -c/--compress")
@@ -324,6 +331,12 @@ func (o *Options) set(opt Option, name, val string, readFile func(string) ([]byt
 		}
 	case "disable-builtin-suppressions":
 		o.NoBuiltin = true
+	case "leak-kinds":
+		var k uint8
+		if k, err = ParseLeakKinds(val); err != nil {
+			return fmt.Errorf("option %s: %w", name, err)
+		}
+		o.LeakKinds = &k
 	case "include":
 		o.Include, err = readIndexes(val, readFile)
 	case "exclude":

@@ -142,7 +142,7 @@ func TestOptionTable(t *testing.T) {
 	var o Options
 	for _, f := range Flags() {
 		val := map[string]string{"": "", "ORDER": "count", "MASK": "3", "N": "2", "FILE": "idx",
-			"RANGE": "0x400000+0x10", "FUNC": "main", "TIME": "1us", "TID[,TID...]": "12", "FUNC@ACT": "main@depth=1", "COST": "peak"}[f.Arg]
+			"RANGE": "0x400000+0x10", "FUNC": "main", "TIME": "1us", "TID[,TID...]": "12", "FUNC@ACT": "main@depth=1", "COST": "peak", "KINDS": "definite,possible"}[f.Arg]
 		if f.Long == "include" || f.Long == "exclude" || f.Long == "suppressions" {
 			continue // reads a file
 		}
@@ -153,8 +153,8 @@ func TestOptionTable(t *testing.T) {
 	want := Options{Leaks: true, Compress: true, Sort: SortCount, Resolve: true, RemoveArgs: true, Summary: true, NoBuiltin: true, Flame: CostPeak, Resource: 3,
 		Funcs: FuncOptions{Filters: o.Funcs.Filters, NoTrace: o.Funcs.NoTrace, Hide: o.Funcs.Hide, Callers: o.Funcs.Callers, Triggers: o.Funcs.Triggers,
 			Depth: 2, MaxStack: 2, Threshold: 1000, Tids: map[int]bool{12: true}, Disabled: true}}
-	want.Context, want.Depth, want.CallAddress = o.Context, o.Depth, o.CallAddress
-	if !reflect.DeepEqual(o, want) || *o.Context != 3 || *o.Depth != 2 || len(o.Funcs.Filters) != 1 || len(o.Funcs.NoTrace) != 1 || len(o.CallAddress) != 1 ||
+	want.Context, want.Depth, want.CallAddress, want.LeakKinds = o.Context, o.Depth, o.CallAddress, o.LeakKinds
+	if !reflect.DeepEqual(o, want) || o.LeakKinds == nil || *o.LeakKinds != 1<<KindDefinite|1<<KindPossible || *o.Context != 3 || *o.Depth != 2 || len(o.Funcs.Filters) != 1 || len(o.Funcs.NoTrace) != 1 || len(o.CallAddress) != 1 ||
 		len(o.Funcs.Hide) != 1 || len(o.Funcs.Callers) != 1 || len(o.Funcs.Triggers) != 1 || o.Funcs.Triggers[0].Depth != 1 {
 		t.Errorf("every flag set: got %+v", o)
 	}

@@ -84,6 +84,15 @@ type runner struct {
 	holdAll bool // -l, -c: hold everything (header.go)
 	holding bool
 	pre     []trace.Item
+
+	// scan: the memory scan of the trace's process (pid) at its end,
+	// and pages the pages (addr>>12) where memory blocks were allocated,
+	// for the leak kinds of -l (leakkinds.go); kinds: the leaks written
+	// by kind.
+	scan  *heapScan
+	pid   int
+	pages map[uint64]struct{}
+	kinds kindTotals
 }
 
 func newRunner(out trace.Writer, opts Options) *runner {
@@ -136,7 +145,7 @@ func (r *runner) read(in trace.Reader) error {
 			if r.sum != nil {
 				r.sum.item(h)
 			}
-			first, r.headed = false, true
+			first, r.headed, r.pid = false, true, h.Pid
 			r.item(r.header(h))
 			r.holding = r.heading || r.holdAll
 			continue
@@ -258,6 +267,14 @@ func (r *runner) item(it trace.Item) {
 			r.held = append(r.held, heldComment{r.seq, it})
 			return
 		}
+	case *trace.HeapRegions, *trace.HeapWords:
+		if r.leaks != nil {
+			if r.scan == nil {
+				r.scan = &heapScan{}
+			}
+			r.scan.take(it, r.pid) // the leaks' kinds: not written on
+			return
+		}
 	case *trace.Call:
 		if r.sorting {
 			r.unsorted = append(r.unsorted, it)
@@ -288,6 +305,12 @@ func (r *runner) call(c *trace.Call) {
 	switch {
 	case r.leaks != nil:
 		t := r.types[c.Res]
+		if c.Alloc && t != nil && t.Name == "memory" {
+			if r.pages == nil {
+				r.pages = map[uint64]struct{}{}
+			}
+			r.pages[c.ID>>12] = struct{}{}
+		}
 		r.leaks.add(c, r.seq, show, t != nil && t.Refcount)
 	case !show:
 	case r.groups != nil:

@@ -31,6 +31,9 @@ var builtinSuppressions = []string{
 	// glibc: freed by __libc_freeres, which memcheck runs at exit
 	"__nss_action_allocate", "global_state_allocate", "_IO_file_doallocate",
 	"^getpwuid$", "^getpwnam$", "^getgrgid$", "^getgrnam$", "^gethostbyname$", "^getservbyname$", "^getprotobyname$",
+	// the DTV of a thread's stack glibc caches for the next thread
+	// (nptl/allocatestack.c), freed by __libc_freeres too
+	"_dl_allocate_tls",
 }
 
 // Suppressions are the patterns a leak report leaves out.
@@ -89,6 +92,24 @@ func (s *Suppressions) match(frames []trace.Frame, memory bool, loc func(trace.F
 		}
 	}
 	return ""
+}
+
+// builtin says whether a built-in suppression matches a memory block
+// with frames: one of glibc's own, which memcheck's __libc_freeres frees
+// before its leak check (the leak kinds leave them out of the scan).
+func (s *Suppressions) builtin(frames []trace.Frame, loc func(trace.Frame) trace.Location) bool {
+	if s == nil || !s.Builtin {
+		return false
+	}
+	for _, f := range frames {
+		l := loc(f)
+		for _, p := range builtinSuppressions {
+			if templateMatch(p, l.Func) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // templateMatch is LeakSanitizer's pattern match as heaptrack applies
