@@ -118,6 +118,7 @@ Examples:
 			preprocCommand(),
 			postprocCommand(),
 			resolveCommand(),
+			calltreeCommand(),
 		},
 	}
 	return app
