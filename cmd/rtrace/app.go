@@ -119,6 +119,7 @@ Examples:
 			postprocCommand(),
 			resolveCommand(),
 			calltreeCommand(),
+			timelineCommand(),
 		},
 	}
 	return app
