@@ -76,6 +76,9 @@ func (j *Stage) stream(rd trace.Reader, out io.Writer) error {
 		opts.Resolver = j.newResolver() // names the frames (-r) and locates them for the suppressions
 		return postproc.Summarize(rd, out, opts)
 	}
+	if opts.HTML {
+		return postproc.HTMLPage(rd, out, opts, func() postproc.Resolver { return j.newResolver() })
+	}
 	var res *resolver.Resolver
 	if opts.Resolve || j.Format == FormatPprof || opts.Leaks {
 		res = j.newResolver()
@@ -268,6 +271,8 @@ func (j *Stage) ext() string {
 	switch {
 	case j.Opts.Flame != "":
 		return "." + j.Opts.Flame + ".svg"
+	case j.Opts.HTML:
+		return ".html"
 	case j.Opts.Summary:
 		return ".summary.txt"
 	}
@@ -386,10 +391,13 @@ func (j *Stage) checkFormat() error {
 		return &UsageError{fmt.Sprintf("%s: -O %q: the formats are text, wire and pprof", j.Verb, j.Format)}
 	}
 	o := j.Opts
-	if (o.Flame != "" || o.Summary) && j.Format != FormatText {
+	if (o.Flame != "" || o.Summary || o.HTML) && j.Format != FormatText {
 		what := "--summary writes text"
 		if o.Flame != "" {
 			what = "--flamegraph writes SVG"
+		}
+		if o.HTML {
+			what = "--html writes a page"
 		}
 		return &UsageError{fmt.Sprintf("%s: %s, not %s: drop -O/--pprof", j.Verb, what, j.Format)}
 	}

@@ -8,6 +8,7 @@
 package timeline
 
 import (
+	"bytes"
 	"fmt"
 	"image/color"
 	"io"
@@ -307,36 +308,12 @@ func Draw(rd trace.Reader, out string, o Options) ([]string, error) {
 	}
 	var files []string
 	for _, kind := range o.Reports {
-		var p *plot.Plot
-		switch kind {
-		case Totals:
-			p, err = d.totals()
-		case Activity:
-			p, err = d.activity(o.Slice)
-		case Lifetime:
-			p, err = d.lifetime(o.LogBase)
-		case HistCount:
-			p, err = d.histogram(false)
-		case HistSize:
-			p, err = d.histogram(true)
-		default:
-			return files, fmt.Errorf("unknown report %q", kind)
-		}
-		if err != nil {
-			return files, fmt.Errorf("%s: %w", kind, err)
-		}
 		name := out + "-" + kind + "." + ext
-		w := vg.Length(max(o.ScaleX, 1)/100) * 20 * vg.Centimeter
-		h := vg.Length(max(o.ScaleY, 1)/100) * 12 * vg.Centimeter
-		wt, err := p.WriterTo(w, h, ext)
-		if err != nil {
-			return files, err
-		}
 		f, err := os.Create(name)
 		if err != nil {
 			return files, err
 		}
-		_, err = wt.WriteTo(f)
+		err = d.render(f, kind, ext, o)
 		if cerr := f.Close(); err == nil {
 			err = cerr
 		}
@@ -347,6 +324,62 @@ func Draw(rd trace.Reader, out string, o Options) ([]string, error) {
 		files = append(files, name)
 	}
 	return files, nil
+}
+
+// SVGs draws the reports kinds of rd as SVG, in memory (the HTML page's).
+func SVGs(rd trace.Reader, kinds []string, o Options) ([][]byte, error) {
+	d, err := Read(rd, o)
+	if err != nil {
+		return nil, err
+	}
+	if len(d.events) == 0 {
+		return nil, fmt.Errorf("no allocation with a time: nothing to draw")
+	}
+	var out [][]byte
+	for _, kind := range kinds {
+		var b bytes.Buffer
+		if err := d.render(&b, kind, "svg", o); err != nil {
+			return out, err
+		}
+		out = append(out, b.Bytes())
+	}
+	return out, nil
+}
+
+// render draws report kind of d into w as ext (png, svg).
+func (d *data) render(w io.Writer, kind, ext string, o Options) error {
+	var p *plot.Plot
+	var err error
+	switch kind {
+	case Totals:
+		p, err = d.totals()
+	case Activity:
+		p, err = d.activity(o.Slice)
+	case Lifetime:
+		p, err = d.lifetime(o.LogBase)
+	case HistCount:
+		p, err = d.histogram(false)
+	case HistSize:
+		p, err = d.histogram(true)
+	default:
+		return fmt.Errorf("unknown report %q", kind)
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %w", kind, err)
+	}
+	sx, sy := o.ScaleX, o.ScaleY
+	if sx == 0 {
+		sx = 100
+	}
+	if sy == 0 {
+		sy = 100
+	}
+	wt, err := p.WriterTo(vg.Length(sx/100)*20*vg.Centimeter, vg.Length(sy/100)*12*vg.Centimeter, ext)
+	if err != nil {
+		return err
+	}
+	_, err = wt.WriteTo(w)
+	return err
 }
 
 var palette = []color.Color{
