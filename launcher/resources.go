@@ -361,7 +361,14 @@ func (s *resStream) Usage(pid int, peakRSS uint64) error {
 // end (tracer.ScanSink), before its Exit ends its file.
 func (s *resStream) HeapScan(items []trace.Item) error {
 	for _, it := range items {
-		if r, ok := it.(*trace.HeapRegions); ok && s.procs[r.Pid] == nil {
+		pid := 0
+		switch v := it.(type) {
+		case *trace.HeapRegions:
+			pid = v.Pid
+		case *trace.HeapWords:
+			pid = v.Pid
+		}
+		if s.procs[pid] == nil {
 			return nil
 		}
 		s.write(it)

@@ -73,13 +73,14 @@ func (t *Tracer) noteEnd(th *thread) {
 	if fi := p.image.fast; fi != nil {
 		own = append(own, fi.tableAddr, fi.tableAddr+fast.TableSize+4096)
 	}
-	items, err := scanMemory(th.tid, p.pid, p.ends, own)
-	if err != nil {
-		fmt.Fprintf(t.cfg.Warn, "rtrace: warning: pid %d: the leak kinds are unknown: reading its memory: %v\n", p.pid, err)
+	s, ok := t.res.(ScanSink)
+	if !ok {
 		return
 	}
-	if s, ok := t.res.(ScanSink); ok {
-		t.emit(s.HeapScan(items))
+	// A chunk at a time: a big heap's words need not all be held at once.
+	err := scanMemory(th.tid, p.pid, p.ends, own, func(it trace.Item) { t.emit(s.HeapScan([]trace.Item{it})) })
+	if err != nil {
+		fmt.Fprintf(t.cfg.Warn, "rtrace: warning: pid %d: the leak kinds are unknown: reading its memory: %v\n", p.pid, err)
 	}
 }
 
@@ -96,31 +97,31 @@ const scanChunk = 1 << 20
 const scanWordsItem = 1 << 16
 
 // scanMemory reads the writable memory of process pid through its thread
-// tid (stopped at its exit event) and returns the scan's items. ends are
-// its threads' registers and stack pointers, in the order they ended
-// (a later thread's stack pointer in the same mapping wins: a stack a
-// new thread reused); own are the [start, end) pairs of rtrace's own
-// mappings in it, left out.
-func scanMemory(tid, pid int, ends []threadEnd, own []uint64) ([]trace.Item, error) {
+// tid (stopped at its exit event) and hands the scan's items to emit, in
+// order. ends are its threads' registers and stack pointers, in the order
+// they ended (a later thread's stack pointer in the same mapping wins: a
+// stack a new thread reused); own are the [start, end) pairs of rtrace's
+// own mappings in it, left out.
+func scanMemory(tid, pid int, ends []threadEnd, own []uint64, emit func(trace.Item)) error {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", tid))
 	if err != nil {
-		return nil, err
+		return err
 	}
 	maps, err := uftrace.ParseMaps(bytes.NewReader(b))
 	if err != nil {
-		return nil, fmt.Errorf("/proc/%d/maps: %w", tid, err)
+		return fmt.Errorf("/proc/%d/maps: %w", tid, err)
 	}
 	regs := scanRegions(maps, ends, own)
 	targets := scanTargets(regs)
+	emit(&trace.HeapRegions{Pid: pid, Regions: regs})
 	words := &trace.HeapWords{Pid: pid}
-	items := []trace.Item{&trace.HeapRegions{Pid: pid, Regions: regs}}
 	put := func(at, v uint64) {
 		if !inRanges(targets, v) {
 			return
 		}
 		words.Words = append(words.Words, trace.HeapWord{At: at, Val: v})
 		if len(words.Words) == scanWordsItem {
-			items = append(items, words)
+			emit(words)
 			words = &trace.HeapWords{Pid: pid}
 		}
 	}
@@ -142,9 +143,9 @@ func scanMemory(tid, pid int, ends []threadEnd, own []uint64) ([]trace.Item, err
 		}
 	}
 	if len(words.Words) > 0 {
-		items = append(items, words)
+		emit(words)
 	}
-	return items, nil
+	return nil
 }
 
 // scanRegions picks the mappings a scan reads: the readable and writable
