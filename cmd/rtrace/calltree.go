@@ -2,17 +2,14 @@ package main
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 
 	"github.com/urfave/cli/v2"
 
 	"rtrace/calltree"
-	"rtrace/internal/regular"
-	"rtrace/postproc"
+	"rtrace/launcher"
 )
 
 func calltreeCommand() *cli.Command {
@@ -80,23 +77,11 @@ resolve the report first.
 				}
 				dot = p
 			}
-			var r io.Reader = c.App.Reader
-			name := "stdin"
-			if in != "" {
-				f, err := regular.Open(in)
-				if err != nil {
-					return cli.Exit("calltree: "+err.Error(), 1)
-				}
-				defer f.Close()
-				r, name = f, in
-			}
-			rd, err := postproc.NewReader(r)
+			rd, name, done, err := launcher.OpenTrace(in, c.App.Reader)
 			if err != nil {
-				if errors.Is(err, postproc.ErrEmpty) {
-					return cli.Exit(fmt.Sprintf("calltree: %s: the input is empty", name), 1)
-				}
-				return cli.Exit(fmt.Sprintf("calltree: %s: %v", name, err), 1)
+				return cli.Exit("calltree: "+err.Error(), 1)
 			}
+			defer done()
 			var graph bytes.Buffer
 			if err := calltree.Write(rd, &graph, o); err != nil {
 				return cli.Exit(fmt.Sprintf("calltree: %s: %v", name, err), 1)

@@ -1,17 +1,14 @@
 package main
 
 import (
-	"errors"
 	"fmt"
-	"io"
 	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
 
-	"rtrace/internal/regular"
-	"rtrace/postproc"
+	"rtrace/launcher"
 	"rtrace/timeline"
 )
 
@@ -102,30 +99,18 @@ for the end).
 					return cli.Exit("timeline: --filter-time "+err.Error(), 2)
 				}
 			}
-			var r io.Reader = c.App.Reader
-			in, name := c.String("in"), "stdin"
-			out := c.String("out")
-			if in != "" {
-				f, err := regular.Open(in)
-				if err != nil {
-					return cli.Exit("timeline: "+err.Error(), 1)
-				}
-				defer f.Close()
-				r, name = f, in
-				if out == "" {
-					out = strings.TrimSuffix(strings.TrimSuffix(filepath.Base(in), ".txt"), ".rtrace")
-				}
+			in, out := c.String("in"), c.String("out")
+			if out == "" && in != "" {
+				out = strings.TrimSuffix(strings.TrimSuffix(filepath.Base(in), ".txt"), ".rtrace")
 			}
 			if out == "" {
 				out = "timeline"
 			}
-			rd, err := postproc.NewReader(r)
+			rd, name, done, err := launcher.OpenTrace(in, c.App.Reader)
 			if err != nil {
-				if errors.Is(err, postproc.ErrEmpty) {
-					return cli.Exit(fmt.Sprintf("timeline: %s: the input is empty", name), 1)
-				}
-				return cli.Exit(fmt.Sprintf("timeline: %s: %v", name, err), 1)
+				return cli.Exit("timeline: "+err.Error(), 1)
 			}
+			defer done()
 			files, err := timeline.Draw(rd, out, o)
 			if err != nil {
 				return cli.Exit(fmt.Sprintf("timeline: %s: %v", name, err), 1)
