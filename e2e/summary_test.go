@@ -2,6 +2,7 @@ package e2e_test
 
 import (
 	"encoding/xml"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -262,5 +263,36 @@ func TestFlameGraph(t *testing.T) {
 	}
 	if r := runCmd(t, dir, rtraceBin, "postproc", "--flamegraph", "bytes", "-i", raw); r.code != 2 || !strings.Contains(r.stderr, "allocations, temporary, leaked, peak") {
 		t.Errorf("an unknown cost: exit %d, %s", r.code, r.stderr)
+	}
+}
+
+// TestSummaryDiff: --summary --diff BASE says what changed from one
+// build of heapsum to another that keeps twice the blocks (-DKEEP_EVERY=40):
+// the leak total grew by 204.80K, all of it, 50 blocks more, at peak()'s
+// allocating line, matched across the two binaries by function, file and
+// line; the peak, the temporary allocations and the calls did not change.
+func TestSummaryDiff(t *testing.T) {
+	base := testutil.BuildC(t, "heapsum.c", "-O2", "-g")
+	more := testutil.BuildC(t, "heapsum.c", "-O2", "-g", "-DKEEP_EVERY=40")
+	lines := markerLines(t, "heapsum.c")
+	_, rawBase := recordOneRaw(t, resModes[1], []string{"--module", "memory"}, base)
+	dir, raw := recordOneRaw(t, resModes[1], []string{"--module", "memory"}, more)
+	r := runCmd(t, dir, rtraceBin, "postproc", "--summary", "--diff", rawBase, "-i", raw)
+	if r.code != 0 {
+		t.Fatalf("exit %d\n%s", r.code, r.stderr)
+	}
+	for _, want := range []string{
+		"calls to allocation functions: 25102 (+0)\n",
+		"total memory leaked: 307.20K (+204.80K)\n",
+		fmt.Sprintf("MEMORY LEAKS\n+204.80K leaked (307.20K now, +50 blocks) from\n\tpeak() at heapsum.c:%d\n", lines["peak"]),
+		"PEAK MEMORY CONSUMERS\nno change\n",
+		"MOST TEMPORARY ALLOCATIONS\nno change\n",
+	} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("no %q in\n%s", want, r.stdout)
+		}
+	}
+	if bad := runCmd(t, dir, rtraceBin, "postproc", "--diff", rawBase, "-i", raw); bad.code != 2 || !strings.Contains(bad.stderr, "needs --summary") {
+		t.Errorf("--diff without --summary: exit %d, %q", bad.code, bad.stderr)
 	}
 }

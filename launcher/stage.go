@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"rtrace/internal/pprofout"
+	"rtrace/internal/regular"
 	"rtrace/internal/rtext"
 	"rtrace/internal/trace"
 	"rtrace/internal/uftrace"
@@ -71,6 +72,18 @@ func (j *Stage) stream(rd trace.Reader, out io.Writer) error {
 	if opts.Flame != "" { // checkFormat refused another format
 		opts.Resolver = j.newResolver() // names the frames
 		return postproc.FlameGraph(rd, out, opts, opts.Flame)
+	}
+	if opts.Summary && opts.Diff != "" {
+		f, err := regular.Open(opts.Diff)
+		if err != nil {
+			return fmt.Errorf("--diff: %w", err)
+		}
+		defer f.Close()
+		base, err := postproc.NewReader(f)
+		if err != nil {
+			return fmt.Errorf("--diff %s: %w", opts.Diff, err)
+		}
+		return postproc.DiffSummary(base, rd, out, opts, func() postproc.Resolver { return j.newResolver() })
 	}
 	if opts.Summary {
 		opts.Resolver = j.newResolver() // names the frames (-r) and locates them for the suppressions

@@ -49,6 +49,9 @@ type Options struct {
 
 	// HTML (--html): write the trace's page instead (html.go).
 	HTML bool
+	// Diff (--diff BASE, with --summary): what changed from the trace
+	// BASE (diff.go).
+	Diff string
 
 	// Flame (--flamegraph COST): draw the allocation sites' flame graph
 	// of cost (FlameCosts) as SVG instead.
@@ -156,6 +159,7 @@ var options = []Option{
 	{Long: "leak-kinds", Arg: "KINDS", Usage: "with -l, show the leaks of `KINDS` only, memcheck's --show-leak-kinds: a comma list of definite, indirect, possible, reachable, or all (the default), or none; a raw trace's leaks are classified from rtrace's scan of the program's memory at its end, as memcheck's leak check does", Category: CategoryResource, scope: inCLI | inP},
 	{Long: "flamegraph", Arg: "COST", Usage: "draw a flame graph of the allocations' `COST` as self-contained SVG (hover: frame, cost, share; click: zoom): allocations, temporary, leaked or peak (bytes held at the heap's peak), heaptrack's cost types", Category: CategoryResource, scope: inCLI},
 	{Long: "html", Usage: "write one self-contained HTML page of a raw trace: the summary with the leak kinds, the backtraces that leaked, peaked, churned and called most (file:line), the four flame graphs, the timeline (totals, lifetimes) and the leak report, largest first", Category: CategoryResource, scope: inCLI},
+	{Long: "diff", Arg: "BASE", Usage: "with --summary: what changed from the raw trace `BASE` to this one, as heaptrack_print --diff: the totals' changes, then the backtraces (matched by function, file and line) whose leaks, peak, temporary allocations and calls grew most, then shrank", Category: CategoryResource, scope: inCLI},
 	{Long: "summary", Usage: "print the heap's summary, heaptrack_print's totals (calls to allocation functions, temporary allocations, peak heap, peak RSS, leaked) and memcheck's total heap usage, then the backtraces that leaked most, held most at the peak, made most temporary allocations and most calls (-r: with file:line); a leak report of a raw trace opens with the totals", Category: CategoryResource, scope: inCLI},
 	{Short: 't', Long: "text", Category: CategoryResource, scope: inP},  // sp-rtrace: the output is text anyway
 	{Short: 'q', Long: "quiet", Category: CategoryResource, scope: inP}, // sp-rtrace: no progress to hide
@@ -206,6 +210,9 @@ func (o *Options) Check() error {
 	if (o.Summary || o.Flame != "" || o.HTML) && (o.Leaks || o.Compress || o.Sort != "" || o.Context != nil || o.Resource != 0 || o.Depth != nil ||
 		o.Include != nil || o.Exclude != nil || len(o.CallAddress) > 0 || o.RemoveArgs) {
 		return fmt.Errorf("options --summary, --flamegraph and --html sum up the whole trace: they take no other resource filter but -r and the suppressions (a leak report, -l, opens with the summary)")
+	}
+	if o.Diff != "" && !o.Summary {
+		return fmt.Errorf("option --diff compares the summaries of two traces: it needs --summary")
 	}
 	if o.LeakKinds != nil && !o.Leaks {
 		return fmt.Errorf("option --leak-kinds chooses among the leaks: it needs -l/--filter-leaks")
@@ -337,6 +344,11 @@ func (o *Options) set(opt Option, name, val string, readFile func(string) ([]byt
 		o.NoBuiltin = true
 	case "html":
 		o.HTML = true
+	case "diff":
+		if val == "" {
+			return fmt.Errorf("option %s: name the base trace", name)
+		}
+		o.Diff = val
 	case "leak-kinds":
 		var k uint8
 		if k, err = ParseLeakKinds(val); err != nil {

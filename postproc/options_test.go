@@ -142,7 +142,7 @@ func TestOptionTable(t *testing.T) {
 	var o Options
 	for _, f := range Flags() {
 		val := map[string]string{"": "", "ORDER": "count", "MASK": "3", "N": "2", "FILE": "idx",
-			"RANGE": "0x400000+0x10", "FUNC": "main", "TIME": "1us", "TID[,TID...]": "12", "FUNC@ACT": "main@depth=1", "COST": "peak", "KINDS": "definite,possible"}[f.Arg]
+			"RANGE": "0x400000+0x10", "FUNC": "main", "TIME": "1us", "TID[,TID...]": "12", "FUNC@ACT": "main@depth=1", "COST": "peak", "KINDS": "definite,possible", "BASE": "old.rtrace"}[f.Arg]
 		if f.Long == "include" || f.Long == "exclude" || f.Long == "suppressions" {
 			continue // reads a file
 		}
@@ -150,7 +150,7 @@ func TestOptionTable(t *testing.T) {
 			t.Errorf("Set(%q, %q): %v", f.Long, val, err)
 		}
 	}
-	want := Options{Leaks: true, Compress: true, Sort: SortCount, Resolve: true, RemoveArgs: true, Summary: true, HTML: true, NoBuiltin: true, Flame: CostPeak, Resource: 3,
+	want := Options{Leaks: true, Compress: true, Sort: SortCount, Resolve: true, RemoveArgs: true, Summary: true, HTML: true, Diff: "old.rtrace", NoBuiltin: true, Flame: CostPeak, Resource: 3,
 		Funcs: FuncOptions{Filters: o.Funcs.Filters, NoTrace: o.Funcs.NoTrace, Hide: o.Funcs.Hide, Callers: o.Funcs.Callers, Triggers: o.Funcs.Triggers,
 			Depth: 2, MaxStack: 2, Threshold: 1000, Tids: map[int]bool{12: true}, Disabled: true}}
 	want.Context, want.Depth, want.CallAddress, want.LeakKinds = o.Context, o.Depth, o.CallAddress, o.LeakKinds
