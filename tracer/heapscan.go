@@ -29,6 +29,16 @@ import (
 
 // threadEnd is what a thread left at its exit event: its stack pointer
 // and its general registers, roots of the scan.
+
+// maxEnds bounds the stack pointers of a process's ended threads kept for
+// its scan (a program that starts threads all its life would otherwise
+// grow them without end); the newest are kept.
+const maxEnds = 1 << 14
+
+// maxEndRegs is how many of the last threads to end keep their registers
+// as roots.
+const maxEndRegs = 256
+
 type threadEnd struct {
 	sp   uint64
 	regs []uint64
@@ -57,6 +67,17 @@ func (t *Tracer) noteEnd(th *thread) {
 	}
 	var regs unix.PtraceRegs
 	if ptrace.GetRegs(th.tid, &regs) == nil {
+		// Its stack pointer for as long as the process lives (its stack
+		// may stay mapped, cached for the next thread), a bounded number
+		// of them; its registers only among the last few threads' to end:
+		// memcheck's roots are the registers of the threads there at the
+		// end (those an exit_group kills), not of one gone long ago.
+		if len(p.ends) >= 2*maxEnds {
+			p.ends = append(p.ends[:0], p.ends[len(p.ends)-maxEnds:]...)
+		}
+		if n := len(p.ends); n >= maxEndRegs {
+			p.ends[n-maxEndRegs].regs = nil
+		}
 		p.ends = append(p.ends, threadEnd{sp: regs.Rsp, regs: regWords(&regs)})
 	}
 	th.ending = true

@@ -24,7 +24,7 @@ type process struct {
 	// peakRSS: the largest VmHWM its threads' exit events read, in bytes
 	// (usage.go).
 	peakRSS uint64
-	// ends: its threads' registers at their exit events, in order;
+	// ends: its threads' stack pointers at their exit events, in order;
 	// scanned: its memory was scanned at its end (heapscan.go).
 	ends    []threadEnd
 	scanned bool
