@@ -284,8 +284,10 @@ func (r *runner) classify() {
 	for p := range r.pages {
 		pages = append(pages, p<<12)
 	}
-	for c, k := range classify(blocks, r.scan, pages) {
-		setKind(c, k)
+	for i, k := range classify(blocks, r.scan, pages) {
+		if k != KindUnknown {
+			setKind(blocks[i], k)
+		}
 	}
 }
 

@@ -1,6 +1,7 @@
 package postproc
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strings"
@@ -133,39 +134,38 @@ func (s *heapScan) take(it trace.Item, pid int) {
 type scanBlock struct {
 	start, size uint64
 	kind        LeakKind
-	edges       []uint64 // the scan's words inside it
+	// lo, hi: its words, vals[lo:hi] (words inside a block are one run
+	// in address order); more: those of a run that came apart (blocks
+	// that overlap: a corrupt trace).
+	lo, hi int
+	more   []uint64
 }
 
 // classify gives each of blocks (the memory blocks live at the end, as
-// their allocations) its kind from scan, memcheck's way. The blocks of
-// an address another, newer, allocation took over (a release the trace
-// lost) stay unknown. allocs are the addresses of every memory block the
-// trace allocated: an anonymous mapping with one in it is a heap's.
-func classify(blocks []*trace.Call, scan *heapScan, allocs []uint64) map[*trace.Call]LeakKind {
-	out := make(map[*trace.Call]LeakKind, len(blocks))
+// their allocations) its kind from scan, memcheck's way, in blocks'
+// order. The blocks of an address another, newer, allocation took over
+// (a release the trace lost) stay unknown. allocs are the addresses of
+// every memory block the trace allocated: an anonymous mapping with one
+// in it is a heap's.
+func classify(blocks []*trace.Call, scan *heapScan, allocs []uint64) []LeakKind {
+	out := make([]LeakKind, len(blocks))
 	if scan == nil || scan.regions == nil {
 		return out
 	}
 	// The blocks by address; of two at one address, the newer.
-	byAddr := make([]*trace.Call, len(blocks))
-	copy(byAddr, blocks)
-	slices.SortStableFunc(byAddr, func(a, b *trace.Call) int {
-		switch {
-		case a.ID < b.ID:
-			return -1
-		case a.ID > b.ID:
-			return 1
-		}
-		return 0
-	})
+	order := make([]int, len(blocks))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(blocks[a].ID, blocks[b].ID) })
 	var bs []scanBlock
-	var calls []*trace.Call
-	for i, c := range byAddr {
-		if i+1 < len(byAddr) && byAddr[i+1].ID == c.ID {
+	var idx []int // the block of bs[i] in blocks
+	for i, j := range order {
+		if i+1 < len(order) && blocks[order[i+1]].ID == blocks[j].ID {
 			continue // taken over by the next
 		}
-		bs = append(bs, scanBlock{start: c.ID, size: c.Size})
-		calls = append(calls, c)
+		bs = append(bs, scanBlock{start: blocks[j].ID, size: blocks[j].Size})
+		idx = append(idx, j)
 	}
 	find := func(v uint64) int {
 		i, _ := slices.BinarySearchFunc(bs, v+1, func(b scanBlock, t uint64) int {
@@ -193,12 +193,15 @@ func classify(blocks []*trace.Call, scan *heapScan, allocs []uint64) map[*trace.
 		switch r.Kind {
 		case trace.RegionHeap:
 			heapish[i] = true
-		case trace.RegionAnon:
+		case trace.RegionAnon, trace.RegionStack:
+			// A stack pointer of a thread gone long ago may lie in what
+			// is an arena now: a mapping with a block of the trace is a
+			// heap's, whatever the tracer took it for.
 			j, _ := slices.BinarySearch(allocs, r.Start)
 			heapish[i] = j < len(allocs) && allocs[j] < r.End
 		}
 	}
-	var roots []uint64
+	var roots, vals []uint64
 	ri := 0
 	for _, w := range scan.words {
 		if w.At == 0 {
@@ -216,7 +219,17 @@ func classify(blocks []*trace.Call, scan *heapScan, allocs []uint64) map[*trace.
 		if !heapish[ri] {
 			roots = append(roots, w.Val)
 		} else if b := find(w.At); b >= 0 {
-			bs[b].edges = append(bs[b].edges, w.Val)
+			blk := &bs[b]
+			switch {
+			case blk.hi == 0:
+				blk.lo, blk.hi = len(vals), len(vals)+1
+				vals = append(vals, w.Val)
+			case blk.hi == len(vals):
+				blk.hi++
+				vals = append(vals, w.Val)
+			default:
+				blk.more = append(blk.more, w.Val)
+			}
 		}
 	}
 	// Reachable from the roots: through start pointers from reachable
@@ -239,8 +252,12 @@ func classify(blocks []*trace.Call, scan *heapScan, allocs []uint64) map[*trace.
 		for len(stack) > 0 {
 			b := stack[len(stack)-1]
 			stack = stack[:len(stack)-1]
-			for _, v := range bs[b].edges {
-				push(v, bs[b].kind == KindReachable)
+			definite := bs[b].kind == KindReachable
+			for _, v := range vals[bs[b].lo:bs[b].hi] {
+				push(v, definite)
+			}
+			for _, v := range bs[b].more {
+				push(v, definite)
 			}
 		}
 	}
@@ -259,7 +276,7 @@ func classify(blocks []*trace.Call, scan *heapScan, allocs []uint64) map[*trace.
 		for len(stack) > 0 {
 			b := stack[len(stack)-1]
 			stack = stack[:len(stack)-1]
-			for _, v := range bs[b].edges {
+			for _, v := range slices.Concat(vals[bs[b].lo:bs[b].hi], bs[b].more) {
 				c := find(v)
 				if c < 0 || c == i || bs[c].kind != KindUnknown || v == nextChunk(&bs[c]) {
 					continue
@@ -274,7 +291,7 @@ func classify(blocks []*trace.Call, scan *heapScan, allocs []uint64) map[*trace.
 		if k == KindUnknown {
 			k = KindDefinite
 		}
-		out[calls[i]] = k
+		out[idx[i]] = k
 	}
 	return out
 }

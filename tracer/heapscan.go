@@ -62,7 +62,11 @@ func (t *Tracer) scanWanted() bool {
 // thread of its process to reach it, scans the process's memory.
 func (t *Tracer) noteEnd(th *thread) {
 	p := th.proc
-	if p == nil || th.vforked || !t.scanWanted() {
+	if p == nil || th.vforked {
+		return
+	}
+	th.ending = true // also when no scan is wanted now: a window may open before the last one ends
+	if !t.scanWanted() {
 		return
 	}
 	var regs unix.PtraceRegs
@@ -78,9 +82,12 @@ func (t *Tracer) noteEnd(th *thread) {
 		if n := len(p.ends); n >= maxEndRegs {
 			p.ends[n-maxEndRegs].regs = nil
 		}
-		p.ends = append(p.ends, threadEnd{sp: regs.Rsp, regs: regWords(&regs)})
+		e := threadEnd{sp: regs.Rsp, regs: regWords(&regs)}
+		if regs.Orig_rax == unix.SYS_EXIT {
+			e.regs = nil // it ended itself (pthread_exit): not there at the end
+		}
+		p.ends = append(p.ends, e)
 	}
-	th.ending = true
 	for _, o := range t.threads {
 		if o.proc == p && !o.ending && !o.vforked {
 			return
@@ -133,7 +140,7 @@ func scanMemory(tid, pid int, ends []threadEnd, own []uint64, emit func(trace.It
 		return fmt.Errorf("/proc/%d/maps: %w", tid, err)
 	}
 	regs := scanRegions(maps, ends, own)
-	targets := scanTargets(regs)
+	targets := scanTargets(maps)
 	emit(&trace.HeapRegions{Pid: pid, Regions: regs})
 	words := &trace.HeapWords{Pid: pid}
 	put := func(at, v uint64) {
@@ -155,11 +162,22 @@ func scanMemory(tid, pid int, ends []threadEnd, own []uint64, emit func(trace.It
 	for _, r := range regs {
 		for at := r.Start; at < r.End; at += scanChunk {
 			n := min(r.End-at, scanChunk)
-			if ptrace.ReadMem(tid, at, buf[:n]) != nil {
-				continue // unmapped or unreadable meanwhile: left out
+			if ptrace.ReadMem(tid, at, buf[:n]) == nil {
+				for i := uint64(0); i+8 <= n; i += 8 {
+					put(at+i, binary.LittleEndian.Uint64(buf[i:]))
+				}
+				continue
 			}
-			for i := uint64(0); i+8 <= n; i += 8 {
-				put(at+i, binary.LittleEndian.Uint64(buf[i:]))
+			// Part of it is unreadable (a file mapping past its file's
+			// end): the pages that read.
+			for pg := uint64(0); pg < n; pg += 4096 {
+				m := min(n-pg, 4096)
+				if ptrace.ReadMem(tid, at+pg, buf[pg:pg+m]) != nil {
+					continue
+				}
+				for i := pg; i+8 <= pg+m; i += 8 {
+					put(at+i, binary.LittleEndian.Uint64(buf[i:]))
+				}
 			}
 		}
 	}
@@ -231,13 +249,22 @@ func cutOut(r trace.HeapRegion, own []uint64) []trace.HeapRegion {
 	return out
 }
 
-// scanTargets are the ranges a block may be in, sorted: the heap and the
-// anonymous mappings but the stacks, as [start, end) pairs.
-func scanTargets(regs []trace.HeapRegion) []uint64 {
+// scanTargets are the ranges a block may be in, sorted, as [start, end)
+// pairs: the heap and the anonymous mappings, stacks included (a stack
+// pointer kept from a thread gone long ago may lie in a mapping that is an
+// arena now: postproc tells them apart by the blocks in them).
+func scanTargets(maps []uftrace.Mapping) []uint64 {
 	var out []uint64
-	for _, r := range regs {
-		if r.Kind == trace.RegionHeap || r.Kind == trace.RegionAnon {
-			out = append(out, r.Start, r.End)
+	for _, m := range maps {
+		if len(m.Perm) < 2 || m.Perm[0] != 'r' || m.Perm[1] != 'w' || m.End <= m.Start {
+			continue
+		}
+		if m.Path == "" || m.Path == "[heap]" || strings.HasPrefix(m.Path, "[stack") {
+			if n := len(out); n > 0 && out[n-1] == m.Start {
+				out[n-1] = m.End // one range with the one before
+			} else {
+				out = append(out, m.Start, m.End)
+			}
 		}
 	}
 	return out

@@ -38,9 +38,9 @@ func TestScanRegions(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("regions\n got %x\nwant %x", got, want)
 	}
-	targets := scanTargets(got)
+	targets := scanTargets(maps)
 	for v, in := range map[uint64]bool{0x500000: true, 0x520fff: true, 0x521000: false, 0x7f0000020ff8: true,
-		0x403010: false, 0x7f10007ff200: false, 0: false, ^uint64(0): false} {
+		0x403010: false, 0x7f10007ff200: true, 0x7f1000000010: true, 0x7f2000000010: false, 0: false, ^uint64(0): false} {
 		if inRanges(targets, v) != in {
 			t.Errorf("%#x in the targets: %v, want %v", v, !in, in)
 		}

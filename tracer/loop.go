@@ -601,6 +601,7 @@ func (t *Tracer) execed(th *thread, ts uint64) error {
 	th.unhooked, th.unwinds, th.jmpbufs, th.setjmp = false, nil, nil, setjmpCall{}
 	th.fast.held = nil // the stub that was to deliver them is gone
 	th.vforked = false // its own memory now
+	th.ending = false  // the old leader's exit event was the old image's
 	err := leaveExec(th.tid)
 	if errors.Is(err, errEnded) {
 		return nil // killed on its way out of execve: the loop gets its end

@@ -232,7 +232,7 @@ func (th *thread) clone(tid int, p *process) *thread {
 	c.batch = nil
 	c.jmpbufs = maps.Clone(th.jmpbufs) // a longjmp in the child may use them
 	c.unwinds = slices.Clone(th.unwinds)
-	c.vforked = false
+	c.vforked, c.ending = false, false
 	// Signals held for the parent are not the child's (fork(2): its
 	// pending signals are none).
 	c.fast = fastThread{res: th.fast.res, reads: maps.Clone(th.fast.reads)}

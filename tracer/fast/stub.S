@@ -695,6 +695,7 @@ exit_stop_trap:
 	ret
 exit_stop_gone:                 # the return, its value unrecorded
 	pop %rax
+	movq $0, -8(%rsp)
 	ret
 # exit_watch (-W cpu): as entry_watch, a watch event just before the EXIT.
 exit_watch:
