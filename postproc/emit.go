@@ -138,10 +138,27 @@ func (r *runner) suppress(live []*live) (kept []*live, memory, other suppressed)
 		return live, memory, other
 	}
 	loc := locatorOf(r.opts.Resolver)
+	// Once per backtrace: the blocks of one call site share their frames'
+	// slice (the reader's backtrace table), and a site may leave millions.
+	type key struct {
+		at  *trace.Frame
+		n   int
+		mem bool
+	}
+	seen := map[key]string{}
 	kept = live[:0]
 	for _, l := range live {
 		mem := r.isMemory(l.call.Res)
-		if p := r.sup.match(l.call.Frames, mem, loc); p != "" {
+		var p string
+		if fs := l.call.Frames; len(fs) > 0 {
+			k := key{&fs[0], len(fs), mem}
+			var ok bool
+			if p, ok = seen[k]; !ok {
+				p = r.sup.match(fs, mem, loc)
+				seen[k] = p
+			}
+		}
+		if p != "" {
 			if mem {
 				memory.add(p, l.call.Size)
 			} else {
@@ -269,11 +286,23 @@ func (r *runner) classify() {
 	// left out of the scan too, their stale words (a stdio buffer in
 	// memory the program freed) make no leak reachable.
 	loc := locatorOf(r.opts.Resolver)
+	builtin := map[*trace.Frame]bool{} // by backtrace, as suppress
 	var lives []*live
 	for _, l := range r.leaks.bySeq {
-		if l.call.Alloc && r.isMemory(l.call.Res) && !r.sup.builtin(l.call.Frames, loc) {
-			lives = append(lives, l)
+		if !l.call.Alloc || !r.isMemory(l.call.Res) {
+			continue
 		}
+		if fs := l.call.Frames; len(fs) > 0 {
+			b, ok := builtin[&fs[len(fs)-1]]
+			if !ok {
+				b = r.sup.builtin(fs, loc)
+				builtin[&fs[len(fs)-1]] = b
+			}
+			if b {
+				continue
+			}
+		}
+		lives = append(lives, l)
 	}
 	slices.SortFunc(lives, func(a, b *live) int { return a.seq - b.seq }) // in call order: the newer of one address last
 	blocks := make([]*trace.Call, len(lives))
