@@ -172,8 +172,28 @@ func headerInfo(h *trace.Header) []string {
 // file:line", "func() from /lib", "from /lib".
 var frameText = regexp.MustCompile(`^(?:0x[0-9a-fA-F]+)?\s*(.*)$`)
 
-// args is a C++ signature's argument list.
-var args = regexp.MustCompile(`\(.*\)`)
+// stripArgs drops the argument types of a signature's last argument list
+// ("parse(char const*) const" -> "parse() const"), balanced from the end:
+// "(anonymous namespace)::f(int)" keeps its namespace, a lambda its name.
+func stripArgs(fn string) string {
+	end := strings.LastIndexByte(fn, ')')
+	if end < 0 {
+		return fn
+	}
+	depth := 0
+	for i := end; i >= 0; i-- {
+		switch fn[i] {
+		case ')':
+			depth++
+		case '(':
+			depth--
+			if depth == 0 {
+				return fn[:i] + "()" + fn[end+1:]
+			}
+		}
+	}
+	return fn
+}
 
 // names are the nodes of a backtrace, the allocating frame first: frames
 // without a name (an address, "in ??") are left out, as are --ignore's,
@@ -219,7 +239,7 @@ func (o *Options) reduce(t string) string {
 		}
 	}
 	if !o.KeepTypes {
-		fn = args.ReplaceAllString(fn, "()")
+		fn = stripArgs(fn)
 	}
 	switch {
 	case where == "":
@@ -381,17 +401,33 @@ label="%s\n\n(%s)";
 		if !shown(n) {
 			continue
 		}
-		style := ""
+		// rtrace-calltree's attributes, one style list (dot keeps the last
+		// of two): red, bold or filled, above the emphasis limit; a
+		// diamond, filled, for a node without caller or callee.
+		var styles []string
+		attrs := ""
 		if n.pct >= o.EmphLimit {
+			attrs += " color=red"
 			if n.ownAlloc >= o.OwnAlloc {
-				style = " style=filled fillcolor=lightgray color=red"
+				styles = append(styles, "filled")
 			} else {
-				style = " style=bold color=red"
+				styles = append(styles, "bold")
 			}
 		}
 		if n.leaf {
-			style += " shape=diamond style=filled fillcolor=lightgray"
+			attrs += " shape=diamond"
+			if !slices.Contains(styles, "filled") {
+				styles = append(styles, "filled")
+			}
 		}
+		if slices.Contains(styles, "filled") {
+			attrs += " fillcolor=lightgray"
+		}
+		style := ""
+		if len(styles) > 0 {
+			style = fmt.Sprintf(" style=%q", strings.Join(styles, ","))
+		}
+		style += attrs
 		name := strings.Replace(strings.Replace(dotEscape(n.name), " at ", "\\nat ", 1), " in ", "\\nin ", 1)
 		fmt.Fprintf(&b, "N%d [label=\"%s\\n%s\"%s];\n", n.id, name, detail(n.pct, n.size, n.count), style)
 		var pct float64

@@ -44,12 +44,13 @@ func TestGraph(t *testing.T) {
 	got := draw(t, report, Options{Limit: 20})
 	for _, want := range []string{
 		`label="Allocation size totals callgraph\nFunctions through which >=20.0% amount of the allocations total were done\n\n(arch=x86_64, filter=leaks|compress|resolve, pid=42, process=./app, timestamp=2024.3.5 07:08:09)";`,
-		`N0 [label="parse()\nat parse.c:10\n23% (0KB / 3)" shape=diamond style=filled fillcolor=lightgray];`,
+		`N0 [label="parse()\nat parse.c:10\n23% (0KB / 3)" style="filled" shape=diamond fillcolor=lightgray];`,
 		`N1 [label="load()\nat load.c:20\n23% (0KB / 3)"];`,
-		`N2 [label="main()\nat main.c:30\n100% (1KB / 4)" style=bold color=red];`,
-		`N3 [label="libc\n100% (1KB / 4)" style=bold color=red shape=diamond style=filled fillcolor=lightgray];`,
-		// init allocates all its share itself but has no callee: bold, not filled
-		`N4 [label="init()\nat init.c:5\n76% (1KB / 1)" style=bold color=red shape=diamond style=filled fillcolor=lightgray];`,
+		`N2 [label="main()\nat main.c:30\n100% (1KB / 4)" style="bold" color=red];`,
+		`N3 [label="libc\n100% (1KB / 4)" style="bold,filled" color=red shape=diamond fillcolor=lightgray];`,
+		// init allocates all its share itself but has no callee: bold
+		// (own allocations against no callee's), filled as a diamond
+		`N4 [label="init()\nat init.c:5\n76% (1KB / 1)" style="bold,filled" color=red shape=diamond fillcolor=lightgray];`,
 		"N1 -> N0;\nN2 -> N1;\nN2 -> N4;\nN3 -> N2;\n}\n",
 	} {
 		if !strings.Contains(got, want) {
@@ -80,6 +81,19 @@ func TestGraph(t *testing.T) {
 	}
 	if got = draw(t, report, Options{Limit: 1, Ignore: []string{"load"}}); strings.Contains(got, "load") || !strings.Contains(got, "N1 -> N0;") {
 		t.Errorf("ignore:\n%s", got)
+	}
+}
+
+func TestStripArgs(t *testing.T) {
+	for in, want := range map[string]string{
+		"parse(char const*, int)":                           "parse()",
+		"(anonymous namespace)::Parser::parse(char const*)": "(anonymous namespace)::Parser::parse()",
+		"foo()::{lambda(int)#1}::operator()(int) const":     "foo()::{lambda(int)#1}::operator()() const",
+		"main": "main",
+	} {
+		if got := stripArgs(in); got != want {
+			t.Errorf("%q: %q, want %q", in, got, want)
+		}
 	}
 }
 

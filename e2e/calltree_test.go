@@ -25,7 +25,7 @@ func TestCalltree(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("exit %d\n%s", r.code, r.stderr)
 	}
-	peak := fmt.Sprintf(`peak()\nat heapsum.c:%d\n100%% (100KB / 50)" style=bold color=red`, lines["peak"])
+	peak := fmt.Sprintf(`peak()\nat heapsum.c:%d\n100%% (100KB / 50)" style="bold,filled" color=red`, lines["peak"])
 	if !strings.Contains(r.stdout, peak) || !strings.Contains(r.stdout, `label="main()\nat heapsum.c:`) ||
 		!strings.Contains(r.stdout, "digraph alloc_graph {") || strings.Count(r.stdout, " -> ") < 4 {
 		t.Errorf("want %q, main() and its edges:\n%s", peak, r.stdout)

@@ -4,20 +4,20 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 
-	"rtrace/internal/regular"
 	"rtrace/internal/trace"
 	"rtrace/postproc"
 )
 
 // OpenTrace opens the resource trace the drawing verbs (calltree,
-// timeline) read: the file path (only a regular one: never blocks on a
-// FIFO), or stdin when path is "". It returns the reader, the input's
+// timeline) read: the file path the user named (a pipe too: <(...)), or
+// stdin when path is "". It returns the reader, the input's
 // name for messages and what closes it.
 func OpenTrace(path string, stdin io.Reader) (trace.Reader, string, func(), error) {
 	r, name, closer := stdin, "stdin", func() {}
 	if path != "" {
-		f, err := regular.Open(path)
+		f, err := os.Open(path)
 		if err != nil {
 			return nil, path, closer, err
 		}

@@ -10,7 +10,6 @@ import (
 	"strings"
 
 	"rtrace/internal/pprofout"
-	"rtrace/internal/regular"
 	"rtrace/internal/rtext"
 	"rtrace/internal/trace"
 	"rtrace/internal/uftrace"
@@ -74,7 +73,7 @@ func (j *Stage) stream(rd trace.Reader, out io.Writer) error {
 		return postproc.FlameGraph(rd, out, opts, opts.Flame)
 	}
 	if opts.Summary && opts.Diff != "" {
-		f, err := regular.Open(opts.Diff)
+		f, err := os.Open(opts.Diff) // named by the user: a pipe too
 		if err != nil {
 			return fmt.Errorf("--diff: %w", err)
 		}

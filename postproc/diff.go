@@ -92,7 +92,7 @@ func DiffSummary(base, in trace.Reader, w io.Writer, opts Options, newResolver f
 		o.Resolver = newResolver()
 		s, loc, err := readSites(rd, o)
 		if err != nil && readErr == nil {
-			readErr = fmt.Errorf("%s: %w", []string{"the base trace", "the trace"}[i], err)
+			readErr = fmt.Errorf("%s: %w", []string{"the base trace " + opts.Diff, "the trace"}[i], err)
 		}
 		sums[i] = s
 		siteTotals(s, loc, sites, i)
@@ -147,10 +147,16 @@ func DiffSummary(base, in trace.Reader, w io.Writer, opts Options, newResolver f
 			return cmp.Compare(x.key, y.key)
 		})
 		fmt.Fprintf(&b, "\n%s\n", sec.title)
-		shown := 0
+		shown, grew, shrank := 0, 0, 0 // ten of each
 		for _, d := range list {
-			if shown == sectionTop || sec.delta(d) == 0 {
+			dd := sec.delta(d)
+			if dd == 0 || dd > 0 && grew == sectionTop || dd < 0 && shrank == sectionTop {
 				continue
+			}
+			if dd > 0 {
+				grew++
+			} else {
+				shrank++
 			}
 			shown++
 			b.WriteString(sec.label(d))

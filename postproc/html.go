@@ -95,11 +95,14 @@ func HTMLPage(in trace.Reader, w io.Writer, opts Options, newResolver func() Res
 		sec = sec[i+2:]
 	}
 	page.Sections = sec
-	svgs, err := timeline.SVGs(replay(), []string{timeline.Totals, timeline.Lifetime}, timeline.Options{})
-	if err == nil {
-		for i, name := range []string{"resources held over time", "lifetimes"} {
+	svgs, err := timeline.SVGs(replay(), []string{timeline.Totals, timeline.Lifetime}, timeline.Options{LogBase: 10})
+	for i, name := range []string{"resources held over time", "lifetimes"} {
+		if i < len(svgs) {
 			page.Timeline = append(page.Timeline, image{name, dataURL(svgs[i])})
 		}
+	}
+	if err != nil {
+		page.TimelineErr = err.Error()
 	}
 
 	// The leak report, largest first, with its kinds; its "## " lines are
@@ -146,8 +149,10 @@ type pageData struct {
 	Sections   string
 	Flames     []image
 	Timeline   []image
-	Leaks      string
-	LeaksCut   string
+	// TimelineErr: why the timeline is not (all) drawn.
+	TimelineErr string
+	Leaks       string
+	LeaksCut    string
 }
 
 // dataURL embeds an SVG in the page.
@@ -175,7 +180,7 @@ nav a { margin-right: 1em; }
 {{if .Incomplete}}<p class="incomplete" id="incomplete">INCOMPLETE: {{.Incomplete}}</p>{{end}}
 <h2 id="summary">Summary</h2>
 <table>
-{{range .Summary}}<tr{{if or (eq .Label "definitely lost") (eq .Label "total memory leaked")}} class="lost"{{end}}><td class="k">{{.Label}}</td><td class="v">{{.Value}}</td></tr>
+{{range .Summary}}<tr{{if and (or (eq .Label "definitely lost") (eq .Label "total memory leaked")) (not (or (eq .Value "0 bytes in 0 blocks") (eq .Value "0B in 0 blocks")))}} class="lost"{{end}}><td class="k">{{.Label}}</td><td class="v">{{.Value}}</td></tr>
 {{end}}</table>
 <h2 id="backtraces">Backtraces</h2>
 <pre>{{.Sections}}</pre>
@@ -186,7 +191,7 @@ nav a { margin-right: 1em; }
 {{end}}
 <h2 id="timeline">Timeline</h2>
 {{range .Timeline}}<img src="{{.URL}}" alt="{{.Name}}">
-{{else}}<p>No allocation with a time to draw.</p>{{end}}
+{{end}}{{if .TimelineErr}}<p>The timeline: {{.TimelineErr}}.</p>{{end}}
 <h2 id="leaks">Leaks</h2>
 {{if .LeaksCut}}<p>{{.LeaksCut}}</p>{{end}}
 <pre>{{.Leaks}}</pre>

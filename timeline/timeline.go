@@ -129,6 +129,9 @@ func ParseTime(s string) (TimeRange, error) {
 		if r.Hi, r.RelHi, err = parseStamp(hi); err != nil {
 			return r, fmt.Errorf("%q: %v", s, err)
 		}
+		if r.HasLo && r.RelLo == r.RelHi && r.Hi < r.Lo {
+			return r, fmt.Errorf("%q: the end is before the start", s)
+		}
 	}
 	return r, nil
 }
@@ -347,9 +350,8 @@ func SVGs(rd trace.Reader, kinds []string, o Options) ([][]byte, error) {
 }
 
 // render draws report kind of d into w as ext (png, svg).
-func (d *data) render(w io.Writer, kind, ext string, o Options) error {
+func (d *data) render(w io.Writer, kind, ext string, o Options) (err error) {
 	var p *plot.Plot
-	var err error
 	switch kind {
 	case Totals:
 		p, err = d.totals()
@@ -367,6 +369,12 @@ func (d *data) render(w io.Writer, kind, ext string, o Options) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", kind, err)
 	}
+	// gonum panics on what it cannot draw: an error here, not a crash.
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%s: drawing: %v", kind, r)
+		}
+	}()
 	sx, sy := o.ScaleX, o.ScaleY
 	if sx == 0 {
 		sx = 100
@@ -505,13 +513,17 @@ func (d *data) activity(slice time.Duration) (*plot.Plot, error) {
 // lifetime: each allocation a segment at its size, from its allocation
 // to its release (red: never released, to the end).
 func (d *data) lifetime(base float64) (*plot.Plot, error) {
-	if base == 0 {
-		base = 10
-	}
 	p := newPlot(d.title+": lifetimes", "time (s)", "size (bytes)")
 	if base > 1 {
+		// Log ticks of 10 whatever the base (gonum's); the axis's ends set
+		// here: one size only would widen it to 0, which a log axis refuses.
+		lo, hi := math.Inf(1), 1.0
+		for _, e := range d.events {
+			lo, hi = math.Min(lo, float64(max(e.size, 1))), math.Max(hi, float64(max(e.size, 1)))
+		}
 		p.Y.Scale = plot.LogScale{}
 		p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
+		p.Y.Min, p.Y.Max = lo/2, hi*2
 	}
 	var freed, kept int
 	var fx, kx segments

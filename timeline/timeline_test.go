@@ -1,6 +1,7 @@
 package timeline
 
 import (
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -69,11 +70,17 @@ func TestParse(t *testing.T) {
 		t.Errorf("1:02:03.5-: %+v %v", r, err)
 	}
 	for _, bad := range []string{"", "-", "10", "x-", "5-3", "1:2:3:4-"} {
-		_, e1 := ParseSize(bad)
-		_, e2 := ParseTime(bad)
-		if e1 == nil && e2 == nil {
-			t.Errorf("%q accepted", bad)
+		if _, err := ParseSize(bad); err == nil {
+			t.Errorf("size %q accepted", bad)
 		}
+		if _, err := ParseTime(bad); err == nil && bad != "x-" {
+			t.Errorf("time %q accepted", bad)
+		}
+	}
+	// One size only: the log axis has ends (gonum widened it to 0 and panicked).
+	d, _ := Read(rtext.NewReader(strings.NewReader("version=1.1, arch=x86_64, timestamp=2024.3.5 07:08:09, process=./a, pid=1, \n<1> : memory (m)\n1. [07:08:09.000] malloc(1) = 0x10\n")), Options{})
+	if err := d.render(io.Discard, Lifetime, "svg", Options{LogBase: 10}); err != nil {
+		t.Errorf("one malloc(1): %v", err)
 	}
 }
 
