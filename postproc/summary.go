@@ -12,6 +12,7 @@ import (
 
 	"rtrace/internal/flame"
 	"rtrace/internal/trace"
+	"rtrace/timeline"
 )
 
 // The summary of a trace's heap, as heaptrack_print and memcheck open
@@ -248,20 +249,8 @@ func (s *heapSummary) lines() []string {
 	return out
 }
 
-// formatBytes prints a size as heaptrack_print does: plain bytes below
-// 1000, else two decimals of K, M, G or T (powers of 1000).
-func formatBytes(n uint64) string {
-	if n < 1000 {
-		return fmt.Sprintf("%dB", n)
-	}
-	units := []string{"B", "K", "M", "G", "T"}
-	v, i := float64(n), 0
-	for i < len(units)-1 && v > 1000 {
-		v /= 1000
-		i++
-	}
-	return fmt.Sprintf("%.2f%s", v, units[i])
-}
+// formatBytes prints a size as heaptrack_print does (timeline.FormatBytes).
+func formatBytes(n uint64) string { return timeline.FormatBytes(n) }
 
 // commas prints n with thousands separators, as memcheck does.
 func commas(n uint64) string {

@@ -405,20 +405,20 @@ func newPlot(title, x, y string) *plot.Plot {
 	return p
 }
 
-// formatBytes is heaptrack_print's way: B below 1000, else two decimals
-// of K, M, G (powers of 1000).
-func formatBytes(n uint64) string {
+// FormatBytes prints a size as heaptrack_print does: plain bytes below
+// 1000, else two decimals of K, M, G or T (powers of 1000). The reports'
+// one way (postproc's summary uses it too).
+func FormatBytes(n uint64) string {
 	if n < 1000 {
 		return fmt.Sprintf("%dB", n)
 	}
-	v, u := float64(n), "B"
-	for _, x := range []string{"K", "M", "G", "T"} {
-		if v <= 1000 {
-			break
-		}
-		v, u = v/1000, x
+	units := []string{"B", "K", "M", "G", "T"}
+	v, i := float64(n), 0
+	for i < len(units)-1 && v > 1000 {
+		v /= 1000
+		i++
 	}
-	return fmt.Sprintf("%.2f%s", v, u)
+	return fmt.Sprintf("%.2f%s", v, units[i])
 }
 
 // totals: each resource type's total held, a step at each call.
@@ -458,7 +458,7 @@ func (d *data) totals() (*plot.Plot, error) {
 		l.Color = palette[i%len(palette)]
 		p.Add(l)
 		p.Legend.Add(name, l)
-		notes = append(notes, fmt.Sprintf("%s: peak %s after %.3fs, %s at the end", name, formatBytes(uint64(peak)), peakAt, formatBytes(uint64(cur))))
+		notes = append(notes, fmt.Sprintf("%s: peak %s after %.3fs, %s at the end", name, FormatBytes(uint64(peak)), peakAt, FormatBytes(uint64(cur))))
 	}
 	p.Title.Text += "\n" + strings.Join(notes, "; ")
 	p.Legend.Top = true
@@ -596,7 +596,7 @@ func (d *data) histogram(bytes bool) (*plot.Plot, error) {
 	p.Y.Min = 0
 	v := fmt.Sprintf("%d", int64(by[top]))
 	if bytes {
-		v = formatBytes(uint64(by[top]))
+		v = FormatBytes(uint64(by[top]))
 	}
 	p.Title.Text += fmt.Sprintf("\nmost: %d-byte allocations, %s; %d sizes", top, v, len(sizes))
 	return p, nil
