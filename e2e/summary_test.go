@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"rtrace/internal/testutil"
 )
@@ -294,5 +295,93 @@ func TestSummaryDiff(t *testing.T) {
 	}
 	if bad := runCmd(t, dir, rtraceBin, "postproc", "--diff", rawBase, "-i", raw); bad.code != 2 || !strings.Contains(bad.stderr, "needs --summary") {
 		t.Errorf("--diff without --summary: exit %d, %q", bad.code, bad.stderr)
+	}
+}
+
+// TestSummaryAt: --summary --at T reads the trace up to a moment, and
+// --at T,T2 says what grew between two moments of one trace. phases.c
+// keeps 10 blocks of 1,000 bytes, pauses 300 ms, then keeps 20 of 2,000
+// and frees 5 of the first. The moment is taken from the trace itself:
+// 150 ms after phase one's last call (a time of day, and the same moment
+// from the first call, +S), in the pause whatever the machine's load.
+func TestSummaryAt(t *testing.T) {
+	prog := testutil.BuildC(t, "phases.c", "-O2", "-g")
+	lines := markerLines(t, "phases.c")
+	dir, raw := recordOneRaw(t, resModes[1], []string{"--module", "memory"}, prog)
+	text := runCmd(t, dir, rtraceBin, "postproc", "-i", raw)
+	if text.code != 0 {
+		t.Fatalf("postproc: exit %d\n%s", text.code, text.stderr)
+	}
+	// The calls' times of day, in call order: "N. [HH:MM:SS.mmm] malloc(1000) = 0x...".
+	var times []time.Duration
+	var lastOne time.Duration
+	for _, m := range regexp.MustCompile(`(?m)^\d+\. \[(\d+):(\d+):(\d+)\.(\d+)\] (\w+)\((\d*)`).FindAllStringSubmatch(text.stdout, -1) {
+		var n [4]int
+		for i := range n {
+			n[i], _ = strconv.Atoi(m[i+1])
+		}
+		at := time.Duration(n[0])*time.Hour + time.Duration(n[1])*time.Minute + time.Duration(n[2])*time.Second + time.Duration(n[3])*time.Millisecond
+		times = append(times, at)
+		if m[5] == "malloc" && m[6] == "1000" {
+			lastOne = at
+		}
+	}
+	if len(times) == 0 || lastOne == 0 {
+		t.Fatalf("no phase one in\n%s", text.stdout)
+	}
+	mid := lastOne + 150*time.Millisecond
+	if mid >= 24*time.Hour {
+		mid -= 24 * time.Hour // the test ran at midnight: the moment is after it
+	}
+	ofDay := fmt.Sprintf("%02d:%02d:%06.3f", int(mid.Hours()), int(mid.Minutes())%60, (mid % time.Minute).Seconds())
+	rel := fmt.Sprintf("+%.3f", (lastOne + 150*time.Millisecond - times[0]).Seconds())
+	for _, at := range []string{ofDay, rel} {
+		r := runCmd(t, dir, rtraceBin, "postproc", "--summary", "-r", "--at", at, "-i", raw)
+		if r.code != 0 {
+			t.Fatalf("--at %s: exit %d\n%s", at, r.code, r.stderr)
+		}
+		for _, want := range []string{
+			"calls to allocation functions: 10 (",
+			fmt.Sprintf("memory allocated at %s: 10.00K in 10 blocks\n", at),
+			fmt.Sprintf("MEMORY ALLOCATED AT %s\n10.00K allocated in 10 blocks of 10 calls from\n", at),
+			fmt.Sprintf(" phase1() at phases.c:%d\n", lines["phase1"]),
+		} {
+			if !strings.Contains(r.stdout, want) {
+				t.Errorf("--at %s: no %q in\n%s", at, want, r.stdout)
+			}
+		}
+		if strings.Contains(r.stdout, "phase2") || strings.Contains(r.stdout, "peak RSS") {
+			t.Errorf("--at %s: phase two or the RSS at the end in\n%s", at, r.stdout)
+		}
+	}
+	// From the pause to the end: phase two's blocks grew, phase one's shrank.
+	r := runCmd(t, dir, rtraceBin, "postproc", "--summary", "--at", rel+",+1:00", "-i", raw)
+	if r.code != 0 {
+		t.Fatalf("--at T,T2: exit %d\n%s", r.code, r.stderr)
+	}
+	for _, want := range []string{
+		fmt.Sprintf("from %s to +1:00\n", rel),
+		"memory allocated at +1:00: 45.00K (+35.00K)\n",
+		fmt.Sprintf("+40.00K allocated (40.00K now, +20 blocks) from\n\tphase2() at phases.c:%d\n", lines["phase2"]),
+		fmt.Sprintf("-5.00K allocated (5.00K now, -5 blocks) from\n\tphase1() at phases.c:%d\n", lines["phase1"]),
+		"MOST TEMPORARY ALLOCATIONS\nno change\n",
+	} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("--at T,T2: no %q in\n%s", want, r.stdout)
+		}
+	}
+	for _, bad := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--at", rel}, "needs --summary"},
+		{[]string{"--summary", "--at", "+2,+1"}, "before the first"},
+		{[]string{"--summary", "--at", "soon"}, `"soon"`},
+		{[]string{"--summary", "--at", "+1", "--diff", raw}, "give one"},
+	} {
+		b := runCmd(t, dir, rtraceBin, append(append([]string{"postproc"}, bad.args...), "-i", raw)...)
+		if b.code != 2 || !strings.Contains(b.stderr, bad.want) {
+			t.Errorf("%v: exit %d, %q, want %q", bad.args, b.code, b.stderr, bad.want)
+		}
 	}
 }

@@ -97,19 +97,44 @@ func DiffSummary(base, in trace.Reader, w io.Writer, opts Options, newResolver f
 		sums[i] = s
 		siteTotals(s, loc, sites, i)
 	}
+	return writeDiff(w, sums, sites, readErr)
+}
+
+// diffAt writes what changed in the trace in from the moment opts.At[0]
+// to opts.At[1], as DiffSummary: one pass, two summaries.
+func diffAt(in trace.Reader, w io.Writer, opts Options) error {
+	s, loc, readErr := readSitesAt(in, opts, []*Moment{&opts.At[0], &opts.At[1]})
+	sites := map[string]*diffSite{}
+	siteTotals(s[0], loc, sites, 0)
+	siteTotals(s[1], loc, sites, 1)
+	if readErr != nil {
+		readErr = fmt.Errorf("the trace: %w", readErr)
+	}
+	return writeDiff(w, [2]*heapSummary{s[0], s[1]}, sites, readErr)
+}
+
+// writeDiff writes the changes from sums[0] to sums[1]; at moments of
+// one trace (their at set), the blocks allocated take the leaks' place.
+func writeDiff(w io.Writer, sums [2]*heapSummary, sites map[string]*diffSite, readErr error) error {
 	var b strings.Builder
 	if readErr != nil {
 		fmt.Fprintf(&b, "INCOMPLETE: %v: the changes are of what was read\n", readErr)
 	}
 	o, n := sums[0], sums[1]
+	leakLine, leakTitle, leakWord := "total memory leaked", "MEMORY LEAKS", "leaked"
+	if n.at != nil {
+		fmt.Fprintf(&b, "from %s to %s\n", o.at.Text, n.at.Text)
+		leakLine = "memory allocated at " + n.at.Text
+		leakTitle, leakWord = "MEMORY ALLOCATED (GREW FROM "+o.at.Text+" TO "+n.at.Text+")", "allocated"
+	}
 	leaked := func(s *heapSummary) uint64 { return s.cur + s.leakedBytes - s.suppressed.bytes }
 	fmt.Fprintf(&b, "calls to allocation functions: %d (%+d)\n", n.allocs, int64(n.allocs)-int64(o.allocs))
 	fmt.Fprintf(&b, "temporary memory allocations: %d (%+d)\n", n.temporary, int64(n.temporary)-int64(o.temporary))
 	fmt.Fprintf(&b, "peak heap memory consumption: %s (%s)\n", formatBytes(n.peak), signedBytes(int64(n.peak)-int64(o.peak)))
-	if o.peakRSS > 0 && n.peakRSS > 0 {
+	if o.peakRSS > 0 && n.peakRSS > 0 && n.at == nil {
 		fmt.Fprintf(&b, "peak RSS (including rtrace overhead): %s (%s)\n", formatBytes(n.peakRSS), signedBytes(int64(n.peakRSS)-int64(o.peakRSS)))
 	}
-	fmt.Fprintf(&b, "total memory leaked: %s (%s)\n", formatBytes(leaked(n)), signedBytes(int64(leaked(n))-int64(leaked(o))))
+	fmt.Fprintf(&b, "%s: %s (%s)\n", leakLine, formatBytes(leaked(n)), signedBytes(int64(leaked(n))-int64(leaked(o))))
 	list := make([]*diffSite, 0, len(sites))
 	for _, d := range sites {
 		list = append(list, d)
@@ -119,8 +144,8 @@ func DiffSummary(base, in trace.Reader, w io.Writer, opts Options, newResolver f
 		delta func(*diffSite) int64
 		label func(*diffSite) string
 	}{
-		{"MEMORY LEAKS", func(d *diffSite) int64 { return d.leaked[1] - d.leaked[0] }, func(d *diffSite) string {
-			return fmt.Sprintf("%s leaked (%s now, %+d blocks) from", signedBytes(d.leaked[1]-d.leaked[0]), formatBytes(uint64(d.leaked[1])), d.blocks[1]-d.blocks[0])
+		{leakTitle, func(d *diffSite) int64 { return d.leaked[1] - d.leaked[0] }, func(d *diffSite) string {
+			return fmt.Sprintf("%s %s (%s now, %+d blocks) from", signedBytes(d.leaked[1]-d.leaked[0]), leakWord, formatBytes(uint64(d.leaked[1])), d.blocks[1]-d.blocks[0])
 		}},
 		{"PEAK MEMORY CONSUMERS", func(d *diffSite) int64 { return d.peak[1] - d.peak[0] }, func(d *diffSite) string {
 			return fmt.Sprintf("%s peak memory consumed (%s now) from", signedBytes(d.peak[1]-d.peak[0]), formatBytes(uint64(d.peak[1])))

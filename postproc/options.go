@@ -52,6 +52,9 @@ type Options struct {
 	// Diff (--diff BASE, with --summary): what changed from the trace
 	// BASE (diff.go).
 	Diff string
+	// At (--at T[,T2], with --summary): the summary of the trace up to
+	// T, or what changed from T to T2 (diff.go).
+	At []Moment
 
 	// Flame (--flamegraph COST): draw the allocation sites' flame graph
 	// of cost (FlameCosts) as SVG instead.
@@ -160,6 +163,7 @@ var options = []Option{
 	{Long: "flamegraph", Arg: "COST", Usage: "draw a flame graph of the allocations' `COST` as self-contained SVG (hover: frame, cost, share; click: zoom): allocations, temporary, leaked or peak (bytes held at the heap's peak), heaptrack's cost types", Category: CategoryResource, scope: inCLI},
 	{Long: "html", Usage: "write one self-contained HTML page of a raw trace: the summary with the leak kinds, the backtraces that leaked, peaked, churned and called most (file:line), the four flame graphs, the timeline (totals, lifetimes) and the leak report, largest first", Category: CategoryResource, scope: inCLI},
 	{Long: "diff", Arg: "BASE", Usage: "with --summary: what changed from the raw trace `BASE` to this one, as heaptrack_print --diff: the totals' changes, then the backtraces (matched by function, file and line) whose leaks, peak, temporary allocations and calls grew most, then shrank", Category: CategoryResource, scope: inCLI},
+	{Long: "at", Arg: "T[,T2]", Usage: "with --summary: the summary of the trace up to the moment `T` (its \"leaks\" are the blocks allocated then), or with two moments what changed from T to T2 in this one trace, as --diff shows it: what grew, by backtrace; a moment is +[HH:][MM:]SS[.sss] from the first allocation, or a time of day [HH:][MM:]SS[.sss]", Category: CategoryResource, scope: inCLI},
 	{Long: "summary", Usage: "print the heap's summary, heaptrack_print's totals (calls to allocation functions, temporary allocations, peak heap, peak RSS, leaked) and memcheck's total heap usage, then the backtraces that leaked most, held most at the peak, made most temporary allocations and most calls (-r: with file:line); a leak report of a raw trace opens with the totals", Category: CategoryResource, scope: inCLI},
 	{Short: 't', Long: "text", Category: CategoryResource, scope: inP},  // sp-rtrace: the output is text anyway
 	{Short: 'q', Long: "quiet", Category: CategoryResource, scope: inP}, // sp-rtrace: no progress to hide
@@ -213,6 +217,12 @@ func (o *Options) Check() error {
 	}
 	if o.Diff != "" && !o.Summary {
 		return fmt.Errorf("option --diff compares the summaries of two traces: it needs --summary")
+	}
+	if o.At != nil && !o.Summary {
+		return fmt.Errorf("option --at takes the summary at a moment: it needs --summary")
+	}
+	if o.At != nil && o.Diff != "" {
+		return fmt.Errorf("options --diff and --at: --diff BASE compares two traces at their ends, --at T,T2 two moments of one trace; give one")
 	}
 	if o.LeakKinds != nil && !o.Leaks {
 		return fmt.Errorf("option --leak-kinds chooses among the leaks: it needs -l/--filter-leaks")
@@ -349,6 +359,8 @@ func (o *Options) set(opt Option, name, val string, readFile func(string) ([]byt
 			return fmt.Errorf("option %s: name the base trace", name)
 		}
 		o.Diff = val
+	case "at":
+		o.At, err = ParseMoments(val)
 	case "leak-kinds":
 		var k uint8
 		if k, err = ParseLeakKinds(val); err != nil {

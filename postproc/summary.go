@@ -47,9 +47,10 @@ type heapSummary struct {
 	start, end time.Duration
 	startSet   bool
 	hasCalls   bool
-	pid        int    // the trace's process (its header's)
-	peakRSS    uint64 // bytes; 0: the trace does not say
-	leaksOnly  bool   // the input is a leak report: its totals are the leaks'
+	pid        int     // the trace's process (its header's)
+	peakRSS    uint64  // bytes; 0: the trace does not say
+	leaksOnly  bool    // the input is a leak report: its totals are the leaks'
+	at         *Moment // the moment the trace was read up to (nil: its end)
 
 	// suppressed: the leaks suppressions left out, not in the total.
 	suppressed suppressed
@@ -232,15 +233,22 @@ func (s *heapSummary) lines() []string {
 		fmt.Sprintf("calls to allocation functions: %d (%d/s)", s.allocs, int64(float64(s.allocs)/runtime)),
 		fmt.Sprintf("temporary memory allocations: %d (%d/s)", s.temporary, int64(float64(s.temporary)/runtime)),
 		fmt.Sprintf("peak heap memory consumption: %s after %.3fs", formatBytes(s.peak), s.peakAt.Seconds()))
-	if s.peakRSS > 0 {
+	if s.at != nil {
+		// The RSS is read at the program's end: not of this moment.
+	} else if s.peakRSS > 0 {
 		out = append(out, fmt.Sprintf("peak RSS (including rtrace overhead): %s", formatBytes(s.peakRSS)))
 	} else {
 		out = append(out, "peak RSS (including rtrace overhead): unknown (the trace does not say)")
 	}
 	sup := &s.suppressed
 	leaked := s.leakedBlocks + uint64(len(s.live)) - sup.blocks
-	out = append(out,
-		fmt.Sprintf("total memory leaked: %s in %d blocks", formatBytes(s.cur+s.leakedBytes-sup.bytes), leaked))
+	if s.at != nil {
+		out = append(out,
+			fmt.Sprintf("memory allocated at %s: %s in %d blocks", s.at.Text, formatBytes(s.cur+s.leakedBytes-sup.bytes), leaked))
+	} else {
+		out = append(out,
+			fmt.Sprintf("total memory leaked: %s in %d blocks", formatBytes(s.cur+s.leakedBytes-sup.bytes), leaked))
+	}
 	if sup.blocks > 0 {
 		out = append(out, sup.String())
 	}
@@ -274,8 +282,20 @@ const sectionTop = 10
 // suppressions of opts applied and every site brought up to the peak. It
 // returns how it located frames, and the read error that ended the input.
 func readSites(in trace.Reader, opts Options) (*heapSummary, func(trace.Frame) trace.Location, error) {
-	s := newHeapSummary()
-	s.keepSites()
+	sums, loc, err := readSitesAt(in, opts, []*Moment{nil})
+	return sums[0], loc, err
+}
+
+// readSitesAt is readSites of one pass over in, a summary for each
+// moment: of what happened up to it (nil: to the end).
+func readSitesAt(in trace.Reader, opts Options, at []*Moment) ([]*heapSummary, func(trace.Frame) trace.Location, error) {
+	sums := make([]*heapSummary, len(at))
+	done := make([]bool, len(at))
+	for i := range sums {
+		sums[i] = newHeapSummary()
+		sums[i].keepSites()
+		sums[i].at = at[i]
+	}
 	binary := false
 	var readErr error
 	for {
@@ -293,12 +313,24 @@ func readSites(in trace.Reader, opts Options) (*heapSummary, func(trace.Frame) t
 		if h, ok := it.(*trace.Header); ok {
 			binary = h.Binary
 		}
-		s.item(it)
+		c, _ := it.(*trace.Call)
+		for i, s := range sums {
+			if done[i] {
+				continue
+			}
+			if c != nil && at[i] != nil && at[i].after(s, c) {
+				done[i] = true // what follows is after the moment
+				continue
+			}
+			s.item(it)
+		}
 	}
 	loc := locatorOf(opts.Resolver)
-	s.suppress(&Suppressions{User: opts.Suppressions, Builtin: binary && !opts.NoBuiltin}, loc)
-	s.syncPeak()
-	return s, loc, readErr
+	for _, s := range sums {
+		s.suppress(&Suppressions{User: opts.Suppressions, Builtin: binary && !opts.NoBuiltin}, loc)
+		s.syncPeak()
+	}
+	return sums, loc, readErr
 }
 
 // Summarize writes the heap summary of the trace in to w, a line each,
@@ -307,7 +339,15 @@ func readSites(in trace.Reader, opts Options) (*heapSummary, func(trace.Frame) t
 // largest first, each backtrace's frames named by res when not nil. A
 // cut input is said first.
 func Summarize(in trace.Reader, w io.Writer, opts Options) error {
-	s, _, readErr := readSites(in, opts)
+	if len(opts.At) == 2 {
+		return diffAt(in, w, opts)
+	}
+	var at *Moment
+	if len(opts.At) == 1 {
+		at = &opts.At[0]
+	}
+	sums, _, readErr := readSitesAt(in, opts, []*Moment{at})
+	s := sums[0]
 	res := opts.Resolver
 	if !opts.Resolve {
 		res = nil // located for the suppressions, not named
@@ -347,6 +387,10 @@ func (s *heapSummary) suppress(sup *Suppressions, loc func(trace.Frame) trace.Lo
 
 // sections writes the backtraces of each section, largest first.
 func (s *heapSummary) sections(b *strings.Builder, res Resolver) {
+	leakTitle, leakWord := "MEMORY LEAKS", "leaked"
+	if s.at != nil {
+		leakTitle, leakWord = "MEMORY ALLOCATED AT "+s.at.Text, "allocated"
+	}
 	var sites []*site
 	for _, st := range s.sortedSites() {
 		if st.frames != nil {
@@ -358,8 +402,8 @@ func (s *heapSummary) sections(b *strings.Builder, res Resolver) {
 		cost  func(*site) uint64
 		label func(*site) string
 	}{
-		{"MEMORY LEAKS", (*site).leaked, func(st *site) string {
-			return fmt.Sprintf("%s leaked in %d blocks of %d calls from", formatBytes(st.live+st.leakedBytes), st.liveBlocks+st.leakedBlocks, st.calls)
+		{leakTitle, (*site).leaked, func(st *site) string {
+			return fmt.Sprintf("%s %s in %d blocks of %d calls from", formatBytes(st.live+st.leakedBytes), leakWord, st.liveBlocks+st.leakedBlocks, st.calls)
 		}},
 		{"PEAK MEMORY CONSUMERS", func(st *site) uint64 { return st.atPeak }, func(st *site) string {
 			return fmt.Sprintf("%s peak memory consumed over %d calls from", formatBytes(st.atPeak), st.calls)

@@ -120,13 +120,13 @@ func ParseTime(s string) (TimeRange, error) {
 	var err error
 	if lo != "" {
 		r.HasLo = true
-		if r.Lo, r.RelLo, err = parseStamp(lo); err != nil {
+		if r.Lo, r.RelLo, err = ParseStamp(lo); err != nil {
 			return r, fmt.Errorf("%q: %v", s, err)
 		}
 	}
 	if hi != "" {
 		r.HasHi = true
-		if r.Hi, r.RelHi, err = parseStamp(hi); err != nil {
+		if r.Hi, r.RelHi, err = ParseStamp(hi); err != nil {
 			return r, fmt.Errorf("%q: %v", s, err)
 		}
 		if r.HasLo && r.RelLo == r.RelHi && r.Hi < r.Lo {
@@ -136,8 +136,9 @@ func ParseTime(s string) (TimeRange, error) {
 	return r, nil
 }
 
-// parseStamp reads [+][HH:][MM:][SS][.sss].
-func parseStamp(s string) (time.Duration, bool, error) {
+// ParseStamp reads a moment, [+][HH:][MM:][SS][.sss]: with +, from the
+// trace's first call, else a time of day.
+func ParseStamp(s string) (time.Duration, bool, error) {
 	rel := strings.HasPrefix(s, "+")
 	s = strings.TrimPrefix(s, "+")
 	parts := strings.Split(s, ":")

@@ -1,0 +1,62 @@
+package postproc
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"rtrace/internal/trace"
+	"rtrace/timeline"
+)
+
+// The summary at a moment (--summary --at T; docs/REPORTS.md, "Diff"):
+// the trace read up to T, its blocks then live taking the leaks' place;
+// with two moments, what changed between them in one trace, bytehound's
+// "what grew".
+
+// Moment is a time in a trace: from its first memory call (Rel), else a
+// time of day; Text is as the user spelled it.
+type Moment struct {
+	T    time.Duration
+	Rel  bool
+	Text string
+}
+
+// ParseMoments reads T or T,T2, each [+][HH:][MM:]SS[.sss]; the second
+// must not be before the first when both are of one kind.
+func ParseMoments(s string) ([]Moment, error) {
+	parts := strings.Split(s, ",")
+	if len(parts) > 2 {
+		return nil, fmt.Errorf("%q: want one moment T or two, T,T2", s)
+	}
+	var ms []Moment
+	for _, p := range parts {
+		t, rel, err := timeline.ParseStamp(p)
+		if err != nil {
+			return nil, err
+		}
+		ms = append(ms, Moment{T: t, Rel: rel, Text: p})
+	}
+	if len(ms) == 2 && ms[0].Rel == ms[1].Rel && ms[1].T < ms[0].T {
+		return nil, fmt.Errorf("%q: the second moment is before the first", s)
+	}
+	return ms, nil
+}
+
+// after reports whether the memory call c of s is after the moment m.
+func (m Moment) after(s *heapSummary, c *trace.Call) bool {
+	if c.Time < 0 || !s.memory[c.Res] {
+		return false
+	}
+	t := c.Time
+	if m.Rel {
+		if !s.startSet {
+			return m.T < 0
+		}
+		if t < s.start && s.start-t > 12*time.Hour {
+			t += 24 * time.Hour // past midnight
+		}
+		return t-s.start > m.T
+	}
+	return t > m.T
+}
