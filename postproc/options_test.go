@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 )
 
 // files is a fake file system for --include and --exclude.
@@ -142,7 +143,7 @@ func TestOptionTable(t *testing.T) {
 	var o Options
 	for _, f := range Flags() {
 		val := map[string]string{"": "", "ORDER": "count", "MASK": "3", "N": "2", "FILE": "idx",
-			"RANGE": "0x400000+0x10", "FUNC": "main", "TIME": "1us", "TID[,TID...]": "12", "FUNC@ACT": "main@depth=1", "COST": "peak", "KINDS": "definite,possible", "BASE": "old.rtrace"}[f.Arg]
+			"RANGE": "0x400000+0x10", "FUNC": "main", "TIME": "1us", "TID[,TID...]": "12", "FUNC@ACT": "main@depth=1", "COST": "peak", "KINDS": "definite,possible", "BASE": "old.rtrace", "T[,T2]": "+1,2:00"}[f.Arg]
 		if f.Long == "include" || f.Long == "exclude" || f.Long == "suppressions" {
 			continue // reads a file
 		}
@@ -150,7 +151,7 @@ func TestOptionTable(t *testing.T) {
 			t.Errorf("Set(%q, %q): %v", f.Long, val, err)
 		}
 	}
-	want := Options{Leaks: true, Compress: true, Sort: SortCount, Resolve: true, RemoveArgs: true, Summary: true, HTML: true, Diff: "old.rtrace", NoBuiltin: true, Flame: CostPeak, Resource: 3,
+	want := Options{Leaks: true, Compress: true, Sort: SortCount, Resolve: true, RemoveArgs: true, Summary: true, HTML: true, Diff: "old.rtrace", At: []Moment{{T: time.Second, Rel: true, Text: "+1"}, {T: 2 * time.Minute, Text: "2:00"}}, NoBuiltin: true, Flame: CostPeak, Resource: 3,
 		Funcs: FuncOptions{Filters: o.Funcs.Filters, NoTrace: o.Funcs.NoTrace, Hide: o.Funcs.Hide, Callers: o.Funcs.Callers, Triggers: o.Funcs.Triggers,
 			Depth: 2, MaxStack: 2, Threshold: 1000, Tids: map[int]bool{12: true}, Disabled: true}}
 	want.Context, want.Depth, want.CallAddress, want.LeakKinds = o.Context, o.Depth, o.CallAddress, o.LeakKinds
