@@ -118,7 +118,7 @@ func (j *Stage) batchWrite(in batchInput, tmp string) error {
 	if err != nil {
 		return err
 	}
-	err = j.stream(rd, out)
+	err = j.stream(rebaseFiles(rd, in.path, filepath.Dir(tmp)), out)
 	if cerr := out.Close(); err == nil {
 		err = cerr
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 
 	"rtrace/internal/trace"
 	"rtrace/postproc"
@@ -32,4 +33,39 @@ func OpenTrace(path string, stdin io.Reader) (trace.Reader, string, func(), erro
 		return nil, name, func() {}, fmt.Errorf("%s: %w", name, err)
 	}
 	return rd, name, closer, nil
+}
+
+// rebaseFiles passes the items of rd on, the files its FILE items name
+// (the pagemap module's, relative to the trace's directory, as sp-rtrace
+// named them relative to its output directory) made relative to outDir
+// ("": the current directory), where the output's reader will look
+// them up: a trace read from inPath's directory and written elsewhere
+// still names them.
+func rebaseFiles(rd trace.Reader, inPath, outDir string) trace.Reader {
+	if outDir == "" {
+		outDir = "."
+	}
+	from, err1 := filepath.Abs(filepath.Dir(inPath))
+	to, err2 := filepath.Abs(outDir)
+	if err1 != nil || err2 != nil || from == to {
+		return rd
+	}
+	return &rebased{rd: rd, from: from, to: to}
+}
+
+type rebased struct {
+	rd       trace.Reader
+	from, to string
+}
+
+func (r *rebased) Next() (trace.Item, error) {
+	it, err := r.rd.Next()
+	if f, ok := it.(*trace.File); ok && !filepath.IsAbs(f.Path) {
+		p := filepath.Join(r.from, f.Path)
+		if rel, rerr := filepath.Rel(r.to, p); rerr == nil {
+			p = rel
+		}
+		it = &trace.File{Name: f.Name, Path: p}
+	}
+	return it, err
 }

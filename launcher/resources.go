@@ -367,6 +367,10 @@ func (s *resStream) HeapScan(items []trace.Item) error {
 			pid = v.Pid
 		case *trace.HeapWords:
 			pid = v.Pid
+		case *trace.PageMap:
+			pid = v.Pid
+		case *trace.PageFlags:
+			pid = v.Pid
 		}
 		if s.procs[pid] == nil {
 			return nil

@@ -263,7 +263,15 @@ func (j *Stage) one() error {
 	if err != nil {
 		return exit1(j.Verb + ": " + err.Error())
 	}
-	err = j.stream(&replay{first: first, rest: rd}, out)
+	var whole trace.Reader = &replay{first: first, rest: rd}
+	if inName != "stdin" {
+		outDir := ""
+		if out != j.Stdout {
+			outDir = filepath.Dir(outName)
+		}
+		whole = rebaseFiles(whole, inName, outDir)
+	}
+	err = j.stream(whole, out)
 	if f, ok := out.(*os.File); ok && out != j.Stdout {
 		if cerr := f.Close(); err == nil && cerr != nil {
 			return exit1(fmt.Sprintf("%s: writing %s: %v", j.Verb, outName, cerr))

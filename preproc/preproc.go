@@ -176,6 +176,8 @@ type procOut struct {
 	post chan error
 	seen map[trace.Mapping]bool
 	maps []trace.Mapping // sent, in order: a fork's child starts with them
+	// pages: the page map being written (pagemap.go).
+	pages *pageFiles
 }
 
 // open starts the output of process pid (image sid, process name name)
@@ -237,6 +239,9 @@ func (d *demux) close(p *procOut) error {
 		}
 	}
 	err := d.rescan(p)
+	if perr := p.endPages(); err == nil {
+		err = perr
+	}
 	if cerr := p.w.Close(); err == nil {
 		err = cerr
 	}
@@ -335,6 +340,18 @@ func (d *demux) item(it trace.Item) error {
 		if p := d.procs[v.Pid]; p != nil && d.o.Out == nil {
 			return p.w.Write(v)
 		}
+	case *trace.PageMap:
+		p := d.procs[v.Pid]
+		if p == nil || d.o.Out != nil {
+			p = d.root
+		}
+		return d.pageMap(p, v)
+	case *trace.PageFlags:
+		p := d.procs[v.Pid]
+		if p == nil || d.o.Out != nil {
+			p = d.root
+		}
+		return p.pageFlags(v)
 	}
 	return d.root.w.Write(it)
 }

@@ -66,11 +66,12 @@ func (t *Tracer) noteEnd(th *thread) {
 		return
 	}
 	th.ending = true // also when no scan is wanted now: a window may open before the last one ends
-	if !t.scanWanted() {
+	scan, pmap := t.scanWanted(), t.pagemapWanted()
+	if !scan && !pmap {
 		return
 	}
 	var regs unix.PtraceRegs
-	if ptrace.GetRegs(th.tid, &regs) == nil {
+	if scan && ptrace.GetRegs(th.tid, &regs) == nil {
 		// Its stack pointer for as long as the process lives (its stack
 		// may stay mapped, cached for the next thread), a bounded number
 		// of them; its registers only among the last few threads' to end:
@@ -97,18 +98,28 @@ func (t *Tracer) noteEnd(th *thread) {
 		return
 	}
 	p.scanned = true
-	var own []uint64
-	if fi := p.image.fast; fi != nil {
-		own = append(own, fi.tableAddr, fi.tableAddr+fast.TableSize+4096)
-	}
 	s, ok := t.res.(ScanSink)
 	if !ok {
 		return
 	}
-	// A chunk at a time: a big heap's words need not all be held at once.
-	err := scanMemory(th.tid, p.pid, p.ends, own, func(it trace.Item) { t.emit(s.HeapScan([]trace.Item{it})) })
-	if err != nil {
-		fmt.Fprintf(t.cfg.Warn, "rtrace: warning: pid %d: the leak kinds are unknown: reading its memory: %v\n", p.pid, err)
+	// The page map first: the scan's reads map the zero page where the
+	// program never touched its memory.
+	if pmap {
+		err := pageMap(th.tid, p.pid, func(it trace.Item) { t.emit(s.HeapScan([]trace.Item{it})) })
+		if err != nil {
+			fmt.Fprintf(t.cfg.Warn, "rtrace: warning: pid %d: no page map: %v\n", p.pid, err)
+		}
+	}
+	if scan {
+		var own []uint64
+		if fi := p.image.fast; fi != nil {
+			own = append(own, fi.tableAddr, fi.tableAddr+fast.TableSize+4096)
+		}
+		// A chunk at a time: a big heap's words need not all be held at once.
+		err := scanMemory(th.tid, p.pid, p.ends, own, func(it trace.Item) { t.emit(s.HeapScan([]trace.Item{it})) })
+		if err != nil {
+			fmt.Fprintf(t.cfg.Warn, "rtrace: warning: pid %d: the leak kinds are unknown: reading its memory: %v\n", p.pid, err)
+		}
 	}
 }
 

@@ -222,6 +222,9 @@ var resModules = []ResModule{
 			{Sym: "wcsncat", Effect: transfer, ID: 1, Size: 3, Scale: 4, AtCallers: true},
 			{Sym: "wcsdup", Effect: transfer, ID: 0, Len: 1, Wide: true, AtCallers: true},
 		}},
+	// pagemap hooks nothing: at a process's end, the page map of its
+	// writable memory (pagemap.go), read by rtrace pagemap.
+	{Name: "pagemap", Desc: "the pages of the writable memory when the process ends (sp-rtrace's pagemap: for rtrace pagemap)"},
 	// audit's functions are the ones --audit names (AuditModule).
 	{Name: "audit", Desc: "calls of the functions --audit names, with backtraces (functracer's audit)",
 		Resources: []ResType{{"virtual", "virtual resource for custom symbol tracking", false}}},

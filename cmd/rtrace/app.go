@@ -120,6 +120,7 @@ Examples:
 			resolveCommand(),
 			calltreeCommand(),
 			timelineCommand(),
+			pagemapCommand(),
 		},
 	}
 	return app

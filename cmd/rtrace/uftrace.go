@@ -21,7 +21,7 @@ import (
 // any other first word is a program to run live (uftrace PROG).
 var (
 	ucliVerbs = []string{"record", "live"}
-	cliVerbs  = []string{"attach", "toggle", "preproc", "postproc", "resolve", "calltree", "timeline", "sp-rtrace"}
+	cliVerbs  = []string{"attach", "toggle", "preproc", "postproc", "resolve", "calltree", "timeline", "pagemap", "sp-rtrace"}
 )
 
 // helpArgs turns `rtrace [OPTIONS] help [VERB]` into `rtrace VERB --help`

@@ -162,6 +162,45 @@ type HeapWords struct {
 // HeapWord is one word of a scan.
 type HeapWord struct{ At, Val uint64 }
 
+// PageMap opens the page map of a process (PMAP), taken when it ended
+// by the pagemap module (docs/REPORTS.md, "Page maps"), as sp-rtrace's
+// pagemap module took it: its /proc/PID/maps as read then. PageFlags
+// items follow with the pages of its writable mappings.
+type PageMap struct {
+	Pid  int
+	Maps string
+}
+
+// PageFlags are pages of a writable mapping of a PageMap (PMPG), from
+// the address At on, a page each, in address order.
+type PageFlags struct {
+	Pid   int
+	At    uint64
+	Pages []Page
+}
+
+// Page is what sp-rtrace's pagemap module recorded of a page: Info's
+// bits PageSwap, PageMemory, PageZero; the kernel's flags and mapping
+// count (/proc/kpageflags, /proc/kpagecount) when Kernel.
+type Page struct {
+	Info   uint8
+	Kernel bool
+	KFlags uint64
+	KCount uint32
+}
+
+// Page.Info bits: sp-rtrace's (src/rtrace-pagemap/sp_rtrace_pagemap.h),
+// then rtrace's from /proc/PID/pagemap (proc(5)), which need no
+// privilege: whether the page is the page cache's (or shared
+// anonymous), and whether this process alone maps it.
+const (
+	PageSwap      = 1  // swapped out
+	PageMemory    = 2  // present in RAM
+	PageZero      = 4  // every byte 0
+	PageFile      = 8  // pagemap bit 61: a file page or shared anonymous
+	PageExclusive = 16 // pagemap bit 56: mapped by this process only
+)
+
 // File names an extra file a module wrote (FILE).
 type File struct{ Name, Path string }
 
@@ -183,6 +222,8 @@ func (*Usage) item()       {}
 func (*File) item()        {}
 func (*HeapRegions) item() {}
 func (*HeapWords) item()   {}
+func (*PageMap) item()     {}
+func (*PageFlags) item()   {}
 func (*Library) item()     {}
 
 // Reader yields the items of a trace in order; io.EOF ends it.

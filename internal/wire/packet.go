@@ -41,6 +41,8 @@ const (
 	RUSG = 'R' | 'U'<<8 | 'S'<<16 | 'G'<<24 // a process's usage at its end: pid, peak RSS
 	HSCR = 'H' | 'S'<<8 | 'C'<<16 | 'R'<<24 // a process's memory scan at its end: the regions
 	HSCW = 'H' | 'S'<<8 | 'C'<<16 | 'W'<<24 // and the words found in them that may be pointers
+	PMAP = 'P' | 'M'<<8 | 'A'<<16 | 'P'<<24 // a process's page map at its end: its maps
+	PMPG = 'P' | 'M'<<8 | 'P'<<16 | 'G'<<24 // and its writable mappings' pages
 )
 
 // Handshake magic byte: a stream starting with it is binary.
@@ -60,6 +62,9 @@ const (
 	taskExit  = 1
 	taskFork  = 2
 )
+
+// pageKernel marks a PMPG page whose kernel flags and count follow.
+const pageKernel = 0x80
 
 // pinfFunctions is the PINF flag of a function trace.
 const pinfFunctions = 1

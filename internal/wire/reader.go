@@ -287,6 +287,10 @@ func (rd *Reader) decode(typ uint32, d *decoder) error {
 		rd.emit(r)
 	case HSCW:
 		return rd.heapWords(d)
+	case PMAP:
+		rd.emit(&trace.PageMap{Pid: int(d.u32()), Maps: string(d.blob())})
+	case PMPG:
+		return rd.pageFlags(d)
 	case RFUN:
 		return rd.rfun(d)
 	case STAK:
@@ -406,6 +410,35 @@ func noEOF(err error) error {
 		return io.ErrUnexpectedEOF
 	}
 	return err
+}
+
+// pageFlags decodes PMPG (Writer.Write of a trace.PageFlags).
+func (rd *Reader) pageFlags(d *decoder) error {
+	v := &trace.PageFlags{Pid: int(d.u32()), At: d.u64()}
+	n := d.u32()
+	if d.err != nil {
+		return d.err
+	}
+	if uint64(n) > uint64(len(d.b)) {
+		return fmt.Errorf("PMPG: %d pages in %d bytes", n, len(d.b))
+	}
+	if v.At%4096 != 0 || v.At+uint64(n)*4096 < v.At {
+		return fmt.Errorf("PMPG: %d pages at 0x%x", n, v.At)
+	}
+	v.Pages = make([]trace.Page, n)
+	for i := range v.Pages {
+		b := d.take(1)
+		if b == nil {
+			return d.err
+		}
+		pg := &v.Pages[i]
+		pg.Info = b[0] &^ pageKernel
+		if b[0]&pageKernel != 0 {
+			pg.Kernel, pg.KFlags, pg.KCount = true, d.u64(), d.u32()
+		}
+	}
+	rd.emit(v)
+	return d.err
 }
 
 // heapWords decodes HSCW (Writer.heapWords). Addresses only grow: an

@@ -43,6 +43,8 @@ func sample() []trace.Item {
 		// Registers (at 0), then addresses up; values anywhere.
 		&trace.HeapWords{Pid: 42, Words: []trace.HeapWord{{At: 0, Val: 0x5000010}, {At: 0, Val: 0x5000010}, {At: 0x404010, Val: 0x5020ff0}, {At: 0x404018, Val: 0x5000010}, {At: 0x7ffcfff8, Val: ^uint64(0)}}},
 		&trace.File{Name: "heap", Path: "heap.txt"},
+		&trace.PageMap{Pid: 42, Maps: "5000000-5003000 rw-p 00000000 00:00 0 [heap]\n"},
+		&trace.PageFlags{Pid: 42, At: 0x5000000, Pages: []trace.Page{{}, {Info: trace.PageMemory | trace.PageZero}, {Info: trace.PageMemory | trace.PageExclusive, Kernel: true, KFlags: 1<<4 | 1<<14, KCount: 1}}},
 		// Function traces (3.1).
 		&trace.Session{Time: 5, Pid: 42, SID: "0123456789abcdef", Exe: "/bin/fib", Maps: []byte("55d0-55d1 r-xp 0 08:01 1 /bin/fib\n7ffc-7ffd rw-p 0 00:00 0 [stack]\n")},
 		&trace.Maps{SID: "0123456789abcdef", Maps: []byte("a\n")},

@@ -147,6 +147,29 @@ func (w *Writer) Write(it trace.Item) error {
 		}
 	case *trace.HeapWords:
 		return w.heapWords(v)
+	case *trace.PageMap:
+		w.begin(PMAP)
+		w.u32(uint32(v.Pid))
+		w.blob([]byte(v.Maps))
+	case *trace.PageFlags:
+		// A byte a page, Info; with pageKernel set, the kernel's flags
+		// and mapping count follow.
+		w.begin(PMPG)
+		w.u32(uint32(v.Pid))
+		w.u64(v.At)
+		w.u32(uint32(len(v.Pages)))
+		for _, pg := range v.Pages {
+			if !pg.Kernel {
+				w.p = append(w.p, pg.Info&^pageKernel)
+				continue
+			}
+			w.p = append(w.p, pg.Info|pageKernel)
+			w.u64(pg.KFlags)
+			w.u32(pg.KCount)
+		}
+		for len(w.p)%4 != 0 {
+			w.p = append(w.p, 0) // packets are 4-aligned; the reader stops at the count
+		}
 	case *trace.File:
 		w.begin(FILE)
 		w.str(v.Name)
