@@ -3,6 +3,7 @@ package e2e_test
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -123,6 +124,82 @@ func TestPagemap(t *testing.T) {
 		r := runCmd(t, dir, rtraceBin, append([]string{"pagemap"}, c.args...)...)
 		if r.code != c.code || !strings.Contains(r.stderr, c.want) {
 			t.Errorf("pagemap %v: exit %d, %q; want %d, %q", c.args, r.code, r.stderr, c.code, c.want)
+		}
+	}
+}
+
+// TestWindowEnd: a toggle that closes a window takes what the process's
+// end would: the page map of its memory then (sp-rtrace's pagemap module
+// took it when its window closed) and the scan behind the leak kinds of
+// the blocks the window leaves allocated, the roots being its threads'
+// registers then. keeper.c's steps each keep a block of 104 bytes on a
+// global list and drop the last pointer to one of 50: a window of three
+// steps leaves three of each, still reachable and definitely lost; the
+// next window of two, two of each (its list reaches blocks of the first
+// window, not in its trace).
+func TestWindowEnd(t *testing.T) {
+	prog := testutil.BuildC(t, "keeper.c", "-O2", "-g")
+	tmp := t.TempDir()
+	testutil.KeepOnFailure(t, tmp)
+	s, errs, pid := startStepped(t, tmp, nil, "sp-rtrace", "-e", "memory:pagemap", "-o", "D", "-q", "--", prog)
+	if pid == 0 {
+		t.Fatalf("the fixture did not start:\n%s", errs.String())
+	}
+	window := func(n int) {
+		t.Helper()
+		listener := exec.Command(rtraceBin, "toggle", "-o", "D", strconv.Itoa(pid))
+		listener.Dir = tmp
+		lerr, _ := listener.StderrPipe()
+		if err := listener.Start(); err != nil {
+			t.Fatal(err)
+		}
+		ll := newLineLog(lerr)
+		if ll.waitFor("turned on") == "" {
+			t.Fatalf("the listener ended without turning tracing on:\n%s", ll.String())
+		}
+		s.steps(n)
+		if off := runCmd(t, tmp, rtraceBin, "toggle", strconv.Itoa(pid)); off.code != 0 {
+			t.Fatalf("toggle off: %s", off.stderr)
+		}
+		if err := listener.Wait(); err != nil {
+			t.Fatalf("listener: %v\n%s", err, ll.String())
+		}
+	}
+	s.steps(1) // stdio's buffers, untraced
+	window(3)
+	s.steps(1)
+	window(2)
+	s.in.Close()
+	s.out.drain()
+	errs.drain()
+	if err := s.cmd.Wait(); err != nil {
+		t.Fatalf("sp-rtrace: %v\n%s", err, errs.String())
+	}
+	if strings.Contains(errs.String(), "warning") {
+		t.Errorf("warnings:\n%s", errs.String())
+	}
+	raw := rawFiles(t, filepath.Join(tmp, "D"), ".rtrace")
+	if len(raw) != 2 {
+		t.Fatalf("raw files %v, want two", raw)
+	}
+	for i, n := range []int{3, 2} {
+		r := runCmd(t, tmp, rtraceBin, "postproc", "-l", "-c", "-i", raw[i])
+		if r.code != 0 {
+			t.Fatalf("postproc -l %s: exit %d\n%s", raw[i], r.code, r.stderr)
+		}
+		for _, want := range []string{
+			fmt.Sprintf("## definitely lost: %d bytes in %d blocks\n", 50*n, n),
+			fmt.Sprintf("## still reachable: %d bytes in %d blocks\n", 104*n, n),
+			fmt.Sprintf("& maps : %s\n", filepath.Join("D", fmt.Sprintf("%d-pagemap-maps-%d", pid, i))),
+		} {
+			if !strings.Contains(r.stdout, want) {
+				t.Errorf("window %d: no %q in\n%s", i+1, want, r.stdout)
+			}
+		}
+		// The window's live blocks on the heap's pages.
+		pm := runCmd(t, tmp, rtraceBin, "pagemap", "-d", "-N", "heap", "-B", "1", "-i", raw[i])
+		if pm.code != 0 || !strings.Contains(pm.stdout, "[heap]") || !strings.Contains(pm.stdout, "Bottom 1 allocations:\n") {
+			t.Errorf("window %d: pagemap: exit %d\n%s%s", i+1, pm.code, pm.stdout, pm.stderr)
 		}
 	}
 }

@@ -98,15 +98,22 @@ func (t *Tracer) noteEnd(th *thread) {
 		return
 	}
 	p.scanned = true
+	t.snapshot(th.tid, p, p.ends, scan, pmap)
+}
+
+// snapshot takes the page map (pmap) and the memory scan (scan) of
+// process p through its stopped thread tid, ends being its threads'
+// registers and stack pointers, into the open window.
+func (t *Tracer) snapshot(tid int, p *process, ends []threadEnd, scan, pmap bool) {
 	s, ok := t.res.(ScanSink)
 	if !ok {
 		return
 	}
+	emit := func(it trace.Item) { t.emit(s.HeapScan([]trace.Item{it})) }
 	// The page map first: the scan's reads map the zero page where the
 	// program never touched its memory.
 	if pmap {
-		err := pageMap(th.tid, p.pid, func(it trace.Item) { t.emit(s.HeapScan([]trace.Item{it})) })
-		if err != nil {
+		if err := pageMap(tid, p.pid, emit); err != nil {
 			fmt.Fprintf(t.cfg.Warn, "rtrace: warning: pid %d: no page map: %v\n", p.pid, err)
 		}
 	}
@@ -116,11 +123,55 @@ func (t *Tracer) noteEnd(th *thread) {
 			own = append(own, fi.tableAddr, fi.tableAddr+fast.TableSize+4096)
 		}
 		// A chunk at a time: a big heap's words need not all be held at once.
-		err := scanMemory(th.tid, p.pid, p.ends, own, func(it trace.Item) { t.emit(s.HeapScan([]trace.Item{it})) })
-		if err != nil {
+		if err := scanMemory(tid, p.pid, ends, own, emit); err != nil {
 			fmt.Fprintf(t.cfg.Warn, "rtrace: warning: pid %d: the leak kinds are unknown: reading its memory: %v\n", p.pid, err)
 		}
 	}
+}
+
+// windowEnd takes, when a toggle closes the window, what each traced
+// process's end would (its page map, as sp-rtrace's pagemap module took
+// it when its window closed, and the memory scan behind the leak kinds
+// of the blocks the window leaves allocated), with every thread parked:
+// the roots are the registers of its threads then. th is the thread a
+// signal stopped. A process that reached its end was taken then.
+func (t *Tracer) windowEnd(th *thread) {
+	scan, pmap := t.scanWanted(), t.pagemapWanted()
+	if !scan && !pmap {
+		return
+	}
+	t.flushAll() // the window's calls come before
+	t.whileParked(th, func() {
+		pids := make([]int, 0, len(t.procs))
+		for pid := range t.procs {
+			pids = append(pids, pid)
+		}
+		slices.Sort(pids)
+		for _, pid := range pids {
+			p := t.procs[pid]
+			if p.scanned {
+				continue
+			}
+			var ends []threadEnd
+			tid := 0
+			for _, o := range t.threads {
+				if o.proc != p || o.vforked || !o.parked {
+					continue
+				}
+				var regs unix.PtraceRegs
+				if ptrace.GetRegs(o.tid, &regs) != nil {
+					continue
+				}
+				ends = append(ends, threadEnd{sp: regs.Rsp, regs: regWords(&regs)})
+				if tid == 0 || o.tid == pid {
+					tid = o.tid
+				}
+			}
+			if tid != 0 {
+				t.snapshot(tid, p, append(slices.Clone(p.ends), ends...), scan, pmap)
+			}
+		}
+	})
 }
 
 // regWords are the general registers of regs, as memcheck's roots.

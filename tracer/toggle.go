@@ -18,7 +18,12 @@ import (
 // off. Function entries are written in or taken out, so a target with
 // tracing off runs at full speed. th is the thread the signal stopped.
 // Called on the tracer thread.
-func (t *Tracer) toggle(th *thread) { t.switchWindow(th, !t.window) }
+func (t *Tracer) toggle(th *thread) {
+	if t.window {
+		t.windowEnd(th)
+	}
+	t.switchWindow(th, !t.window)
+}
 
 // switchWindow opens (on) or closes the sinks' window and turns tracing on
 // or off with it; th is the thread a signal stopped.
@@ -63,6 +68,7 @@ func (t *Tracer) signalAction(th *thread, act SignalAction) {
 	case act == Finish:
 		t.finished = true
 		if t.window {
+			t.windowEnd(th)
 			t.switchWindow(th, false)
 		} else if t.on {
 			t.whileParked(th, func() { t.setOn(false) })
