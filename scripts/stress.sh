@@ -12,7 +12,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 RUNS=${RUNS:-200}
-TESTS=${TESTS:-'TestToggle$|TestRecordMemoryUftrace|TestAttach$/memory|TestRecordLeaks|TestRecordFileLeaks|TestRecordForkLeaks|TestResourceThreadsOrder|TestResourceForkThreads|TestResourceRingWait|TestResourceOrderOneThread'}
+TESTS=${TESTS:-'TestToggle$|TestWindowEnd|TestRecordMemoryUftrace|TestAttach$/memory|TestRecordLeaks|TestRecordFileLeaks|TestRecordForkLeaks|TestResourceThreadsOrder|TestResourceForkThreads|TestResourceRingWait|TestResourceOrderOneThread'}
 OUT=${STRESS_DIR:-/tmp/rtrace-stress}
 mkdir -p "$OUT"
 # A copy of the tree: each run's TestMain builds rtrace from the source,
