@@ -36,75 +36,23 @@ func TestPagemap(t *testing.T) {
 	for _, m := range resModes {
 		t.Run(m.name, func(t *testing.T) {
 			dir, raw := recordOneRaw(t, m, []string{"--module", "memory", "--module", "pagemap"}, prog)
-			for _, suffix := range []string{"maps-0", "pageflags-0"} {
-				if _, err := os.Stat(filepath.Join(dir, "D", fmt.Sprintf("%s-pagemap-%s", strings.TrimSuffix(filepath.Base(raw), "-0.rtrace"), suffix))); err != nil {
-					t.Errorf("the page map's file: %v", err)
-				}
-			}
-			text := runCmd(t, dir, rtraceBin, "postproc", "-i", raw)
-			am := regexp.MustCompile(`malloc\(262144\) = 0x([0-9a-f]+)`).FindStringSubmatch(text.stdout)
-			if am == nil {
-				t.Fatalf("no block in\n%s", text.stdout)
-			}
-			addr, _ := strconv.ParseUint(am[1], 16, 64)
-			// pages draws report -A the block's mapping and returns the
-			// block's 65 pages' characters.
-			pages := func(report ...string) (string, string) {
-				t.Helper()
-				r := runCmd(t, dir, rtraceBin, append(append([]string{"pagemap"}, report...), "-A", am[1], "-i", raw)...)
-				if r.code != 0 {
-					t.Fatalf("pagemap %v: exit %d\n%s", report, r.code, r.stderr)
-				}
-				area := regexp.MustCompile(`(?m)^1\. ([0-9a-f]+)-[0-9a-f]+ rw-p `).FindStringSubmatch(r.stdout)
-				if area == nil {
-					t.Fatalf("pagemap %v: no mapping in\n%s", report, r.stdout)
-				}
-				from, _ := strconv.ParseUint(area[1], 16, 64)
-				var all strings.Builder
-				for _, l := range regexp.MustCompile(`(?m)^[0-9a-f]{8,} \|(.*)\|$`).FindAllStringSubmatch(r.stdout, -1) {
-					all.WriteString(l[1])
-				}
-				first := int((addr - 16 - from) / 4096)
-				if first+65 > all.Len() {
-					t.Fatalf("pagemap %v: the block's pages (from %d) are not in\n%s", report, first, r.stdout)
-				}
-				return all.String()[first : first+65], r.stdout
-			}
-			if got, out := pages("-p", "-s", "-T", "1"); got != strings.Repeat("#", 16)+strings.Repeat("0", 16)+strings.Repeat(" ", 33) {
-				t.Errorf("-p: the block's pages %q in\n%s", got, out)
-			} else {
-				for _, want := range []string{
-					"Top 1 allocations:\n\t1. ",
-					fmt.Sprintf("malloc(262144) = 0x%x\n", addr),
-					"dirty RAM + Z ",
-					"Memory page type summary\n",
-				} {
-					if !strings.Contains(out, want) {
-						t.Errorf("-p: no %q in\n%s", want, out)
-					}
-				}
-				if kernel != !strings.Contains(out, "the kernel's page flags were not read") {
-					t.Errorf("-p: the kernel's flags readable: %v, but\n%s", kernel, out)
-				}
-				if kernel && !strings.Contains(out, "\tb : swapbacked\n") {
-					t.Errorf("-s: no swap-backed pages in\n%s", out)
-				}
-			}
-			if got, out := pages("-d"); got != "9"+strings.Repeat("#", 63)+"0" {
-				t.Errorf("-d: the block's pages %q in\n%s", got, out)
-			}
-			if got, out := pages("-c"); got != strings.Repeat("1", 32)+strings.Repeat("0", 33) {
-				t.Errorf("-c: the block's pages %q in\n%s", got, out)
-			}
-			// A resolved leak report, read from elsewhere: the frames named.
-			other := t.TempDir()
-			r := runCmd(t, other, "sh", "-c", fmt.Sprintf("%s postproc -l -r -i %s | %s pagemap -d -T 1 -A %s", rtraceBin, raw, rtraceBin, am[1]))
+			checkPagemap(t, dir, raw, kernel, lines["block"])
+		})
+	}
+	if kernel {
+		// As root, also without CAP_SYS_ADMIN: pagemap's own bits.
+		t.Run("unprivileged", func(t *testing.T) {
+			dir := t.TempDir()
+			testutil.KeepOnFailure(t, dir)
+			r := runCmd(t, dir, testutil.RequireTool(t, "setpriv"), "--bounding-set", "-sys_admin", rtraceBin, "record", "-q", "--start", "-o", "D", "--module", "memory", "--module", "pagemap", prog)
 			if r.code != 0 {
-				t.Fatalf("postproc -l -r | pagemap: exit %d\n%s", r.code, r.stderr)
+				t.Fatalf("record: exit %d\n%s", r.code, r.stderr)
 			}
-			if want := fmt.Sprintf(" (main() at pages.c:%d)\n", lines["block"]); !strings.Contains(r.stdout, want) {
-				t.Errorf("postproc -l -r | pagemap: no %q in\n%s", want, r.stdout)
+			raw := rawFiles(t, filepath.Join(dir, "D"), ".rtrace")
+			if len(raw) != 1 {
+				t.Fatalf("raw files %v", raw)
 			}
+			checkPagemap(t, dir, raw[0], false, lines["block"])
 		})
 	}
 	// What is wrong is said.
@@ -190,7 +138,7 @@ func TestWindowEnd(t *testing.T) {
 		for _, want := range []string{
 			fmt.Sprintf("## definitely lost: %d bytes in %d blocks\n", 50*n, n),
 			fmt.Sprintf("## still reachable: %d bytes in %d blocks\n", 104*n, n),
-			fmt.Sprintf("& maps : %s\n", filepath.Join("D", fmt.Sprintf("%d-pagemap-maps-%d", pid, i))),
+			fmt.Sprintf("& maps : %s\n", filepath.Join(tmp, "D", fmt.Sprintf("%d-pagemap-maps-%d", pid, i))), // on stdout: absolute
 		} {
 			if !strings.Contains(r.stdout, want) {
 				t.Errorf("window %d: no %q in\n%s", i+1, want, r.stdout)
@@ -201,5 +149,80 @@ func TestWindowEnd(t *testing.T) {
 		if pm.code != 0 || !strings.Contains(pm.stdout, "[heap]") || !strings.Contains(pm.stdout, "Bottom 1 allocations:\n") {
 			t.Errorf("window %d: pagemap: exit %d\n%s%s", i+1, pm.code, pm.stdout, pm.stderr)
 		}
+	}
+}
+
+// checkPagemap checks the reports of pages.c's trace raw in dir: the
+// kernel's flags were read (kernel) or not.
+func checkPagemap(t *testing.T, dir, raw string, kernel bool, blockLine int) {
+	t.Helper()
+	for _, suffix := range []string{"maps-0", "pageflags-0"} {
+		if _, err := os.Stat(filepath.Join(dir, "D", fmt.Sprintf("%s-pagemap-%s", strings.TrimSuffix(filepath.Base(raw), "-0.rtrace"), suffix))); err != nil {
+			t.Errorf("the page map's file: %v", err)
+		}
+	}
+	text := runCmd(t, dir, rtraceBin, "postproc", "-i", raw)
+	am := regexp.MustCompile(`malloc\(262144\) = 0x([0-9a-f]+)`).FindStringSubmatch(text.stdout)
+	if am == nil {
+		t.Fatalf("no block in\n%s", text.stdout)
+	}
+	addr, _ := strconv.ParseUint(am[1], 16, 64)
+	// pages draws report -A the block's mapping and returns the
+	// block's 65 pages' characters.
+	pages := func(report ...string) (string, string) {
+		t.Helper()
+		r := runCmd(t, dir, rtraceBin, append(append([]string{"pagemap"}, report...), "-A", am[1], "-i", raw)...)
+		if r.code != 0 {
+			t.Fatalf("pagemap %v: exit %d\n%s", report, r.code, r.stderr)
+		}
+		area := regexp.MustCompile(`(?m)^1\. ([0-9a-f]+)-[0-9a-f]+ rw-p `).FindStringSubmatch(r.stdout)
+		if area == nil {
+			t.Fatalf("pagemap %v: no mapping in\n%s", report, r.stdout)
+		}
+		from, _ := strconv.ParseUint(area[1], 16, 64)
+		var all strings.Builder
+		for _, l := range regexp.MustCompile(`(?m)^[0-9a-f]{8,} \|(.*)\|$`).FindAllStringSubmatch(r.stdout, -1) {
+			all.WriteString(l[1])
+		}
+		first := int((addr - 16 - from) / 4096)
+		if first+65 > all.Len() {
+			t.Fatalf("pagemap %v: the block's pages (from %d) are not in\n%s", report, first, r.stdout)
+		}
+		return all.String()[first : first+65], r.stdout
+	}
+	if got, out := pages("-p", "-s", "-T", "1"); got != strings.Repeat("#", 16)+strings.Repeat("0", 16)+strings.Repeat(" ", 33) {
+		t.Errorf("-p: the block's pages %q in\n%s", got, out)
+	} else {
+		for _, want := range []string{
+			"Top 1 allocations:\n\t1. ",
+			fmt.Sprintf("malloc(262144) = 0x%x\n", addr),
+			"dirty RAM + Z ",
+			"Memory page type summary\n",
+		} {
+			if !strings.Contains(out, want) {
+				t.Errorf("-p: no %q in\n%s", want, out)
+			}
+		}
+		if kernel != !strings.Contains(out, "the kernel's page flags were not read") {
+			t.Errorf("-p: the kernel's flags readable: %v, but\n%s", kernel, out)
+		}
+		if kernel && !strings.Contains(out, "\tb : swapbacked\n") {
+			t.Errorf("-s: no swap-backed pages in\n%s", out)
+		}
+	}
+	if got, out := pages("-d"); got != "9"+strings.Repeat("#", 63)+"0" {
+		t.Errorf("-d: the block's pages %q in\n%s", got, out)
+	}
+	if got, out := pages("-c"); got != strings.Repeat("1", 32)+strings.Repeat("0", 33) {
+		t.Errorf("-c: the block's pages %q in\n%s", got, out)
+	}
+	// A resolved leak report, read from elsewhere: the frames named.
+	other := t.TempDir()
+	r := runCmd(t, other, "sh", "-c", fmt.Sprintf("%s postproc -l -r -i %s | %s pagemap -d -T 1 -A %s", rtraceBin, raw, rtraceBin, am[1]))
+	if r.code != 0 {
+		t.Fatalf("postproc -l -r | pagemap: exit %d\n%s", r.code, r.stderr)
+	}
+	if want := fmt.Sprintf(" (main() at pages.c:%d)\n", blockLine); !strings.Contains(r.stdout, want) {
+		t.Errorf("postproc -l -r | pagemap: no %q in\n%s", want, r.stdout)
 	}
 }

@@ -37,33 +37,38 @@ func OpenTrace(path string, stdin io.Reader) (trace.Reader, string, func(), erro
 
 // rebaseFiles passes the items of rd on, the files its FILE items name
 // (the pagemap module's, relative to the trace's directory, as sp-rtrace
-// named them relative to its output directory) made relative to outDir
-// ("": the current directory), where the output's reader will look
-// them up: a trace read from inPath's directory and written elsewhere
-// still names them.
+// named them relative to its output directory) made relative to outDir,
+// where the output's reader will look them up: a trace read from
+// inPath's directory and written elsewhere still names them. Written to
+// stdout (outDir ""), which may go anywhere, they are named by absolute
+// paths (sp-rtrace's fallback too).
 func rebaseFiles(rd trace.Reader, inPath, outDir string) trace.Reader {
-	if outDir == "" {
-		outDir = "."
-	}
-	from, err1 := filepath.Abs(filepath.Dir(inPath))
-	to, err2 := filepath.Abs(outDir)
-	if err1 != nil || err2 != nil || from == to {
+	from, err := filepath.Abs(filepath.Dir(inPath))
+	if err != nil {
 		return rd
+	}
+	to := ""
+	if outDir != "" {
+		if to, err = filepath.Abs(outDir); err != nil || from == to {
+			return rd
+		}
 	}
 	return &rebased{rd: rd, from: from, to: to}
 }
 
 type rebased struct {
 	rd       trace.Reader
-	from, to string
+	from, to string // to "": absolute paths
 }
 
 func (r *rebased) Next() (trace.Item, error) {
 	it, err := r.rd.Next()
 	if f, ok := it.(*trace.File); ok && !filepath.IsAbs(f.Path) {
 		p := filepath.Join(r.from, f.Path)
-		if rel, rerr := filepath.Rel(r.to, p); rerr == nil {
-			p = rel
+		if r.to != "" {
+			if rel, rerr := filepath.Rel(r.to, p); rerr == nil {
+				p = rel
+			}
 		}
 		it = &trace.File{Name: f.Name, Path: p}
 	}

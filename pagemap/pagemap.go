@@ -68,6 +68,7 @@ type Data struct {
 func Read(rd trace.Reader, dir string) (*Data, error) {
 	d := &Data{}
 	var mapsPath, flagsPath string
+	var mapsOwn, flagsOwn bool
 	live := map[uint64]*trace.Call{}
 	var readErr error
 	for {
@@ -83,11 +84,14 @@ func Read(rd trace.Reader, dir string) (*Data, error) {
 		case *trace.Header:
 			d.Pid, d.Process = v.Pid, v.Process
 		case *trace.File:
+			// The first of the header's process (a trace written as one
+			// stream may hold its children's too), else the first.
+			own := strings.HasPrefix(filepath.Base(v.Path), fmt.Sprintf("%d-pagemap-", d.Pid))
 			switch {
-			case v.Name == "maps" && mapsPath == "":
-				mapsPath = v.Path
-			case v.Name == "pageflags" && flagsPath == "":
-				flagsPath = v.Path
+			case v.Name == "maps" && (mapsPath == "" || own && !mapsOwn):
+				mapsPath, mapsOwn = v.Path, own
+			case v.Name == "pageflags" && (flagsPath == "" || own && !flagsOwn):
+				flagsPath, flagsOwn = v.Path, own
 			}
 		case *trace.Call:
 			if v.Alloc {

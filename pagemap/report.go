@@ -32,6 +32,20 @@ type Options struct {
 // PAGES_PER_LINE).
 const perLine = 48
 
+// maxPages bounds the pages of a mapping drawn: the tracer takes no
+// pages of a bigger one (tracer.MaxMapPages, 4 GiB), a sanitizer's
+// shadow or a reservation.
+const maxPages = 1 << 20
+
+// size is the area's pages; 0 for one too big to draw.
+func (a *Area) size() int {
+	n := (a.To - a.From) / pageSize
+	if n > maxPages {
+		return 0
+	}
+	return int(n)
+}
+
 // Write writes the report o chooses of d.
 func Write(w io.Writer, d *Data, o Options) error {
 	var b strings.Builder
@@ -44,7 +58,7 @@ func Write(w io.Writer, d *Data, o Options) error {
 		total := 0
 		for _, a := range areas {
 			if a.Writable() {
-				total += int((a.To - a.From) / pageSize)
+				total += a.size()
 			}
 		}
 		index := 0
@@ -54,6 +68,10 @@ func Write(w io.Writer, d *Data, o Options) error {
 			}
 			index++
 			fmt.Fprintf(&b, "%d. %s\n\n", index, a.Line)
+			if a.size() == 0 && a.To-a.From >= pageSize {
+				fmt.Fprintf(&b, "(%d pages: a mapping of more than %d GiB is not drawn)\n\n\n", (a.To-a.From)/pageSize, maxPages*pageSize>>30)
+				continue
+			}
 			b.WriteString("          " + strings.Repeat("-", perLine) + "\n")
 			marks := a.marks(o.Report)
 			for i := 0; i < len(marks); i += perLine {
@@ -147,8 +165,7 @@ func (a *Area) page(i int) trace.Page {
 
 // marks draws the area's pages for report.
 func (a *Area) marks(report string) string {
-	n := int((a.To - a.From) / pageSize)
-	out := make([]byte, n)
+	out := make([]byte, a.size())
 	switch report {
 	case Pages:
 		for i := range out {
@@ -234,7 +251,7 @@ func (a *Area) density(out []byte) {
 // after each area of -p; total is the pages of all writable areas.
 func (a *Area) table(b *strings.Builder, total int) {
 	var all, dirtyN, dirtyZ, swapped, swappedZ int
-	for i := 0; i < int((a.To-a.From)/pageSize); i++ {
+	for i := 0; i < a.size(); i++ {
 		pg := a.page(i)
 		all++
 		zero := pg.Info&trace.PageZero != 0
@@ -289,7 +306,7 @@ func writeBlock(b *strings.Builder, bl *Block) {
 	if c.Context != 0 {
 		fmt.Fprintf(b, "@%x ", c.Context)
 	}
-	if c.Time > 0 {
+	if c.Time >= 0 {
 		t := c.Time
 		fmt.Fprintf(b, "[%02d:%02d:%02d.%03d] ", int(t.Hours()), int(t.Minutes())%60, int(t.Seconds())%60, t.Milliseconds()%1000)
 	}
@@ -312,7 +329,7 @@ func summary(b *strings.Builder, areas []*Area, kernel bool) {
 		if !a.Writable() {
 			continue
 		}
-		for i := 0; i < int((a.To-a.From)/pageSize); i++ {
+		for i := 0; i < a.size(); i++ {
 			counts[filterFlags(a.page(i).KFlags)]++
 		}
 	}

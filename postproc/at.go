@@ -1,6 +1,7 @@
 package postproc
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -20,6 +21,10 @@ type Moment struct {
 	T    time.Duration
 	Rel  bool
 	Text string
+	// ms: given to the millisecond or coarser, as the text format's
+	// times: a call's time counts to the millisecond, so a raw trace and
+	// its text cut at one moment alike.
+	ms bool
 }
 
 // ParseMoments reads T or T,T2, each [+][HH:][MM:]SS[.sss]; the second
@@ -35,7 +40,8 @@ func ParseMoments(s string) ([]Moment, error) {
 		if err != nil {
 			return nil, err
 		}
-		ms = append(ms, Moment{T: t, Rel: rel, Text: p})
+		_, frac, _ := strings.Cut(p, ".")
+		ms = append(ms, Moment{T: t, Rel: rel, Text: p, ms: len(frac) <= 3})
 	}
 	if len(ms) == 2 && ms[0].Rel == ms[1].Rel && ms[1].T < ms[0].T {
 		return nil, fmt.Errorf("%q: the second moment is before the first", s)
@@ -56,7 +62,13 @@ func (m Moment) after(s *heapSummary, c *trace.Call) bool {
 		if t < s.start && s.start-t > 12*time.Hour {
 			t += 24 * time.Hour // past midnight
 		}
-		return t-s.start > m.T
+		t -= s.start
+	}
+	if m.ms {
+		t = t.Truncate(time.Millisecond)
 	}
 	return t > m.T
 }
+
+// errNoTimes: a moment was given for a trace whose calls have no times.
+var errNoTimes = errors.New("the trace's memory calls have no times (an sp-rtrace text trace written without them?): --at needs them")

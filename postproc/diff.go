@@ -104,6 +104,9 @@ func DiffSummary(base, in trace.Reader, w io.Writer, opts Options, newResolver f
 // to opts.At[1], as DiffSummary: one pass, two summaries.
 func diffAt(in trace.Reader, w io.Writer, opts Options) error {
 	s, loc, readErr := readSitesAt(in, opts, []*Moment{&opts.At[0], &opts.At[1]})
+	if readErr == errNoTimes {
+		return readErr
+	}
 	sites := map[string]*diffSite{}
 	siteTotals(s[0], loc, sites, 0)
 	siteTotals(s[1], loc, sites, 1)

@@ -298,6 +298,8 @@ func readSitesAt(in trace.Reader, opts Options, at []*Moment) ([]*heapSummary, f
 	}
 	binary := false
 	var readErr error
+	memory := map[int]bool{}
+	timed, untimed := false, false
 	for {
 		it, err := in.Next()
 		if err == io.EOF {
@@ -313,7 +315,13 @@ func readSitesAt(in trace.Reader, opts Options, at []*Moment) ([]*heapSummary, f
 		if h, ok := it.(*trace.Header); ok {
 			binary = h.Binary
 		}
+		if r, ok := it.(*trace.Resource); ok && r.Name == "memory" {
+			memory[r.ID] = true
+		}
 		c, _ := it.(*trace.Call)
+		if c != nil && memory[c.Res] {
+			timed, untimed = timed || c.Time >= 0, untimed || c.Time < 0
+		}
 		for i, s := range sums {
 			if done[i] {
 				continue
@@ -326,7 +334,10 @@ func readSitesAt(in trace.Reader, opts Options, at []*Moment) ([]*heapSummary, f
 		}
 	}
 	loc := locatorOf(opts.Resolver)
-	for _, s := range sums {
+	for i, s := range sums {
+		if at[i] != nil && untimed && !timed {
+			return sums, loc, errNoTimes
+		}
 		s.suppress(&Suppressions{User: opts.Suppressions, Builtin: binary && !opts.NoBuiltin}, loc)
 		s.syncPeak()
 	}
@@ -347,6 +358,9 @@ func Summarize(in trace.Reader, w io.Writer, opts Options) error {
 		at = &opts.At[0]
 	}
 	sums, _, readErr := readSitesAt(in, opts, []*Moment{at})
+	if readErr == errNoTimes {
+		return readErr
+	}
 	s := sums[0]
 	res := opts.Resolver
 	if !opts.Resolve {

@@ -150,7 +150,7 @@ func ParseStamp(s string) (time.Duration, bool, error) {
 		last := i == len(parts)-1
 		if last {
 			f, err := strconv.ParseFloat(p, 64)
-			if err != nil || f < 0 || p == "" {
+			if err != nil || !(f >= 0 && f < 1e9) || p == "" || strings.ContainsAny(p, "eEnNxXpP") {
 				return 0, rel, fmt.Errorf("%q is not [+][HH:][MM:][SS][.sss]", s)
 			}
 			d = d*60 + time.Duration(f*float64(time.Second))

@@ -110,18 +110,18 @@ func (t *Tracer) snapshot(tid int, p *process, ends []threadEnd, scan, pmap bool
 		return
 	}
 	emit := func(it trace.Item) { t.emit(s.HeapScan([]trace.Item{it})) }
+	var own []uint64
+	if fi := p.image.fast; fi != nil {
+		own = append(own, fi.tableAddr, fi.tableAddr+fast.TableSize+4096)
+	}
 	// The page map first: the scan's reads map the zero page where the
 	// program never touched its memory.
 	if pmap {
-		if err := pageMap(tid, p.pid, emit); err != nil {
+		if err := pageMap(tid, p.pid, own, emit); err != nil {
 			fmt.Fprintf(t.cfg.Warn, "rtrace: warning: pid %d: no page map: %v\n", p.pid, err)
 		}
 	}
 	if scan {
-		var own []uint64
-		if fi := p.image.fast; fi != nil {
-			own = append(own, fi.tableAddr, fi.tableAddr+fast.TableSize+4096)
-		}
 		// A chunk at a time: a big heap's words need not all be held at once.
 		if err := scanMemory(tid, p.pid, ends, own, emit); err != nil {
 			fmt.Fprintf(t.cfg.Warn, "rtrace: warning: pid %d: the leak kinds are unknown: reading its memory: %v\n", p.pid, err)

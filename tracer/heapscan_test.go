@@ -46,3 +46,20 @@ func TestScanRegions(t *testing.T) {
 		}
 	}
 }
+
+// TestOwnCut: the page map's maps leave rtrace's own mappings out: its
+// memfds, and its table cut out of the anonymous mapping the kernel
+// merged it into, the rest of that line kept on both sides.
+func TestOwnCut(t *testing.T) {
+	in := "55d0-55d1 r-xp 00000000 08:01 1 /bin/p\n" +
+		"7f0000000000-7f0000104000 rw-p 00000000 00:00 0 \n" +
+		"7f0000200000-7f0000201000 rw-s 00000000 00:01 9 /memfd:rtrace-threads (deleted)\n" +
+		"7f0000300000-7f0000301000 rw-p 00000000 00:00 0 \n"
+	got := ownCut(in, []uint64{0x7f0000001000, 0x7f0000102000, 0x7f0000300000, 0x7f0000301000})
+	want := "55d0-55d1 r-xp 00000000 08:01 1 /bin/p\n" +
+		"7f0000000000-7f0000001000 rw-p 00000000 00:00 0 \n" +
+		"7f0000102000-7f0000104000 rw-p 00000000 00:00 0 \n"
+	if got != want {
+		t.Errorf("got\n%s\nwant\n%s", got, want)
+	}
+}

@@ -1,10 +1,10 @@
 package tracer
 
 import (
-	"bytes"
 	"encoding/binary"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 
 	"rtrace/internal/trace"
@@ -41,22 +41,23 @@ func (t *Tracer) pagemapWanted() bool {
 // pagemapChunk is how many pages a PageFlags item holds at most.
 const pagemapChunk = 1 << 16
 
-// pageMap reads the page map of process pid through its thread tid,
-// stopped at its exit event, and hands it to emit: a PageMap, then the
-// PageFlags of each writable mapping, in address order. rtrace's own
-// mappings are left out.
-func pageMap(tid, pid int, emit func(trace.Item)) error {
+// MaxMapPages bounds the pages of a mapping the page map takes (4 GiB of
+// address space): a bigger one (a sanitizer's shadow, a reservation) is
+// named in the maps but has no pages (docs/REPORTS.md, "Page maps").
+const MaxMapPages = 1 << 20
+
+// pageMap reads the page map of process pid through its stopped thread
+// tid and hands it to emit: a PageMap, then the PageFlags of each
+// writable mapping, in address order. rtrace's own mappings are left
+// out: its memfds, and the [start, end) pairs of own cut out of the
+// mapping the kernel merged them into.
+func pageMap(tid, pid int, own []uint64, emit func(trace.Item)) error {
 	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", tid))
 	if err != nil {
 		return err
 	}
-	var kept bytes.Buffer
-	for _, line := range strings.SplitAfter(string(raw), "\n") {
-		if !strings.Contains(line, "/memfd:rtrace-") {
-			kept.WriteString(line)
-		}
-	}
-	maps, err := uftrace.ParseMaps(bytes.NewReader(kept.Bytes()))
+	kept := ownCut(string(raw), own)
+	maps, err := uftrace.ParseMaps(strings.NewReader(kept))
 	if err != nil {
 		return fmt.Errorf("/proc/%d/maps: %w", tid, err)
 	}
@@ -65,7 +66,7 @@ func pageMap(tid, pid int, emit func(trace.Item)) error {
 		return err
 	}
 	defer pm.Close()
-	emit(&trace.PageMap{Pid: pid, Maps: kept.String()})
+	emit(&trace.PageMap{Pid: pid, Maps: kept})
 	var kflags, kcount *os.File
 	if f, err := os.Open("/proc/kpageflags"); err == nil {
 		kflags = f
@@ -79,7 +80,7 @@ func pageMap(tid, pid int, emit func(trace.Item)) error {
 	mem := make([]byte, 4096*pagemapChunk/16)
 	var word [8]byte
 	for _, m := range maps {
-		if len(m.Perm) < 4 || m.Perm[1] != 'w' || m.End <= m.Start || m.Start%4096 != 0 {
+		if len(m.Perm) < 4 || m.Perm[1] != 'w' || m.End <= m.Start || m.Start%4096 != 0 || (m.End-m.Start)/4096 > MaxMapPages {
 			continue
 		}
 		private := m.Perm[0] == 'r' && m.Perm[3] == 'p'
@@ -112,6 +113,11 @@ func pageMap(tid, pid int, emit func(trace.Item)) error {
 							}
 						}
 					}
+				case m.Path == "" || m.Path == "[heap]" || strings.HasPrefix(m.Path, "[stack"):
+					// Anonymous, never touched (or its page dropped):
+					// reads as zeros, and reading it would map the zero
+					// page into a process that may go on.
+					pg.Info = trace.PageZero
 				}
 			}
 			if private {
@@ -123,13 +129,67 @@ func pageMap(tid, pid int, emit func(trace.Item)) error {
 	return nil
 }
 
-// zeroPages marks the pages from at on whose bytes are all 0, read
-// through buf a run of pages at a time (a page at a time where a run
-// does not read: a file mapping past its file's end).
+// ownCut returns the maps text without rtrace's own mappings: its
+// memfds' lines, and the ranges of own (pairs) cut out of the lines they
+// lie in (the kernel merges an anonymous mapping with its neighbours).
+func ownCut(maps string, own []uint64) string {
+	var b strings.Builder
+	for _, line := range strings.SplitAfter(maps, "\n") {
+		if line == "" || strings.Contains(line, "/memfd:rtrace-") {
+			continue
+		}
+		rng, rest, _ := strings.Cut(line, " ")
+		lo, hi, ok := strings.Cut(rng, "-")
+		start, err1 := strconv.ParseUint(lo, 16, 64)
+		end, err2 := strconv.ParseUint(hi, 16, 64)
+		if !ok || err1 != nil || err2 != nil {
+			b.WriteString(line)
+			continue
+		}
+		parts := []uint64{start, end}
+		for i := 0; i+1 < len(own); i += 2 {
+			var next []uint64
+			for j := 0; j+1 < len(parts); j += 2 {
+				a, z := parts[j], parts[j+1]
+				if own[i+1] <= a || own[i] >= z {
+					next = append(next, a, z)
+					continue
+				}
+				if a < own[i] {
+					next = append(next, a, own[i])
+				}
+				if own[i+1] < z {
+					next = append(next, own[i+1], z)
+				}
+			}
+			parts = next
+		}
+		for j := 0; j+1 < len(parts); j += 2 {
+			if len(parts) == 2 && parts[0] == start && parts[1] == end {
+				b.WriteString(line)
+				break
+			}
+			fmt.Fprintf(&b, "%0*x-%0*x %s", len(lo), parts[j], len(hi), parts[j+1], rest)
+		}
+	}
+	return b.String()
+}
+
+// zeroPages marks the pages in RAM from at on whose bytes are all 0,
+// read through buf a run of present pages at a time (a page at a time
+// where a run does not read). Pages not in RAM are not read: a read
+// would map them in, or swap them in, in a process that may go on.
 func zeroPages(tid int, at uint64, pages []trace.Page, buf []byte) {
 	per := len(buf) / 4096
-	for i := 0; i < len(pages); i += per {
-		n := min(per, len(pages)-i)
+	for i := 0; i < len(pages); {
+		if pages[i].Info&trace.PageMemory == 0 {
+			i++
+			continue
+		}
+		n := 1
+		for n < per && i+n < len(pages) && pages[i+n].Info&trace.PageMemory != 0 {
+			n++
+		}
 		b := buf[:4096*n]
 		whole := ptrace.ReadMem(tid, at+uint64(i)*4096, b) == nil
 		for j := 0; j < n; j++ {
@@ -141,6 +201,7 @@ func zeroPages(tid int, at uint64, pages []trace.Page, buf []byte) {
 				pages[i+j].Info |= trace.PageZero
 			}
 		}
+		i += n
 	}
 }
 

@@ -63,6 +63,10 @@ const (
 	taskFork  = 2
 )
 
+// maxPagesPacket bounds the pages of a PMPG packet (the tracer's
+// pagemapChunk).
+const maxPagesPacket = 1 << 16
+
 // pageKernel marks a PMPG page whose kernel flags and count follow.
 const pageKernel = 0x80
 

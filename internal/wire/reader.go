@@ -419,7 +419,7 @@ func (rd *Reader) pageFlags(d *decoder) error {
 	if d.err != nil {
 		return d.err
 	}
-	if uint64(n) > uint64(len(d.b)) {
+	if uint64(n) > uint64(len(d.b)) || n > maxPagesPacket {
 		return fmt.Errorf("PMPG: %d pages in %d bytes", n, len(d.b))
 	}
 	if v.At%4096 != 0 || v.At+uint64(n)*4096 < v.At {
