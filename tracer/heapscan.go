@@ -124,7 +124,7 @@ func (t *Tracer) snapshot(tid int, p *process, ends []threadEnd, scan, pmap bool
 	if scan {
 		// A chunk at a time: a big heap's words need not all be held at once.
 		if err := scanMemory(tid, p.pid, ends, own, emit); err != nil {
-			fmt.Fprintf(t.cfg.Warn, "rtrace: warning: pid %d: the leak kinds are unknown: reading its memory: %v\n", p.pid, err)
+			fmt.Fprintf(t.cfg.Warn, "rtrace: warning: pid %d: the memory scan behind the leak kinds: %v\n", p.pid, err)
 		}
 	}
 }
@@ -221,24 +221,51 @@ func scanMemory(tid, pid int, ends []threadEnd, own []uint64, emit func(trace.It
 		}
 	}
 	buf := make([]byte, scanChunk)
+	var pm *os.File // /proc/tid/pagemap, for the big regions
+	defer func() {
+		if pm != nil {
+			pm.Close()
+		}
+	}()
+	var skipped []string
 	for _, r := range regs {
-		for at := r.Start; at < r.End; at += scanChunk {
-			n := min(r.End-at, scanChunk)
-			if ptrace.ReadMem(tid, at, buf[:n]) == nil {
-				for i := uint64(0); i+8 <= n; i += 8 {
-					put(at+i, binary.LittleEndian.Uint64(buf[i:]))
-				}
+		runs := [][2]uint64{{r.Start, r.End}}
+		if r.End-r.Start > scanWhole {
+			// A big mapping (a reservation, a sanitizer's shadow) is
+			// mostly not there: only its pages in RAM or swapped are
+			// read (the others read as zeros, and reading them would
+			// map them in, page tables and all, in a process that may
+			// go on).
+			if r.End-r.Start > scanMax {
+				skipped = append(skipped, fmt.Sprintf("0x%x-0x%x", r.Start, r.End))
 				continue
 			}
-			// Part of it is unreadable (a file mapping past its file's
-			// end): the pages that read.
-			for pg := uint64(0); pg < n; pg += 4096 {
-				m := min(n-pg, 4096)
-				if ptrace.ReadMem(tid, at+pg, buf[pg:pg+m]) != nil {
+			if pm == nil {
+				if pm, err = os.Open(fmt.Sprintf("/proc/%d/pagemap", tid)); err != nil {
+					return err
+				}
+			}
+			runs = presentRuns(pm, r.Start, r.End)
+		}
+		for _, run := range runs {
+			for at := run[0]; at < run[1]; at += scanChunk {
+				n := min(run[1]-at, scanChunk)
+				if ptrace.ReadMem(tid, at, buf[:n]) == nil {
+					for i := uint64(0); i+8 <= n; i += 8 {
+						put(at+i, binary.LittleEndian.Uint64(buf[i:]))
+					}
 					continue
 				}
-				for i := pg; i+8 <= pg+m; i += 8 {
-					put(at+i, binary.LittleEndian.Uint64(buf[i:]))
+				// Part of it is unreadable (a file mapping past its file's
+				// end): the pages that read.
+				for pg := uint64(0); pg < n; pg += 4096 {
+					m := min(n-pg, 4096)
+					if ptrace.ReadMem(tid, at+pg, buf[pg:pg+m]) != nil {
+						continue
+					}
+					for i := pg; i+8 <= pg+m; i += 8 {
+						put(at+i, binary.LittleEndian.Uint64(buf[i:]))
+					}
 				}
 			}
 		}
@@ -246,7 +273,44 @@ func scanMemory(tid, pid int, ends []threadEnd, own []uint64, emit func(trace.It
 	if len(words.Words) > 0 {
 		emit(words)
 	}
+	if len(skipped) > 0 {
+		return fmt.Errorf("mappings of more than %d GiB not scanned (their words are no roots): %s", scanMax>>30, strings.Join(skipped, ", "))
+	}
 	return nil
+}
+
+// scanWhole: a region up to this size is read whole; a bigger one only
+// where its pages are (presentRuns). scanMax: a region bigger than this
+// is not read (its page map alone would take long).
+const (
+	scanWhole = 64 << 20
+	scanMax   = 64 << 30
+)
+
+// presentRuns are the runs of pages in [start, end) that are in RAM or
+// swapped, as pm (/proc/PID/pagemap, proc(5): bits 63 and 62) says.
+func presentRuns(pm *os.File, start, end uint64) [][2]uint64 {
+	var runs [][2]uint64
+	entries := make([]byte, 8*pagemapChunk)
+	for at := start; at < end; at += 4096 * pagemapChunk {
+		n := int(min((end-at)/4096, pagemapChunk))
+		got, err := pm.ReadAt(entries[:8*n], int64(at/4096*8))
+		if err != nil && got == 0 {
+			return append(runs, [2]uint64{at, end}) // unknown: read it all
+		}
+		for i := 0; i < got/8; i++ {
+			if binary.LittleEndian.Uint64(entries[8*i:])&(3<<62) == 0 {
+				continue
+			}
+			pg := at + uint64(i)*4096
+			if k := len(runs); k > 0 && runs[k-1][1] == pg {
+				runs[k-1][1] = pg + 4096
+			} else {
+				runs = append(runs, [2]uint64{pg, pg + 4096})
+			}
+		}
+	}
+	return runs
 }
 
 // scanRegions picks the mappings a scan reads: the readable and writable
