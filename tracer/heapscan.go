@@ -141,6 +141,9 @@ func (t *Tracer) windowEnd(th *thread) {
 		return
 	}
 	t.flushAll() // the window's calls come before
+	if !t.window {
+		return // its stream closed meanwhile
+	}
 	t.whileParked(th, func() {
 		pids := make([]int, 0, len(t.procs))
 		for pid := range t.procs {
@@ -149,7 +152,7 @@ func (t *Tracer) windowEnd(th *thread) {
 		slices.Sort(pids)
 		for _, pid := range pids {
 			p := t.procs[pid]
-			if p.scanned {
+			if p.scanned || !t.window {
 				continue
 			}
 			var ends []threadEnd
@@ -162,15 +165,24 @@ func (t *Tracer) windowEnd(th *thread) {
 				if ptrace.GetRegs(o.tid, &regs) != nil {
 					continue
 				}
-				ends = append(ends, threadEnd{sp: regs.Rsp, regs: regWords(&regs)})
+				// Stopped anywhere, a leaf function's locals may lie in
+				// the 128 bytes below its stack pointer (the x86-64 ABI's
+				// red zone, which memcheck scans too).
+				ends = append(ends, threadEnd{sp: regs.Rsp - 128, regs: regWords(&regs)})
 				if tid == 0 || o.tid == pid {
 					tid = o.tid
 				}
 			}
-			if tid != 0 {
-				t.snapshot(tid, p, append(slices.Clone(p.ends), ends...), scan, pmap)
+			if tid == 0 {
+				fmt.Fprintf(t.cfg.Warn, "rtrace: warning: pid %d: no thread stopped at the window's end (one waits in vfork): no page map, its leaks have no kind\n", pid)
+				continue
 			}
+			t.snapshot(tid, p, append(slices.Clone(p.ends), ends...), scan, pmap)
 		}
+		// The window ends here: what the threads do once resumed, before
+		// the sinks close it, is not in it (a block allocated then would
+		// be in no scan).
+		t.setOn(false)
 	})
 }
 
@@ -221,30 +233,22 @@ func scanMemory(tid, pid int, ends []threadEnd, own []uint64, emit func(trace.It
 		}
 	}
 	buf := make([]byte, scanChunk)
-	var pm *os.File // /proc/tid/pagemap, for the big regions
-	defer func() {
-		if pm != nil {
-			pm.Close()
-		}
-	}()
+	// Only the pages in RAM or swapped are read: the others read as
+	// zeros, and reading them would map them in, page tables and all, in
+	// a process that may go on (a window's end), or for hours (a
+	// reservation, a sanitizer's shadow).
+	pm, pmErr := os.Open(fmt.Sprintf("/proc/%d/pagemap", tid))
+	if pmErr == nil {
+		defer pm.Close()
+	}
 	var skipped []string
 	for _, r := range regs {
+		if r.End-r.Start > scanMax {
+			skipped = append(skipped, fmt.Sprintf("0x%x-0x%x", r.Start, r.End))
+			continue
+		}
 		runs := [][2]uint64{{r.Start, r.End}}
-		if r.End-r.Start > scanWhole {
-			// A big mapping (a reservation, a sanitizer's shadow) is
-			// mostly not there: only its pages in RAM or swapped are
-			// read (the others read as zeros, and reading them would
-			// map them in, page tables and all, in a process that may
-			// go on).
-			if r.End-r.Start > scanMax {
-				skipped = append(skipped, fmt.Sprintf("0x%x-0x%x", r.Start, r.End))
-				continue
-			}
-			if pm == nil {
-				if pm, err = os.Open(fmt.Sprintf("/proc/%d/pagemap", tid)); err != nil {
-					return err
-				}
-			}
+		if pmErr == nil {
 			runs = presentRuns(pm, r.Start, r.End)
 		}
 		for _, run := range runs {
@@ -279,34 +283,31 @@ func scanMemory(tid, pid int, ends []threadEnd, own []uint64, emit func(trace.It
 	return nil
 }
 
-// scanWhole: a region up to this size is read whole; a bigger one only
-// where its pages are (presentRuns). scanMax: a region bigger than this
-// is not read (its page map alone would take long).
-const (
-	scanWhole = 64 << 20
-	scanMax   = 64 << 30
-)
+// scanMax: a region bigger than this is not read (its page map alone
+// would take long).
+const scanMax = 64 << 30
 
-// presentRuns are the runs of pages in [start, end) that are in RAM or
-// swapped, as pm (/proc/PID/pagemap, proc(5): bits 63 and 62) says.
+// presentRuns are the runs of [start, end) whose pages are in RAM or
+// swapped, as pm (/proc/PID/pagemap, proc(5): bits 63 and 62) says;
+// where it cannot say, the run is taken as there.
 func presentRuns(pm *os.File, start, end uint64) [][2]uint64 {
 	var runs [][2]uint64
-	entries := make([]byte, 8*pagemapChunk)
-	for at := start; at < end; at += 4096 * pagemapChunk {
-		n := int(min((end-at)/4096, pagemapChunk))
-		got, err := pm.ReadAt(entries[:8*n], int64(at/4096*8))
-		if err != nil && got == 0 {
-			return append(runs, [2]uint64{at, end}) // unknown: read it all
+	add := func(lo, hi uint64) {
+		lo, hi = max(lo, start), min(hi, end)
+		if k := len(runs); k > 0 && runs[k-1][1] == lo {
+			runs[k-1][1] = hi
+		} else if lo < hi {
+			runs = append(runs, [2]uint64{lo, hi})
 		}
-		for i := 0; i < got/8; i++ {
-			if binary.LittleEndian.Uint64(entries[8*i:])&(3<<62) == 0 {
-				continue
-			}
+	}
+	entries := make([]byte, 8*pagemapChunk)
+	for at := start &^ 4095; at < end; at += 4096 * pagemapChunk {
+		n := int(min((end-at+4095)/4096, pagemapChunk))
+		got, _ := pm.ReadAt(entries[:8*n], int64(at/4096*8))
+		for i := 0; i < n; i++ {
 			pg := at + uint64(i)*4096
-			if k := len(runs); k > 0 && runs[k-1][1] == pg {
-				runs[k-1][1] = pg + 4096
-			} else {
-				runs = append(runs, [2]uint64{pg, pg + 4096})
+			if 8*i+8 > got || binary.LittleEndian.Uint64(entries[8*i:])&(3<<62) != 0 {
+				add(pg, pg+4096) // present, swapped, or not known
 			}
 		}
 	}

@@ -19,10 +19,11 @@ import (
 // tracing off runs at full speed. th is the thread the signal stopped.
 // Called on the tracer thread.
 func (t *Tracer) toggle(th *thread) {
-	if t.window {
+	on := !t.window // decided before windowEnd's flush may close the stream
+	if !on {
 		t.windowEnd(th)
 	}
-	t.switchWindow(th, !t.window)
+	t.switchWindow(th, on)
 }
 
 // switchWindow opens (on) or closes the sinks' window and turns tracing on
