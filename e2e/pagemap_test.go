@@ -258,3 +258,35 @@ func TestBigMappings(t *testing.T) {
 		})
 	}
 }
+
+// TestWindowEndThreads: the window a toggle closes ends at its scan.
+// winthreads.c's four threads allocate without pause, every block kept
+// in a global array, when the program sends itself the toggle signal:
+// all the window's blocks are reachable. Threads that went on allocating
+// between the scan and the window's close once put thousands of blocks
+// into the window after its scan, all "definitely lost". A thread the
+// fast engine's exit stub holds at the park may have its last result
+// only in rtrace's own state (not scanned): at most a block a thread.
+func TestWindowEndThreads(t *testing.T) {
+	prog := testutil.BuildC(t, "winthreads.c", "-O2", "-g", "-pthread")
+	tmp := t.TempDir()
+	testutil.KeepOnFailure(t, tmp)
+	r := runCmd(t, tmp, rtraceBin, "sp-rtrace", "-e", "memory", "-s", "-o", "D", "-q", "-x", prog)
+	if r.code != 0 || !strings.Contains(r.stdout, "winthreads done") {
+		t.Fatalf("sp-rtrace: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	raw := rawFiles(t, filepath.Join(tmp, "D"), ".rtrace")
+	if len(raw) != 1 {
+		t.Fatalf("raw files %v", raw)
+	}
+	l := runCmd(t, tmp, rtraceBin, "postproc", "-l", "-i", raw[0])
+	kinds := map[string]int{}
+	for _, m := range regexp.MustCompile(`(?m)^## (definitely|indirectly|possibly) lost: [\d,]+ bytes in (\d+) blocks$|^## (still reachable): [\d,]+ bytes in ([\d,]+) blocks$`).FindAllStringSubmatch(l.stdout, -1) {
+		k, n := m[1]+m[3], m[2]+m[4]
+		kinds[k], _ = strconv.Atoi(strings.ReplaceAll(n, ",", ""))
+	}
+	lost := kinds["definitely"] + kinds["indirectly"] + kinds["possibly"]
+	if kinds["still reachable"] < 8000 || lost > 4 {
+		t.Errorf("kinds %v: want every block of the window reachable (at most one lost a thread)\n%s", kinds, clipLines(l.stdout, 20))
+	}
+}
