@@ -3,7 +3,6 @@ package e2e_test
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -93,26 +92,7 @@ func TestWindowEnd(t *testing.T) {
 	if pid == 0 {
 		t.Fatalf("the fixture did not start:\n%s", errs.String())
 	}
-	window := func(n int) {
-		t.Helper()
-		listener := exec.Command(rtraceBin, "toggle", "-o", "D", strconv.Itoa(pid))
-		listener.Dir = tmp
-		lerr, _ := listener.StderrPipe()
-		if err := listener.Start(); err != nil {
-			t.Fatal(err)
-		}
-		ll := newLineLog(lerr)
-		if ll.waitFor("turned on") == "" {
-			t.Fatalf("the listener ended without turning tracing on:\n%s", ll.String())
-		}
-		s.steps(n)
-		if off := runCmd(t, tmp, rtraceBin, "toggle", strconv.Itoa(pid)); off.code != 0 {
-			t.Fatalf("toggle off: %s", off.stderr)
-		}
-		if err := listener.Wait(); err != nil {
-			t.Fatalf("listener: %v\n%s", err, ll.String())
-		}
-	}
+	window := func(n int) { t.Helper(); toggleWindow(t, tmp, s, pid, n) }
 	s.steps(1) // stdio's buffers, untraced
 	window(3)
 	s.steps(1)

@@ -271,26 +271,7 @@ func TestToggle(t *testing.T) {
 	if pid == 0 {
 		t.Fatalf("the fixture did not start:\n%s", errs.String())
 	}
-	window := func(n int) {
-		t.Helper()
-		listener := exec.Command(rtraceBin, "toggle", "-o", "D", strconv.Itoa(pid))
-		listener.Dir = tmp
-		lerr, _ := listener.StderrPipe()
-		if err := listener.Start(); err != nil {
-			t.Fatal(err)
-		}
-		ll := newLineLog(lerr)
-		if ll.waitFor("turned on") == "" {
-			t.Fatalf("the listener ended without turning tracing on:\n%s", ll.String())
-		}
-		s.steps(n)
-		if off := runCmd(t, tmp, rtraceBin, "toggle", strconv.Itoa(pid)); off.code != 0 {
-			t.Fatalf("toggle off: %s", off.stderr)
-		}
-		if err := listener.Wait(); err != nil {
-			t.Fatalf("listener: %v\n%s", err, ll.String())
-		}
-	}
+	window := func(n int) { t.Helper(); toggleWindow(t, tmp, s, pid, n) }
 	s.steps(3) // the first steps also allocate stdio's buffers: untraced
 	window(5)
 	s.steps(2)
@@ -587,5 +568,29 @@ func TestResourceOrderOneThread(t *testing.T) {
 		if strings.Join(got, " ") != strings.Join(want, " ") {
 			t.Errorf("%s: calls in the trace\n%v\nwant the program's order\n%v", env, got, want)
 		}
+	}
+}
+
+// toggleWindow opens a window of the resource tracing of pid with a
+// listening `rtrace toggle -o D PID` in dir, runs n steps of s in it,
+// and closes it with a second `rtrace toggle PID`.
+func toggleWindow(t *testing.T, dir string, s *stepper, pid, n int) {
+	t.Helper()
+	listener := exec.Command(rtraceBin, "toggle", "-o", "D", strconv.Itoa(pid))
+	listener.Dir = dir
+	lerr, _ := listener.StderrPipe()
+	if err := listener.Start(); err != nil {
+		t.Fatal(err)
+	}
+	ll := newLineLog(lerr)
+	if ll.waitFor("turned on") == "" {
+		t.Fatalf("the listener ended without turning tracing on:\n%s", ll.String())
+	}
+	s.steps(n)
+	if off := runCmd(t, dir, rtraceBin, "toggle", strconv.Itoa(pid)); off.code != 0 {
+		t.Fatalf("toggle off: %s", off.stderr)
+	}
+	if err := listener.Wait(); err != nil {
+		t.Fatalf("listener: %v\n%s", err, ll.String())
 	}
 }
