@@ -147,7 +147,7 @@ func Read(rd trace.Reader, dir string) (*Data, error) {
 // absolute, else in dir, then in the current directory.
 func readAttachment(path, dir string) ([]byte, error) {
 	if filepath.IsAbs(path) {
-		return readRegular(path)
+		return regular.ReadFile(path)
 	}
 	var tried []string
 	for _, base := range []string{dir, "."} {
@@ -155,24 +155,13 @@ func readAttachment(path, dir string) ([]byte, error) {
 			continue
 		}
 		p := filepath.Join(base, path)
-		b, err := readRegular(p)
+		b, err := regular.ReadFile(p)
 		if err == nil || !errors.Is(err, os.ErrNotExist) {
 			return b, err
 		}
 		tried = append(tried, p)
 	}
 	return nil, fmt.Errorf("the page map's file %s is not there (looked for %s): run rtrace pagemap on the trace in its directory (-i DIR/PID-N.rtrace), or from that directory", path, strings.Join(tried, " and "))
-}
-
-// readRegular reads a regular file; anything else (a FIFO would block)
-// is refused.
-func readRegular(path string) ([]byte, error) {
-	f, err := regular.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	return io.ReadAll(f)
 }
 
 // ParseMaps reads a maps file (proc(5)): every line an area, in order.

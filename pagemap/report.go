@@ -250,10 +250,13 @@ func (a *Area) density(out []byte) {
 // table writes the page types' counts of a, sp-rtrace-pagemap's table
 // after each area of -p; total is the pages of all writable areas.
 func (a *Area) table(b *strings.Builder, total int) {
-	var all, dirtyN, dirtyZ, swapped, swappedZ int
+	var all, dirtyN, dirtyZ, swapped, swappedZ, inRAM int
 	for i := 0; i < a.size(); i++ {
 		pg := a.page(i)
 		all++
+		if pg.Info&trace.PageMemory != 0 {
+			inRAM++ // present: sp-rtrace counted all but the swapped
+		}
 		zero := pg.Info&trace.PageZero != 0
 		switch {
 		case pg.Info&trace.PageSwap != 0:
@@ -288,12 +291,6 @@ func (a *Area) table(b *strings.Builder, total int) {
 	row("dirty RAM + Z", dirtyZ, false)
 	row("swapped", swapped, false)
 	row("swapped + Z", swappedZ, false)
-	inRAM := 0
-	for i := 0; i < all; i++ {
-		if a.page(i).Info&trace.PageMemory != 0 {
-			inRAM++ // present: sp-rtrace counted all but the swapped
-		}
-	}
 	row("in RAM", inRAM, true)
 	b.WriteByte('\n')
 }

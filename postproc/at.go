@@ -59,10 +59,7 @@ func (m Moment) after(s *heapSummary, c *trace.Call) bool {
 		if !s.startSet {
 			return m.T < 0
 		}
-		if t < s.start && s.start-t > 12*time.Hour {
-			t += 24 * time.Hour // past midnight
-		}
-		t -= s.start
+		t = s.ofDay(t) - s.start
 	}
 	if m.ms {
 		t = t.Truncate(time.Millisecond)

@@ -130,6 +130,16 @@ func (s *heapSummary) item(it trace.Item) {
 	}
 }
 
+// ofDay is the time of day t on the clock of the trace's first memory
+// call: past midnight, a day later (a step back of less than 12 hours
+// is a call reported late).
+func (s *heapSummary) ofDay(t time.Duration) time.Duration {
+	if t < s.start && s.start-t > 12*time.Hour {
+		return t + 24*time.Hour
+	}
+	return t
+}
+
 // call takes a call in call order.
 func (s *heapSummary) call(c *trace.Call) {
 	if !s.memory[c.Res] {
@@ -139,11 +149,7 @@ func (s *heapSummary) call(c *trace.Call) {
 		if !s.startSet {
 			s.start, s.startSet = c.Time, true
 		}
-		t := c.Time
-		if t < s.start && s.start-t > 12*time.Hour {
-			t += 24 * time.Hour // past midnight; a step back is a call reported late
-		}
-		s.end = max(s.end, t)
+		s.end = max(s.end, s.ofDay(c.Time))
 		s.hasCalls = true
 	}
 	if c.Alloc {

@@ -341,17 +341,9 @@ func (d *demux) item(it trace.Item) error {
 			return p.w.Write(v)
 		}
 	case *trace.PageMap:
-		p := d.procs[v.Pid]
-		if p == nil || d.o.Out != nil {
-			p = d.root
-		}
-		return d.pageMap(p, v)
+		return d.pageMap(d.of(v.Pid), v)
 	case *trace.PageFlags:
-		p := d.procs[v.Pid]
-		if p == nil || d.o.Out != nil {
-			p = d.root
-		}
-		return p.pageFlags(v)
+		return d.of(v.Pid).pageFlags(v)
 	}
 	return d.root.w.Write(it)
 }
