@@ -355,25 +355,42 @@ func scanRegions(maps []uftrace.Mapping, ends []threadEnd, own []uint64) []trace
 // adjacent anonymous mappings of the same protection: a library's bss
 // past its file's last page, say), which stays scanned.
 func cutOut(r trace.HeapRegion, own []uint64) []trace.HeapRegion {
-	out := []trace.HeapRegion{r}
-	for i := 0; i+1 < len(own); i += 2 {
-		lo, hi := own[i], own[i+1]
-		var next []trace.HeapRegion
-		for _, p := range out {
-			if hi <= p.Start || lo >= p.End {
-				next = append(next, p)
-				continue
-			}
-			if p.Start < lo {
-				next = append(next, trace.HeapRegion{Start: p.Start, End: lo, Kind: p.Kind})
-			}
-			if hi < p.End {
-				next = append(next, trace.HeapRegion{Start: hi, End: p.End, Kind: p.Kind})
-			}
-		}
-		out = next
+	var out []trace.HeapRegion
+	parts := without(r.Start, r.End, own)
+	for i := 0; i+1 < len(parts); i += 2 {
+		out = append(out, trace.HeapRegion{Start: parts[i], End: parts[i+1], Kind: r.Kind})
 	}
 	return out
+}
+
+// without is [start, end) less the [lo, hi) pairs of own, as pairs.
+func without(start, end uint64, own []uint64) []uint64 {
+	parts := []uint64{start, end}
+	for i := 0; i+1 < len(own); i += 2 {
+		lo, hi := own[i], own[i+1]
+		var next []uint64
+		for j := 0; j+1 < len(parts); j += 2 {
+			a, z := parts[j], parts[j+1]
+			if hi <= a || lo >= z {
+				next = append(next, a, z)
+				continue
+			}
+			if a < lo {
+				next = append(next, a, lo)
+			}
+			if hi < z {
+				next = append(next, hi, z)
+			}
+		}
+		parts = next
+	}
+	return parts
+}
+
+// anonymous says whether m is memory of no file: the brk heap, a stack,
+// an anonymous mapping (where heap blocks may be).
+func anonymous(m uftrace.Mapping) bool {
+	return m.Path == "" || m.Path == "[heap]" || strings.HasPrefix(m.Path, "[stack")
 }
 
 // scanTargets are the ranges a block may be in, sorted, as [start, end)
@@ -386,7 +403,7 @@ func scanTargets(maps []uftrace.Mapping) []uint64 {
 		if len(m.Perm) < 2 || m.Perm[0] != 'r' || m.Perm[1] != 'w' || m.End <= m.Start {
 			continue
 		}
-		if m.Path == "" || m.Path == "[heap]" || strings.HasPrefix(m.Path, "[stack") {
+		if anonymous(m) {
 			if n := len(out); n > 0 && out[n-1] == m.Start {
 				out[n-1] = m.End // one range with the one before
 			} else {

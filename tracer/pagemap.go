@@ -113,7 +113,7 @@ func pageMap(tid, pid int, own []uint64, emit func(trace.Item)) error {
 							}
 						}
 					}
-				case m.Path == "" || m.Path == "[heap]" || strings.HasPrefix(m.Path, "[stack"):
+				case anonymous(m):
 					// Anonymous, never touched (or its page dropped):
 					// reads as zeros, and reading it would map the zero
 					// page into a process that may go on.
@@ -146,24 +146,7 @@ func ownCut(maps string, own []uint64) string {
 			b.WriteString(line)
 			continue
 		}
-		parts := []uint64{start, end}
-		for i := 0; i+1 < len(own); i += 2 {
-			var next []uint64
-			for j := 0; j+1 < len(parts); j += 2 {
-				a, z := parts[j], parts[j+1]
-				if own[i+1] <= a || own[i] >= z {
-					next = append(next, a, z)
-					continue
-				}
-				if a < own[i] {
-					next = append(next, a, own[i])
-				}
-				if own[i+1] < z {
-					next = append(next, own[i+1], z)
-				}
-			}
-			parts = next
-		}
+		parts := without(start, end, own)
 		for j := 0; j+1 < len(parts); j += 2 {
 			if len(parts) == 2 && parts[0] == start && parts[1] == end {
 				b.WriteString(line)
