@@ -773,3 +773,31 @@ func TestUftraceWatchBlockedThread(t *testing.T) {
 		}
 	}
 }
+
+// live hands replay what uftrace live's replay honours (cmds/live.c,
+// reset_live_opts): --no-merge and --column-view as given, and of -T only
+// the actions replay takes (backtrace, color=, hide, time=, trace...).
+func TestLiveReplayOptions(t *testing.T) {
+	uft := testutil.RequireTool(t, "uftrace")
+	tmp := t.TempDir()
+	pg := build(t, "chain.c", variants[0], true, nil)
+	plain := build(t, "chain.c", variants[0], false, nil)
+	t.Setenv("TMPDIR", t.TempDir())
+	for _, opts := range [][]string{
+		{"--no-merge"},
+		{"--column-view", "--column-offset=4", "--no-merge"},
+		{"-T", "b@depth=1", "-T", "d@backtrace"},
+		{"-T", "c@depth=1;b@hide"},
+	} {
+		base := []string{"live", "--no-libcall", "--no-event", "--no-pager", "-f", "none"}
+		u := runCmd(t, tmp, uft, append(append(base, opts...), pg)...)
+		r := runCmd(t, tmp, rtraceBin, append(append(base, opts...), plain)...)
+		if r.code != 18%7 || r.stderr != "chain done\n" {
+			t.Errorf("rtrace live %v: %+v", opts, r)
+			continue
+		}
+		if got, want := liveLines(r.stdout), liveLines(u.stdout); got != want || want == "" {
+			t.Errorf("rtrace live %v shows:\n%s\nuftrace live:\n%s", opts, got, want)
+		}
+	}
+}

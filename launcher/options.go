@@ -423,7 +423,10 @@ func (c *config) reads() func(name string) uftrace.ReadKind {
 // funcOptions compiles the uftrace filters into what the post-processor's
 // function stage keeps, and what -T triggers ask of the recording.
 func funcOptions(o Options) (f postproc.FuncOptions, rec trigRecord, err error) {
-	triggers := o.Trigger
+	var triggers []string
+	for _, t := range o.Trigger { // uftrace joins its -T values with ';' and splits them again
+		triggers = append(triggers, strings.FieldsFunc(t, func(r rune) bool { return r == ';' })...)
+	}
 	for _, g := range []struct {
 		flag, action string
 		vals         []string

@@ -105,9 +105,15 @@ var table = []option{
 		set: appendTo(func(o *launcher.Options) *[]string { return &o.NoTrace })},
 	{long: "caller-filter", short: 'C', arg: "FUNC", group: commonGroup, help: "trace only the calls of functions matching FUNC (not their callees) and the calls they are made in (repeatable)",
 		set: appendTo(func(o *launcher.Options) *[]string { return &o.Caller })},
-	{long: "trigger", short: 'T', arg: "FUNC@ACT", group: commonGroup, replay: true, help: "actions at functions matching FUNC: depth=N, time=T, filter, notrace, hide, caller, trace, trace_on, trace_off, finish, argN, fpargN, retval, read=proc/statm, read=page-fault (backtrace and color= are uftrace replay's; recover has nothing to do: callers' return addresses are always the real ones); repeatable",
+	{long: "trigger", short: 'T', arg: "FUNC@ACT", group: commonGroup, help: "actions at functions matching FUNC: depth=N, time=T, filter, notrace, hide, caller, trace, trace_on, trace_off, finish, argN, fpargN, retval, read=proc/statm, read=page-fault (backtrace and color= are uftrace replay's; recover has nothing to do: callers' return addresses are always the real ones); repeatable",
 		why: "not yet: size=, read=pmu-cycle/pmu-cache/pmu-branch (hardware counters), arguments and read= of one module's functions (FUNC@MODULE,argN); trace_on shows calls at their depth among the calls shown, where uftrace keeps their recorded depth; with threads, trace_on/trace_off/finish apply in the order of each thread's batches of records, not exactly in time",
-		set: appendTo(func(o *launcher.Options) *[]string { return &o.Trigger })},
+		set: func(c *Cmd, v string) error {
+			c.Options.Trigger = append(c.Options.Trigger, v)
+			if r := replayTriggers(v); r != "" {
+				c.Replay = append(c.Replay, "-T", r)
+			}
+			return nil
+		}},
 	{long: "depth", short: 'D', arg: "DEPTH", group: commonGroup, help: "trace functions within DEPTH nested levels",
 		set: setInt(func(o *launcher.Options) *int { return &o.Depth })},
 	{long: "time-filter", short: 't', arg: "TIME", group: commonGroup, replay: true, help: "leave out calls shorter than TIME (500, 500ns, 20us, 1.5ms, 2s; a bare number is ns)",
@@ -204,7 +210,7 @@ var table = []option{
 	{long: "diff-policy", arg: "POLICY", group: otherGroup, kind: inert, why: otherCmd},
 	{long: "flame-graph", group: otherGroup, kind: inert, why: otherCmd},
 	{long: "graphviz", group: otherGroup, kind: inert, why: otherCmd},
-	{long: "no-merge", group: otherGroup, kind: inert, why: otherCmd},
+	{long: "no-merge", group: displayGroup, replay: true, help: "leaf calls shown with their braces, not merged into one line"},
 	{long: "record", group: otherGroup, kind: inert, why: otherCmd},
 	{long: "report", group: otherGroup, kind: inert, why: otherCmd},
 	{long: "run-cmd", arg: "CMDLINE", group: otherGroup, kind: inert, why: otherCmd},

@@ -277,3 +277,28 @@ func splitWords(text string) ([]string, error) {
 	}
 	return words, nil
 }
+
+// replayTriggers keeps of a -T value the actions uftrace replay takes
+// (backtrace, color=, hide, time=, trace...), as uftrace live does before
+// its replay (cmds/live.c, reset_live_opts): "a@depth=1;b@backtrace,color=red"
+// gives "b@backtrace,color=red"; "" when none is left.
+func replayTriggers(v string) string {
+	acts := []string{"backtrace", "color=", "hide", "time=", "trace"}
+	var out []string
+	for _, s := range strings.Split(v, ";") {
+		name, list, ok := strings.Cut(s, "@")
+		if !ok {
+			continue
+		}
+		var keep []string
+		for _, a := range strings.Split(list, ",") {
+			if slices.ContainsFunc(acts, func(p string) bool { return strings.HasPrefix(a, p) }) {
+				keep = append(keep, a)
+			}
+		}
+		if len(keep) > 0 {
+			out = append(out, name+"@"+strings.Join(keep, ","))
+		}
+	}
+	return strings.Join(out, ";")
+}

@@ -87,11 +87,12 @@ func TestParseErrors(t *testing.T) {
 func TestInertAndDisplay(t *testing.T) {
 	// uftrace live passes none of the record-time filters on to replay.
 	cmd, err := Parse([]string{"--force", "--no-event", "-s", "call", "-f", "+tid", "--tid=1,2", "-t", "1us", "--no-pager", "-b", "1M",
-		"-F", "a", "-N", "b", "-D", "2", "-Z", "8", "--disable", "--no-sched", "x", "y"})
+		"-F", "a", "-N", "b", "-D", "2", "-Z", "8", "--disable", "--no-sched", "-T", "a@depth=1", "-T", "b@depth=2,backtrace;c@trace_on,color=red", "--no-merge", "x", "y"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"--output-fields=+tid", "--tid=1,2", "--time-filter=1us", "--no-pager"}
+	// Of -T, those actions uftrace live keeps (cmds/live.c, reset_live_opts).
+	want := []string{"--output-fields=+tid", "--tid=1,2", "--time-filter=1us", "--no-pager", "-T", "b@backtrace;c@trace_on,color=red", "--no-merge"}
 	if !slices.Equal(cmd.Replay, want) {
 		t.Errorf("replay options %q, want %q", cmd.Replay, want)
 	}
@@ -239,7 +240,8 @@ func FuzzParse(f *testing.F) {
 	})
 }
 
-// README.md's table of uftrace's options is Markdown's.
+// README.md's table of uftrace's options is Markdown's (UPDATE_README=1
+// rewrites it).
 func TestReadmeTable(t *testing.T) {
 	b, err := os.ReadFile("../../README.md")
 	if err != nil {
@@ -253,7 +255,11 @@ func TestReadmeTable(t *testing.T) {
 	if i < 0 || j < i {
 		t.Fatalf("README.md has no table between %q and %q; it should be:\n%s", begin, end, want.String())
 	}
-	if got := readme[i+len(begin) : j]; got != want.String() {
+	if got := readme[i+len(begin) : j]; got != want.String() && os.Getenv("UPDATE_README") != "" {
+		if err := os.WriteFile("../../README.md", []byte(readme[:i+len(begin)]+want.String()+readme[j:]), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	} else if got != want.String() {
 		t.Errorf("README.md's table of uftrace's options is not the table's; it should be:\n%s", want.String())
 	}
 }
