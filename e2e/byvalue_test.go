@@ -16,7 +16,7 @@ import (
 // argument number past anything uftrace reads (recorded as 0).
 var byValueSpecs = []string{
 	"-A", "ld_div@arg1/i64,fparg1/80%stack+1,arg2", "-R", "ld_div@retval/f80",
-	"-A", "seventh@arg7%stack+1,fparg1/80%stack+3,arg9999999",
+	"-A", "seventh@arg7%stack+1,fparg1/80%stack3,arg9999999", // %stackN: as %stack+N (uftrace's strtol)
 	"-A", "pt_sum@arg1/t8:pt%RDI,arg2%RSI",
 	"-A", "big_use@arg1/t24:big%stack+1,arg2%RDI",
 	"-A", "big_make@arg1%RSI,arg2%RDX", "-R", "big_make@retval/t24:big",

@@ -409,7 +409,7 @@ func TestUftraceTriggers(t *testing.T) {
 	for _, c := range []struct{ opt, want string }{
 		{"b@read=pmu-cycle", "-T b@read=pmu-cycle: hardware counters (pmu-cycle) are not read yet"},
 		{"b@size=100", "the size=100 action is not supported yet"},
-		{"b@libfoo.so,arg1", "the arguments and read= of one module's functions are not supported yet"},
+		{"b@libfoo.so,read=proc/statm", "read= of one module's functions is not supported yet"},
 		{"b@kernel,depth=1", "rtrace traces no kernel functions"},
 		{"b@depth=x", "want a depth"},
 		{"b", "want FUNC@ACTION"},
@@ -799,5 +799,26 @@ func TestLiveReplayOptions(t *testing.T) {
 		if got, want := liveLines(r.stdout), liveLines(u.stdout); got != want || want == "" {
 			t.Errorf("rtrace live %v shows:\n%s\nuftrace live:\n%s", opts, got, want)
 		}
+	}
+}
+
+// -A/-R specs may name a module as uftrace's do (FUNC@MODULE,argN): PLT,
+// the program's library calls, or a prefix of a module's file name
+// (chain- names the program chain-<hash>). A spec applies in its module
+// only; replay shows what uftrace shows of the -pg build.
+func TestRecordModuleSpecs(t *testing.T) {
+	uft := testutil.RequireTool(t, "uftrace")
+	pg := build(t, "chain.c", variants[0], true, nil)
+	plain := build(t, "chain.c", variants[0], false, nil)
+	tmp := t.TempDir()
+	specs := []string{"-A", "^[bc]$@chain-,arg1", "-A", "printf@PLT,arg1/s", "-A", "d@PLT,arg1", "-R", "c@libc,retval", "-R", "a@plt,retval", "-R", "^b$@retval,chain-", "-T", "a@chain-,arg1", "-T", "d@libc,arg1"}
+	runCmd(t, tmp, uft, append(append([]string{"record", "--no-event", "-d", "U"}, specs...), pg)...)
+	if r := runCmd(t, tmp, rtraceBin, append(append([]string{"record", "-q", "-d", "R"}, specs...), plain)...); r.code != 18%7 {
+		t.Fatalf("rtrace record: %+v", r)
+	}
+	want := replayLines(testutil.Run(t, tmp, uft, "replay", "--no-pager", "-f", "tid", "-d", "U"), false)
+	got := replayLines(testutil.Run(t, tmp, uft, "replay", "--no-pager", "-f", "tid", "-d", "R"), false)
+	if got != want || !strings.Contains(got, `printf("chain %d\n");`) || !strings.Contains(got, "c(2) {") || !strings.Contains(got, "} = 12; /* b */") || !strings.Contains(got, "a(2) {") {
+		t.Errorf("replay differs\nuftrace -pg:\n%s\nrtrace:\n%s", want, got)
 	}
 }

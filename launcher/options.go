@@ -541,8 +541,15 @@ func trigger(s, kind string, rec *trigRecord) (tr *uftrace.Trigger, err error) {
 			kept = append(kept, act)
 		}
 	}
-	if module != "" && (len(args)+len(rets) > 0 || reads != 0) {
-		return nil, &UsageError{fmt.Sprintf("-T %s: the arguments and read= of one module's functions are not supported yet (without @MODULE they apply in every module)", s)}
+	if module != "" && reads != 0 {
+		return nil, &UsageError{fmt.Sprintf("-T %s: read= of one module's functions is not supported yet (without @MODULE it applies in every module)", s)}
+	}
+	if module != "" { // FUNC@MODULE,argN: the spec names its module, as -A's may
+		for _, l := range []*[]string{&args, &rets} {
+			for i := range *l {
+				(*l)[i] += "," + module
+			}
+		}
 	}
 	rec.args, rec.rets = append(rec.args, args...), append(rec.rets, rets...)
 	if reads != 0 {
@@ -935,7 +942,9 @@ func argSpecs(o Options) ([]uftrace.ArgSpecLine, func(exe *elfx.File, name strin
 				return builtin(name)
 			}
 		}
-		return table.Resolve(name, autoSpecs(0, libc.Args), autoSpecs(1, libc.Rets))
+		// FUNC@PLT names library calls: a stub's value is 0 (Config.Specs).
+		w := uftrace.Where{Module: exe.Path, PLT: value == 0}
+		return table.Resolve(name, w, autoSpecs(0, libc.Args), autoSpecs(1, libc.Rets))
 	}, nil
 }
 

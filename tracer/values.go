@@ -90,8 +90,8 @@ func (t *Tracer) values(th *thread, specs []uftrace.ArgSpec, regs *unix.PtraceRe
 	for i, a := range specs {
 		loc := strings.ToLower(a.Loc) // uftrace writes arg1%RSI
 		stackWord := 0
-		if n, ok := strings.CutPrefix(loc, "stack+"); ok {
-			stackWord, _ = strconv.Atoi(n)
+		if n, ok := strings.CutPrefix(loc, "stack"); ok { // stack+N, or stackN as uftrace's strtol reads it
+			stackWord, _ = strconv.Atoi(strings.TrimPrefix(n, "+"))
 			if stackWord < 1 {
 				stackWord = maxStackWord + 1 // unreadable: 0
 			}

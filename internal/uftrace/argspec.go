@@ -31,7 +31,12 @@ type ArgSpec struct {
 // FuncSpec is the spec of one function pattern: "name@arg1/i32,arg2/s".
 type FuncSpec struct {
 	Pattern string
-	Args    []ArgSpec
+	// Module is the module the spec names among its items, as uftrace's
+	// triggers take one (utils/filter.c, setup_trigger_action: an item
+	// that is no action): "PLT", the executable's library calls, or a
+	// prefix of a module's file name (MatchModule). "": every module's.
+	Module string
+	Args   []ArgSpec
 }
 
 const specFormats = "diuxscfSpet"
@@ -164,6 +169,12 @@ func ParseFuncSpec(s string) (FuncSpec, error) {
 	f := FuncSpec{Pattern: pat}
 	for _, item := range strings.Split(list, ",") {
 		if item == "" {
+			continue
+		}
+		if !strings.HasPrefix(item, "arg") && !strings.HasPrefix(item, "fparg") && !strings.HasPrefix(item, "retval") {
+			if f.Module == "" { // uftrace ignores an extra module
+				f.Module = item
+			}
 			continue
 		}
 		a, err := ParseArgSpec(item)

@@ -109,15 +109,22 @@ type Where struct {
 }
 
 // MatchModule says whether a function at w is in module as a FUNC@MODULE
-// pattern names it ("": any module).
+// pattern names it ("": any module): "PLT" (any case), the executable's
+// library calls; a name with a slash, that path; any other name, a prefix
+// of the module's file name, as uftrace finds a module (utils/symbol.c,
+// find_map_by_name): libabc_test names libabc_test_lib.so.
 func MatchModule(w Where, module string) bool {
 	switch {
 	case module == "":
 		return true
 	case strings.EqualFold(module, "PLT"):
 		return w.PLT
+	case w.Module == "":
+		return false
+	case strings.Contains(module, "/"):
+		return MatchLibName(w.Module, module)
 	}
-	return w.Module != "" && MatchLibName(w.Module, module)
+	return strings.HasPrefix(filepath.Base(w.Module), module)
 }
 
 // MatchIn says whether the function whose symbol is sym, at w, matches:

@@ -22,7 +22,7 @@ type specTable struct {
 
 type patternSpec struct {
 	match func(string) bool
-	spec  FuncSpec
+	spec  FuncSpec // spec.Module: the module it applies in
 	dbg   dbgLine // a pattern without '@': the .dbg line it takes
 }
 
@@ -120,15 +120,15 @@ func NewSpecs(lines []ArgSpecLine, patternType string) (*Specs, error) {
 }
 
 // Lookup returns the argument and return-value specs of function name,
-// each list in payload order.
+// each list in payload order (a spec naming a module applies nowhere).
 func (s *Specs) Lookup(name string) (args, rets []ArgSpec) { return s.t.lookup(name, nil, 0) }
 
-// Resolve returns the argument and return-value specs of function name,
-// each list in payload order, as the reader merges them: autoA and autoR
-// give its auto specs (DWARF's, else the built-in table's), asked for only
-// when a pattern without '@' or auto-args calls for them.
-func (s *Specs) Resolve(name string, autoA, autoR func() []ArgSpec) (args, rets []ArgSpec) {
-	return s.t.resolve(name, autoA, autoR)
+// Resolve returns the argument and return-value specs of function name at
+// w, each list in payload order, as the reader merges them: autoA and
+// autoR give its auto specs (DWARF's, else the built-in table's), asked
+// for only when a pattern without '@' or auto-args calls for them.
+func (s *Specs) Resolve(name string, w Where, autoA, autoR func() []ArgSpec) (args, rets []ArgSpec) {
+	return s.t.resolve(name, w, autoA, autoR)
 }
 
 // matcher compiles a function pattern of the given pattern type.
@@ -145,6 +145,12 @@ func matcher(kind, pat string) (func(string) bool, error) {
 // entries in info's argauto and retauto lists.
 func (t *specTable) lookup(name string, s *Session, addr uint64) (args, rets []ArgSpec) {
 	var dbg [2][]ArgSpec
+	var w Where
+	if s != nil {
+		if sym, m, ok := s.Resolve(addr); ok {
+			w = s.Where(m, sym)
+		}
+	}
 	looked := false
 	find := func(i int) []ArgSpec {
 		if !looked && s != nil {
@@ -172,7 +178,7 @@ func (t *specTable) lookup(name string, s *Session, addr uint64) (args, rets []A
 		}
 		return t.retauto[cxxname.Short(name)]
 	}
-	return t.resolve(name, func() []ArgSpec { return find(0) }, func() []ArgSpec { return find(1) })
+	return t.resolve(name, w, func() []ArgSpec { return find(0) }, func() []ArgSpec { return find(1) })
 }
 
 // resolve merges the specs of function name as uftrace's reader does
@@ -182,13 +188,14 @@ func (t *specTable) lookup(name string, s *Session, addr uint64) (args, rets []A
 // function's auto argument (return value) specs, autoA() (autoR()): its
 // DWARF's, else the built-in table's. Then, with auto-args, the auto specs
 // of its arguments when no pattern gave one, and of its return value
-// likewise. It returns the arguments and the return values, each in
+// likewise. A pattern naming a module applies at w in that module only.
+// It returns the arguments and the return values, each in
 // payload order.
-func (t *specTable) resolve(name string, autoA, autoR func() []ArgSpec) (args, rets []ArgSpec) {
+func (t *specTable) resolve(name string, w Where, autoA, autoR func() []ArgSpec) (args, rets []ArgSpec) {
 	short := cxxname.Short(name) // uftrace matches the demangled name
 	var all []ArgSpec
 	for _, p := range t.patterns {
-		if !p.match(short) {
+		if !p.match(short) || p.spec.Module != "" && !MatchModule(w, p.spec.Module) {
 			continue
 		}
 		switch p.dbg {
