@@ -23,7 +23,7 @@ type specTable struct {
 type patternSpec struct {
 	match func(string) bool
 	spec  FuncSpec // spec.Module: the module it applies in
-	dbg   dbgLine // a pattern without '@': the .dbg line it takes
+	dbg   dbgLine  // a pattern without '@': the .dbg line it takes
 }
 
 // dbgLine is a .dbg line of argument specs: A: or R:.
