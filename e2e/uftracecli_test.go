@@ -822,3 +822,21 @@ func TestRecordModuleSpecs(t *testing.T) {
 		t.Errorf("replay differs\nuftrace -pg:\n%s\nrtrace:\n%s", want, got)
 	}
 }
+
+// Of a function both -F and -N match, the one given last decides, as in
+// uftrace; the traces of rtrace and uftrace -pg are the same for each order.
+func TestFilterOrder(t *testing.T) {
+	uft := testutil.RequireTool(t, "uftrace")
+	pg := build(t, "chain.c", variants[0], true, nil)
+	plain := build(t, "chain.c", variants[0], false, nil)
+	for i, opts := range [][]string{
+		{"-F", "a", "-N", "^[bc]$", "-F", "c"},
+		{"-N", "c", "-F", "^[a-d]$"},
+		{"-F", "^[a-d]$", "-N", "c"},
+		{"-N", "b", "-F", "b@chain-"},
+	} {
+		t.Logf("%d: %q", i, opts)
+		// (by number: uftrace opens no directory with "@" or "=" in its path)
+		t.Run(fmt.Sprint(i), func(t *testing.T) { sameTrees(t, uft, pg, plain, opts) })
+	}
+}

@@ -37,6 +37,9 @@ type Options struct {
 	Dir     string   // -d: the uftrace.data directory ("" with -e: none; with -o: none)
 	Filter  []string // -F
 	NoTrace []string // -N
+	// FilterOrder says, for each -F and -N in the order given, whether it
+	// was -N (postproc.FuncOptions.FilterOrder); nil: every -N last.
+	FilterOrder []bool
 	Hide    []string // -H
 	Loc     []string // -L: source files (LOCATION@hide: not these)
 	Signals []string // --signal SIG@ACTION: trace_on, trace_off, finish
@@ -440,6 +443,21 @@ func funcOptions(o Options) (f postproc.FuncOptions, rec trigRecord, err error) 
 			return f, rec, err
 		}
 		triggers = append(slices.Clip(triggers), trigs...)
+	}
+	if len(o.FilterOrder) == len(o.Filter)+len(o.NoTrace) {
+		// The order of the -F and -N that are patterns (not triggers).
+		i, j := 0, 0
+		for _, out := range o.FilterOrder {
+			v, flag, action := "", "-F", "filter"
+			if out {
+				v, flag, action, j = o.NoTrace[j], "-N", "notrace", j+1
+			} else {
+				v, i = o.Filter[i], i+1
+			}
+			if pats, _, _ := filterTriggers(flag, action, []string{v}, o.Match); len(pats) == 1 {
+				f.FilterOrder = append(f.FilterOrder, out)
+			}
+		}
 	}
 	for _, s := range triggers {
 		tr, err := trigger(s, o.Match, &rec)

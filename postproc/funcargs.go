@@ -17,11 +17,19 @@ import (
 // carries, read back by ParseFuncOptionString.
 func (o FuncOptions) String() string {
 	var args []string
-	for _, p := range o.Filters {
-		args = append(args, "-F", p.String())
+	order := o.FilterOrder
+	if len(order) != len(o.Filters)+len(o.NoTrace) {
+		order = append(make([]bool, len(o.Filters)), slices.Repeat([]bool{true}, len(o.NoTrace))...)
 	}
-	for _, p := range o.NoTrace {
-		args = append(args, "-N", p.String())
+	i, j := 0, 0
+	for _, out := range order {
+		if out {
+			args = append(args, "-N", o.NoTrace[j].String())
+			j++
+		} else {
+			args = append(args, "-F", o.Filters[i].String())
+			i++
+		}
 	}
 	for _, p := range o.Hide {
 		args = append(args, "-H", p.String())
@@ -82,9 +90,9 @@ func (o *FuncOptions) set(long, val string) error {
 		}
 		switch long {
 		case "filter":
-			o.Filters = append(o.Filters, p)
+			o.Filters, o.FilterOrder = append(o.Filters, p), append(o.FilterOrder, false)
 		case "notrace":
-			o.NoTrace = append(o.NoTrace, p)
+			o.NoTrace, o.FilterOrder = append(o.NoTrace, p), append(o.FilterOrder, true)
 		case "hide":
 			o.Hide = append(o.Hide, p)
 		default:

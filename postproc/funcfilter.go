@@ -9,6 +9,11 @@ import (
 type FuncOptions struct {
 	Filters   []uftrace.Pattern // -F: keep these functions and what they call
 	NoTrace   []uftrace.Pattern // -N: drop these functions and what they call
+	// FilterOrder says, for each -F and -N in the order given, whether it
+	// was -N: of a function both match, the last decides, as in uftrace
+	// (utils/filter.c: a later filter of one address replaces the
+	// earlier). Without it (its length not theirs), every -N comes last.
+	FilterOrder []bool
 	Depth     int               // -D: keep calls nested less than this deep (0: any)
 	Threshold uint64            // -t: drop calls shorter than this many ns
 	Tids      map[int]bool
@@ -180,6 +185,30 @@ type funcFrame struct {
 	caller, trace bool
 }
 
+// filtered says whether -F (filter) or -N (notrace) selects the function
+// name at w: of a function both match, the one given last (FilterOrder).
+func (o *FuncOptions) filtered(name string, w uftrace.Where) (filter, notrace bool) {
+	filter, notrace = uftrace.MatchAnyIn(o.Filters, name, w), uftrace.MatchAnyIn(o.NoTrace, name, w)
+	if !filter || !notrace || len(o.FilterOrder) != len(o.Filters)+len(o.NoTrace) {
+		return filter, notrace
+	}
+	i, j := 0, 0
+	for _, out := range o.FilterOrder {
+		if out {
+			if o.NoTrace[j].MatchIn(name, w) {
+				filter, notrace = false, true
+			}
+			j++
+		} else {
+			if o.Filters[i].MatchIn(name, w) {
+				filter, notrace = true, false
+			}
+			i++
+		}
+	}
+	return filter, notrace
+}
+
 // acts is what the options say of one function.
 type acts struct {
 	filter, notrace, hide, caller, trace, on, off, finish bool
@@ -196,7 +225,7 @@ func (f *funcFilter) actsOf(name string, w uftrace.Where) acts {
 		return a
 	}
 	o := &f.opts
-	a.filter, a.notrace = uftrace.MatchAnyIn(o.Filters, name, w), uftrace.MatchAnyIn(o.NoTrace, name, w)
+	a.filter, a.notrace = o.filtered(name, w)
 	a.hide, a.caller = uftrace.MatchAnyIn(o.Hide, name, w), uftrace.MatchAnyIn(o.Callers, name, w)
 	for i := range o.Triggers {
 		tr := &o.Triggers[i]
@@ -442,7 +471,7 @@ func (f *funcFilter) exit(t *funcTask, it *uftrace.Item, emit func(*uftrace.Item
 	fr := t.stack[d]
 	t.stack = t.stack[:d]
 	if fr.stand || fr.addr != it.Addr {
-		if !fr.kept || fr.pending != nil || !f.enabled || uftrace.MatchAnyIn(f.opts.NoTrace, it.Func, it.Where) {
+		if _, out := f.opts.filtered(it.Func, it.Where); !fr.kept || fr.pending != nil || !f.enabled || out {
 			return nil
 		}
 		// Its callers are open still: their waiting entries come first,

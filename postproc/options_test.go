@@ -152,7 +152,7 @@ func TestOptionTable(t *testing.T) {
 		}
 	}
 	want := Options{Leaks: true, Compress: true, Sort: SortCount, Resolve: true, RemoveArgs: true, Summary: true, HTML: true, Diff: "old.rtrace", At: []Moment{{T: time.Second, Rel: true, Text: "+1", ms: true}, {T: 2 * time.Minute, Text: "2:00", ms: true}}, NoBuiltin: true, Flame: CostPeak, Resource: 3,
-		Funcs: FuncOptions{Filters: o.Funcs.Filters, NoTrace: o.Funcs.NoTrace, Hide: o.Funcs.Hide, Callers: o.Funcs.Callers, Triggers: o.Funcs.Triggers,
+		Funcs: FuncOptions{Filters: o.Funcs.Filters, NoTrace: o.Funcs.NoTrace, FilterOrder: []bool{false, true}, Hide: o.Funcs.Hide, Callers: o.Funcs.Callers, Triggers: o.Funcs.Triggers,
 			Depth: 2, MaxStack: 2, Threshold: 1000, Tids: map[int]bool{12: true}, Disabled: true}}
 	want.Context, want.Depth, want.CallAddress, want.LeakKinds = o.Context, o.Depth, o.CallAddress, o.LeakKinds
 	if !reflect.DeepEqual(o, want) || o.LeakKinds == nil || *o.LeakKinds != 1<<KindDefinite|1<<KindPossible || *o.Context != 3 || *o.Depth != 2 || len(o.Funcs.Filters) != 1 || len(o.Funcs.NoTrace) != 1 || len(o.CallAddress) != 1 ||

@@ -100,9 +100,15 @@ var table = []option{
 
 	// COMMON OPTIONS: filters.
 	{long: "filter", short: 'F', arg: "FUNC", group: commonGroup, help: "trace only functions matching FUNC and their callees; FUNC@PLT: the program's library calls, FUNC@LIB: LIB's functions (repeatable)",
-		set: appendTo(func(o *launcher.Options) *[]string { return &o.Filter })},
-	{long: "notrace", short: 'N', arg: "FUNC", group: commonGroup, help: "do not trace functions matching FUNC nor their callees (repeatable)",
-		set: appendTo(func(o *launcher.Options) *[]string { return &o.NoTrace })},
+		set: func(c *Cmd, v string) error {
+			c.Options.Filter, c.Options.FilterOrder = append(c.Options.Filter, v), append(c.Options.FilterOrder, false)
+			return nil
+		}},
+	{long: "notrace", short: 'N', arg: "FUNC", group: commonGroup, help: "do not trace functions matching FUNC nor their callees (repeatable; of a function -F and -N both match, the last given decides)",
+		set: func(c *Cmd, v string) error {
+			c.Options.NoTrace, c.Options.FilterOrder = append(c.Options.NoTrace, v), append(c.Options.FilterOrder, true)
+			return nil
+		}},
 	{long: "caller-filter", short: 'C', arg: "FUNC", group: commonGroup, help: "trace only the calls of functions matching FUNC (not their callees) and the calls they are made in (repeatable)",
 		set: appendTo(func(o *launcher.Options) *[]string { return &o.Caller })},
 	{long: "trigger", short: 'T', arg: "FUNC@ACT", group: commonGroup, help: "actions at functions matching FUNC: depth=N, time=T, filter, notrace, hide, caller, trace, trace_on, trace_off, finish, argN, fpargN, retval, read=proc/statm, read=page-fault (backtrace and color= are uftrace replay's; recover has nothing to do: callers' return addresses are always the real ones); repeatable",
