@@ -40,9 +40,9 @@ type Options struct {
 	// FilterOrder says, for each -F and -N in the order given, whether it
 	// was -N (postproc.FuncOptions.FilterOrder); nil: every -N last.
 	FilterOrder []bool
-	Hide    []string // -H
-	Loc     []string // -L: source files (LOCATION@hide: not these)
-	Signals []string // --signal SIG@ACTION: trace_on, trace_off, finish
+	Hide        []string // -H
+	Loc         []string // -L: source files (LOCATION@hide: not these)
+	Signals     []string // --signal SIG@ACTION: trace_on, trace_off, finish
 	// Host (--host) is where `uftrace recv` listens, on Port (0: 8090):
 	// the trace is sent there, named Dir, and not kept.
 	Host string

@@ -7,16 +7,16 @@ import (
 // FuncOptions are the function-trace filters of a uftrace.data input
 // (uftrace's own record and replay options of the same letters).
 type FuncOptions struct {
-	Filters   []uftrace.Pattern // -F: keep these functions and what they call
-	NoTrace   []uftrace.Pattern // -N: drop these functions and what they call
+	Filters []uftrace.Pattern // -F: keep these functions and what they call
+	NoTrace []uftrace.Pattern // -N: drop these functions and what they call
 	// FilterOrder says, for each -F and -N in the order given, whether it
 	// was -N: of a function both match, the last decides, as in uftrace
 	// (utils/filter.c: a later filter of one address replaces the
 	// earlier). Without it (its length not theirs), every -N comes last.
 	FilterOrder []bool
-	Depth     int               // -D: keep calls nested less than this deep (0: any)
-	Threshold uint64            // -t: drop calls shorter than this many ns
-	Tids      map[int]bool
+	Depth       int    // -D: keep calls nested less than this deep (0: any)
+	Threshold   uint64 // -t: drop calls shorter than this many ns
+	Tids        map[int]bool
 	// MaxStack (--max-stack): drop calls nested this many levels deep or
 	// deeper, counting every recorded level (0: any).
 	MaxStack int
