@@ -82,21 +82,26 @@ func TestRecordPosixSpawn(t *testing.T) {
 }
 
 // A SIGSEGV is recorded: rtrace exits 128+11, says so, and the trace shows
-// the calls up to the crash with every frame closed.
+// the calls up to the crash, the crash site's frames left open: replay
+// shows them as it shows uftrace's record of the -pg build.
 func TestRecordCrash(t *testing.T) {
 	uft := testutil.RequireTool(t, "uftrace")
 	for _, v := range variants {
 		t.Run(v.name, func(t *testing.T) {
 			prog := build(t, "crash.c", v, false, nil)
+			tmp := t.TempDir()
+			runCmd(t, tmp, uft, "record", "--no-event", "-d", "U", build(t, "crash.c", v, true, nil))
+			want := testutil.Run(t, tmp, uft, "replay", "--no-pager", "-d", "U")
 			for _, engine := range engines {
-				crashCase(t, uft, prog, engine)
+				crashCase(t, uft, prog, engine, want)
 			}
 		})
 	}
 }
 
-// crashCase records prog, which crashes, with engine.
-func crashCase(t *testing.T, uft, prog, engine string) {
+// crashCase records prog, which crashes, with engine; want is uftrace's
+// replay of the -pg build.
+func crashCase(t *testing.T, uft, prog, engine, want string) {
 	t.Helper()
 	tmp := t.TempDir()
 	r := runCmd(t, tmp, rtraceBin, "record", "--engine", engine, "-d", "R", "--", prog)
@@ -106,12 +111,20 @@ func crashCase(t *testing.T, uft, prog, engine string) {
 	if !strings.Contains(r.stderr, "signal 11") {
 		t.Errorf("%s: stderr %q does not report the crash", engine, r.stderr)
 	}
-	if got, want := strings.Join(tree(replay(t, filepath.Join(tmp, "R"))), ""), "main()\n  puts()\n  fflush()\n  middle()\n    crash()\n      leaf()\n"; got != want {
-		t.Errorf("%s: tree %q, want %q", engine, got, want)
+	got := replay(t, filepath.Join(tmp, "R"))
+	if g, w := strings.Join(tree(got), ""), "main()\n  puts()\n  fflush()\n  middle()\n    crash()\n      leaf()\n"; g != w {
+		t.Errorf("%s: tree %q, want %q", engine, g, w)
 	}
 	entries, exits := testutil.CountRecords(t, filepath.Join(tmp, "R"))
-	if entries != 6 || exits != 6 {
-		t.Errorf("%s: %d entries, %d exits: want 6 closed frames", engine, entries, exits)
+	if entries != 6 || exits != 3 {
+		t.Errorf("%s: %d entries, %d exits: want 6 calls, main, middle and crash open", engine, entries, exits)
+	}
+	remaining := regexp.MustCompile(`remaining functions\n=+\ntask: \d+\n((\[\d\] \w+\n)*)`)
+	if g, w := replayLines(got, false), replayLines(want, false); g != w || !strings.Contains(w, "crash() {") {
+		t.Errorf("%s: replay\n%s\nuftrace -pg:\n%s", engine, g, w)
+	}
+	if g, w := remaining.FindStringSubmatch(got), remaining.FindStringSubmatch(want); g == nil || w == nil || g[1] != w[1] {
+		t.Errorf("%s: the functions left open differ:\n%s\nuftrace -pg:\n%s", engine, got, want)
 	}
 	info := testutil.Run(t, tmp, uft, "info", "-d", "R")
 	if !strings.Contains(info, "terminated by signal: 11") {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strconv"
 	"strings"
@@ -86,13 +87,15 @@ func TestInterruptKillsTargetAndKeepsTrace(t *testing.T) {
 					}
 				}
 			}
+			// The frames open when the program was killed stay open, as
+			// uftrace leaves them: main(), and work() or usleep() in it.
 			entries, exits := testutil.CountRecords(t, filepath.Join(dir, "R"))
-			if entries < 1000 || entries != exits {
-				t.Errorf("%d entries, %d exits: want the 1000 work() calls at least, every frame closed", entries, exits)
+			if entries < 1000 || entries-exits < 1 || entries-exits > 2 {
+				t.Errorf("%d entries, %d exits: want the 1000 work() calls at least, main() and at most one call in it open", entries, exits)
 			}
 			out := testutil.Run(t, dir, uft, "replay", "--no-pager", "-f", "none", "-d", "R")
-			if !strings.HasPrefix(out, "main() {\n  puts();\n  fflush();\n  work();\n") || !strings.HasSuffix(out, "} /* main */\n") {
-				t.Errorf("replay does not show a closed main: %.200s ... %s", out, out[max(0, len(out)-100):])
+			if !strings.HasPrefix(out, "main() {\n  puts();\n  fflush();\n  work();\n") || strings.Contains(out, "} /* main */") || !regexp.MustCompile(`remaining functions\n=+\ntask: \d+\n(\[1\] (work|usleep)\n)?\[0\] main\n`).MatchString(out) {
+				t.Errorf("replay does not end with main() open: %.200s ... %s", out, out[max(0, len(out)-200):])
 			}
 		})
 	}

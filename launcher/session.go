@@ -173,6 +173,7 @@ func newSession(c *config, ready func()) *session {
 		Path: c.prog, Args: c.Args, Pin: !c.NoPin,
 		Libcalls:     !c.NoLibcall,
 		NestLibcall:  c.NestLibcall && !c.NoLibcall,
+		CloseAtEnd:   c.EstimateReturn,
 		Select:       c.sel,
 		NoRandomize:  c.NoRandomize,
 		Env:          c.env(),

@@ -143,7 +143,7 @@ func (t *Tracer) fastRetire(th *thread, ts uint64) bool {
 	}
 	reuse := t.dropEntries(th, fi)
 	th.fast.fs = nil
-	t.drain.Retire(st, th.tid, ts, fi, reuse)
+	t.drain.Retire(st, th.tid, ts, fi, reuse, !t.cfg.CloseAtEnd)
 	return true
 }
 

@@ -59,7 +59,7 @@ func (t *Tracer) loop() error {
 
 // gone handles the end of a thread; the end of a process's leader ends the process.
 func (t *Tracer) gone(th *thread, ws unix.WaitStatus, ru *unix.Rusage, ts uint64) {
-	t.closeAll(th, ts)
+	t.endThread(th, ts)
 	t.flush(th)
 	delete(t.threads, th.tid)
 	if th.proc != nil {
@@ -116,7 +116,7 @@ func (t *Tracer) fastEvent(th *thread, event int, ts uint64) {
 		// reused by a new thread: its table entries now, the rest in the
 		// drainer (fastRetire) when it can.
 		if !t.fastRetire(th, ts) {
-			t.closeAll(th, ts)
+			t.endThread(th, ts)
 		}
 		t.flush(th)
 	}
@@ -587,12 +587,12 @@ func (t *Tracer) execed(th *thread, ts uint64) error {
 	if execing != nil {
 		t.leaveOpen(th, ts)
 	} else {
-		t.closeAll(th, ts) // the leader, ended by another thread's exec
+		t.endThread(th, ts) // the leader, ended by another thread's exec
 	}
 	t.flush(th)
 	for tid, o := range t.threads {
 		if o.proc == old && tid != th.tid {
-			t.closeAll(o, ts)
+			t.endThread(o, ts)
 			t.flush(o)
 			delete(t.threads, tid)
 		}

@@ -210,6 +210,19 @@ func (t *Tracer) closeAll(th *thread, ts uint64) {
 	t.fastClose(th, ts)
 }
 
+// endThread ends the frames th has open when it ends (exit, pthread_exit,
+// a crash, another thread's exec): without EXIT records, as uftrace leaves
+// them (libmcount/mcount.c, mtd_dtor: no exits unless -e), so that replay
+// shows where the thread was, a crash site too; with CloseAtEnd (-e), at
+// ts, as uftrace -e estimates them.
+func (t *Tracer) endThread(th *thread, ts uint64) {
+	if t.cfg.CloseAtEnd {
+		t.closeAll(th, ts)
+	} else {
+		t.leaveOpen(th, ts)
+	}
+}
+
 // leaveOpen ends every frame of th without recording their exits: th
 // exec'd. uftrace leaves them open, and its replay shows the new program
 // from depth 0 after a call of exec* (utils/fstack.c, FSTACK_FL_EXEC):

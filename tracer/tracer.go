@@ -29,6 +29,9 @@ type Config struct {
 	// Libcalls: record the executable's calls into shared libraries, as
 	// uftrace's PLT hooks do (off with --no-libcall).
 	Libcalls bool
+	// CloseAtEnd: the frames a thread has open when it ends get EXIT
+	// records at its end (uftrace record -e); without it they stay open.
+	CloseAtEnd bool
 	// NestLibcall: record the calls libraries make through their own PLT
 	// too (but not those of the C runtime's libraries).
 	NestLibcall bool

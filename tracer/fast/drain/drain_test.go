@@ -103,7 +103,7 @@ func TestRetireOrder(t *testing.T) {
 	st.Emit(fast.Rec{TSC: 2, Word: fast.Word(fast.TypeEntry, 1, 0x2000)})
 	st.Push(fast.Frame{Depth: 2, Addr: 0x3000, Slot: 0x7fd0}) // killed before its ENTRY
 	fi := new(int)                                            // a process
-	d.Retire(st, 7, 100, fi, true)
+	d.Retire(st, 7, 100, fi, true, false)
 	if err := d.Exit(200, 7); err != nil {
 		t.Fatal(err)
 	}
@@ -133,7 +133,7 @@ func TestRetireOrder(t *testing.T) {
 	// A state whose entries stayed in the process is handed back to unmap.
 	st2 := fast.NewState(make([]byte, fast.StateSize), 0)
 	d.Add(st2, 8)
-	d.Retire(st2, 8, 100, fi, false)
+	d.Retire(st2, 8, 100, fi, false, false)
 	d.Sync()
 	if reuse, drop := d.Reclaim(fi, false); len(reuse) != 0 || len(drop) != 1 {
 		t.Errorf("reclaim: reuse %v, drop %v; want one to drop", reuse, drop)
@@ -150,7 +150,7 @@ func TestRetireTidReuse(t *testing.T) {
 	d.Add(old, 7)
 	old.Push(fast.Frame{Depth: 0, Addr: 0x1000, Slot: 0x7ff0})
 	old.Emit(fast.Rec{TSC: 1, Word: fast.Word(fast.TypeEntry, 0, 0x1000)})
-	d.Retire(old, 7, 100, new(int), true)
+	d.Retire(old, 7, 100, new(int), true, false)
 	if err := d.Exit(150, 7); err != nil {
 		t.Fatal(err)
 	}
@@ -223,7 +223,7 @@ func TestRetireDrainsAll(t *testing.T) {
 	drainBatch = batch
 	fill()
 	fi := new(int) // a process
-	d.Retire(st, 7, uint64(emitted+1), fi, true)
+	d.Retire(st, 7, uint64(emitted+1), fi, true, false)
 	d.Reclaim(fi, true)
 	if sink.recs != emitted || sink.lost != losses {
 		t.Errorf("the sink got %d records and %d LOST; want %d and %d", sink.recs, sink.lost, emitted, losses)

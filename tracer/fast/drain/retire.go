@@ -16,6 +16,7 @@ type retiree struct {
 	st     *fast.State
 	tid    int
 	ts     uint64 // the exit event's time: the open frames' EXIT records
+	open   bool   // the open frames get no EXIT record (uftrace leaves them open)
 	group  any    // the state's process: only compared (Reclaim)
 	reuse  bool   // its table entries are gone from the process: reusable
 	exit   bool   // the tracer's Exit call for tid came meanwhile:
@@ -31,13 +32,14 @@ func (d *Drainer) OwnerOf(st *fast.State) int {
 }
 
 // Retire hands the drainer st, the state of tid, which exited at ts, of
-// the process group stands for (Reclaim takes it back): a
+// the process group stands for (Reclaim takes it back), its frames left
+// open (no EXIT records) when open is set: a
 // thread's last records (up to a ring of them) were drained at its exit
 // event, on the tracer thread, while the program's other threads waited
 // for the tracer (a 4-thread fib(25): 0.3-1.7 ms per exit).
-func (d *Drainer) Retire(st *fast.State, tid int, ts uint64, group any, reuse bool) {
+func (d *Drainer) Retire(st *fast.State, tid int, ts uint64, group any, reuse, open bool) {
 	d.mu.Lock()
-	d.retiring = append(d.retiring, &retiree{st: st, tid: tid, ts: ts, group: group, reuse: reuse})
+	d.retiring = append(d.retiring, &retiree{st: st, tid: tid, ts: ts, group: group, reuse: reuse, open: open})
 	d.mu.Unlock()
 }
 
@@ -58,6 +60,9 @@ func (d *Drainer) retireLocked(r *retiree) {
 	}
 	if n := d.openFramesLocked(r.tid, st); n < st.Depth() {
 		st.Pop() // a half-done step's frame: no EXIT to write
+	}
+	if r.open {
+		st.Truncate(0)
 	}
 	if st.Depth() > 0 {
 		recs := make([]trace.Rec, 0, st.Depth())
