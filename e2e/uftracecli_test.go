@@ -396,12 +396,13 @@ func TestUftraceTriggers(t *testing.T) {
 			}
 		})
 	}
-	// trace_on shows calls at their depth among the calls shown, where
-	// uftrace keeps their recorded depth: the calls are compared, in order.
+	// trace_on and trace_off keep the recorded depth, and the exits of
+	// calls entered while tracing was off show once it is on again.
 	for _, opts := range [][]string{
 		{"--disable", "-T", "b@trace_on"},
 		{"--disable", "-T", "c@trace_on", "-T", "b@trace_off"},
 		{"-T", "a@trace_off", "-T", "c@trace_on"},
+		{"-T", "b@trace_off", "-T", "d@trace-on"},
 	} {
 		t.Run(strings.Join(opts, " "), func(t *testing.T) { sameCalls(t, uft, pg, plain, opts) })
 	}
@@ -423,7 +424,7 @@ func TestUftraceTriggers(t *testing.T) {
 
 // sameCalls records ref under uftrace and prog under rtrace with the same
 // options (library calls left out) and compares the calls each shows, in
-// order, depths aside.
+// order, and their replays line by line, depths included.
 func sameCalls(t *testing.T, uft, ref, prog string, opts []string) {
 	t.Helper()
 	tmp := t.TempDir()
@@ -441,6 +442,9 @@ func sameCalls(t *testing.T, uft, ref, prog string, opts []string) {
 	}
 	if got, want := calls("R"), calls("U"); got != want || want == "" {
 		t.Errorf("uftrace %v: %s\nrtrace: %s", opts, want, got)
+	}
+	if got, want := replayLines(replay(t, filepath.Join(tmp, "R")), false), replayLines(replay(t, filepath.Join(tmp, "U")), false); got != want {
+		t.Errorf("uftrace %v replays:\n%s\nrtrace's:\n%s", opts, want, got)
 	}
 }
 
@@ -788,6 +792,7 @@ func TestLiveReplayOptions(t *testing.T) {
 		{"--column-view", "--column-offset=4", "--no-merge"},
 		{"-T", "b@depth=1", "-T", "d@backtrace"},
 		{"-T", "c@depth=1;b@hide"},
+		{"--disable", "-T", "c@trace_on"}, // shown at the recorded depth, as uftrace live's replay does
 	} {
 		base := []string{"live", "--no-libcall", "--no-event", "--no-pager", "-f", "none"}
 		u := runCmd(t, tmp, uft, append(append(base, opts...), pg)...)

@@ -171,7 +171,13 @@ type funcFrame struct {
 	addr    uint64
 	inDepth int  // the record's depth
 	in, out bool // under a -F function; under a -N function
-	kept    bool
+	kept    bool // its entry is written (counted, and tracing was on)
+	// counted: a level of the output's depth, whether tracing is on or
+	// not, as uftrace's record_idx counts every call its filters let
+	// through (libmcount/mcount.c, mcount_entry_filter_record): a call
+	// entered while tracing was off has its exit written if tracing is
+	// on again by then, at its depth.
+	counted bool
 	stand   bool          // a stand-in for a call whose entry is not in the data
 	depth   int           // output depth when kept
 	nkept   int           // kept calls on the stack up to this one
@@ -396,8 +402,9 @@ func (f *funcFilter) frame(t *funcTask, d int, addr uint64, name string, w uftra
 			f.finished = true // after this entry
 		}
 	}
-	fr.kept = f.inside(fr) && f.enabled && !a.hide && (fr.limit < 0 || dd < fr.limit) && (f.opts.MaxStack == 0 || d < f.opts.MaxStack)
-	if fr.kept {
+	fr.counted = f.inside(fr) && !a.hide && (fr.limit < 0 || dd < fr.limit) && (f.opts.MaxStack == 0 || d < f.opts.MaxStack)
+	fr.kept = fr.counted && f.enabled
+	if fr.counted {
 		fr.nkept++
 		fr.dnext = dd + 1
 	}
@@ -471,7 +478,7 @@ func (f *funcFilter) exit(t *funcTask, it *uftrace.Item, emit func(*uftrace.Item
 	fr := t.stack[d]
 	t.stack = t.stack[:d]
 	if fr.stand || fr.addr != it.Addr {
-		if _, out := f.opts.filtered(it.Func, it.Where); !fr.kept || fr.pending != nil || !f.enabled || out {
+		if _, out := f.opts.filtered(it.Func, it.Where); !fr.counted || fr.pending != nil || !f.enabled || out {
 			return nil
 		}
 		// Its callers are open still: their waiting entries come first,
@@ -482,7 +489,7 @@ func (f *funcFilter) exit(t *funcTask, it *uftrace.Item, emit func(*uftrace.Item
 		it.Depth = fr.depth
 		return emit(it)
 	}
-	if !fr.kept || !f.enabled { // uftrace shows no exit while tracing is off
+	if !fr.counted || !f.enabled { // uftrace shows no exit while tracing is off
 		return nil
 	}
 	if fr.pending != nil && f.drop(&fr, it.Time-fr.entry) {

@@ -92,6 +92,15 @@ func Parse(args []string) (*Cmd, error) {
 	if len(rest) > 0 { // the command line's program wins over an --opt-file's
 		c.Options.Args, c.Program = rest, true
 	}
+	if c.Options.Disable && slices.ContainsFunc(c.Replay, func(a string) bool {
+		return strings.Contains(a, "@trace_on") || strings.Contains(a, "@trace-on") || strings.Contains(a, ",trace_on") || strings.Contains(a, ",trace-on")
+	}) {
+		// uftrace live's replay shows the calls after a trace_on at the
+		// depth they were recorded at (utils/fstack.c, live_disabled);
+		// uftrace replay does so when it starts disabled too, and turns on
+		// at the same trace_on, which it is given.
+		c.Replay = append(c.Replay, "--disable")
+	}
 	if c.toggleSignalSet && len(c.Options.Modules) == 0 && !c.Options.Disable {
 		return nil, usagef("--toggle-signal: toggling needs --disable (function tracing) or --module MODULES (resource tracing)")
 	}

@@ -92,7 +92,8 @@ func TestInertAndDisplay(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Of -T, those actions uftrace live keeps (cmds/live.c, reset_live_opts).
-	want := []string{"--output-fields=+tid", "--tid=1,2", "--time-filter=1us", "--no-pager", "-T", "b@backtrace;c@trace_on,color=red", "--no-merge"}
+	// With --disable and a trace_on among them, replay starts disabled too.
+	want := []string{"--output-fields=+tid", "--tid=1,2", "--time-filter=1us", "--no-pager", "-T", "b@backtrace;c@trace_on,color=red", "--no-merge", "--disable"}
 	if !slices.Equal(cmd.Replay, want) {
 		t.Errorf("replay options %q, want %q", cmd.Replay, want)
 	}
