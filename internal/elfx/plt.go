@@ -27,7 +27,8 @@ const (
 )
 
 // imports returns f's imported functions sorted by GOT slot: the function
-// symbols of JUMP_SLOT and GLOB_DAT relocations, each with the PLT stub that
+// symbols of JUMP_SLOT relocations and the undefined ones of GLOB_DAT
+// relocations, each with the PLT stub that
 // jumps through its slot, if any. dyn is f.DynamicSymbols().
 func imports(f *elf.File, dyn []elf.Symbol) []Import {
 	bySlot := map[uint64]*Import{}
@@ -51,7 +52,12 @@ func imports(f *elf.File, dyn []elf.Symbol) []Import {
 			if t := elf.ST_TYPE(sym.Info); t != elf.STT_FUNC && t != elf.STT_GNU_IFUNC && !(t == elf.STT_NOTYPE && sym.Section == elf.SHN_UNDEF && typ == rJumpSlot) {
 				continue
 			}
-			if sym.Section != elf.SHN_UNDEF || sym.Name == "" || bySlot[off] != nil {
+			// A JUMP_SLOT of a function the object defines itself is a
+			// call through its PLT too (an exported function the loader
+			// may bind elsewhere), as uftrace's PLT hooks see it
+			// (libmcount/plthook.c hooks every JUMP_SLOT); a GLOB_DAT of
+			// one takes its address.
+			if sym.Section != elf.SHN_UNDEF && typ != rJumpSlot || sym.Name == "" || bySlot[off] != nil {
 				continue
 			}
 			name, _, _ := strings.Cut(sym.Name, "@")
