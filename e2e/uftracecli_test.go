@@ -845,3 +845,43 @@ func TestFilterOrder(t *testing.T) {
 		t.Run(fmt.Sprint(i), func(t *testing.T) { sameTrees(t, uft, pg, plain, opts) })
 	}
 }
+
+// -Z takes a PLT stub's size (16 bytes) as its library call's, as uftrace
+// does: -Z 33 leaves out every library call, and the functions of fewer
+// bytes (chain.c at -O0: a, c and d in both builds, -pg's mcount call
+// aside), as uftrace -Z 33 does of the -pg build.
+func TestSizeFilterLibcalls(t *testing.T) {
+	uft := testutil.RequireTool(t, "uftrace")
+	pg := build(t, "chain.c", variants[0], true, nil)
+	plain := build(t, "chain.c", variants[0], false, nil)
+	for _, z := range []string{"33", "16"} {
+		tmp := t.TempDir()
+		runCmd(t, tmp, uft, "record", "--no-event", "-Z", z, "-d", "U", pg)
+		if r := runCmd(t, tmp, rtraceBin, "record", "-q", "-Z", z, "-d", "R", plain); r.code != 18%7 {
+			t.Fatalf("rtrace: %+v", r)
+		}
+		want := tree(replay(t, filepath.Join(tmp, "U")))
+		got := tree(replay(t, filepath.Join(tmp, "R")))
+		if z == "16" {
+			// d (14 bytes plain, 24 with -pg's mcount call) is the one
+			// difference of the builds: compare the library calls.
+			want, got = libcallLines(want), libcallLines(got)
+		}
+		if strings.Join(got, "|") != strings.Join(want, "|") || len(want) == 0 {
+			t.Errorf("-Z %s: uftrace:\n%s\nrtrace:\n%s", z, strings.Join(want, "|"), strings.Join(got, "|"))
+		}
+	}
+}
+
+// libcallLines keeps the library calls of chain.c's trees.
+func libcallLines(trees []string) []string {
+	var out []string
+	for _, tr := range trees {
+		for _, l := range strings.Split(tr, "\n") {
+			if f := strings.TrimSpace(l); f == "printf()" || f == "fwrite()" || f == "fputs()" {
+				out = append(out, f)
+			}
+		}
+	}
+	return out
+}

@@ -75,7 +75,7 @@ func exeCands(f *elfx.File, own map[uint64]bool, funcs, libcalls bool, mods []*R
 	nfuncs = len(cands)
 	if libcalls && locStubs {
 		for _, c := range stubs(f) {
-			if !resName(mods, c.name) {
+			if !resName(mods, c.name) && sel.keepStub(c) {
 				cands = append(cands, c)
 			}
 		}
@@ -120,7 +120,7 @@ func libCands(f *elfx.File, sel *Selection, dlopened, nest bool, mods []*ResModu
 	}
 	if nest && !systemLib(filepath.Base(f.Path)) {
 		for _, c := range stubs(f) {
-			if !resName(mods, c.name) { // a resource module's caller stub below
+			if !resName(mods, c.name) && sel.keepStub(c) { // a resource module's caller stub below
 				cands = append(cands, c)
 			}
 		}
@@ -228,6 +228,11 @@ func (s *Selection) keepDlopened(path string, fn elfx.Func) bool {
 	}
 	return in
 }
+
+// keepStub says whether the library calls of PLT stub c are recorded: -Z
+// takes a stub's size as its function's, as uftrace's PLT symbols have
+// their entry's (16 bytes: -Z 17 and up leave library calls out).
+func (s *Selection) keepStub(c cand) bool { return s == nil || c.size >= s.MinSize }
 
 // keepLib says whether fn of the library at path, picked by an in rule,
 // stays traced.

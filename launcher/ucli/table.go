@@ -124,7 +124,7 @@ var table = []option{
 		set: setInt(func(o *launcher.Options) *int { return &o.Depth })},
 	{long: "time-filter", short: 't', arg: "TIME", group: commonGroup, replay: true, help: "leave out calls shorter than TIME (500, 500ns, 20us, 1.5ms, 2s; a bare number is ns)",
 		set: func(c *Cmd, v string) error { c.Options.Time = v; return nil }},
-	{long: "size-filter", short: 'Z', arg: "SIZE", group: commonGroup, help: "trace only functions of SIZE bytes or more",
+	{long: "size-filter", short: 'Z', arg: "SIZE", group: commonGroup, help: "trace only functions of SIZE bytes or more (a library call counts its PLT entry's 16, as in uftrace)",
 		set: setInt(func(o *launcher.Options) *int { return &o.SizeFilter })},
 	{long: "loc-filter", short: 'L', arg: "LOCATION", group: commonGroup, replay: true, help: "trace only the functions DWARF declares in source files matching LOCATION, and no library call (LOCATION@hide: all but those); implies --srcline (repeatable)",
 		set: appendTo(func(o *launcher.Options) *[]string { return &o.Loc })},
