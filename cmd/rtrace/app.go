@@ -24,6 +24,10 @@ func run(args []string) int {
 	}
 	app := newApp(os.Stdout, os.Stderr)
 	app.Metadata = map[string]any{"argv": args}
+	if args, err = getoptArgs(app, args); err != nil {
+		fmt.Fprintln(os.Stderr, "rtrace", err)
+		return 2
+	}
 	return exitStatus(app.Run(args), os.Stderr)
 }
 

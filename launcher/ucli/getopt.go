@@ -20,6 +20,7 @@ type spec struct {
 	short byte // 0: none
 	arg   bool // takes a value
 	exact bool // only its whole name selects it, no prefix
+	stop  bool // the options end after it (sp-rtrace's -x: the program follows)
 }
 
 // occurrence is one option found on the command line.
@@ -73,6 +74,9 @@ func getopt(specs []spec, args []string, lenient bool) ([]occurrence, []string, 
 				return nil, nil, &parseError{fmt.Sprintf("option --%s takes no value (%q given)", s.long, value)}
 			}
 			occ = append(occ, o)
+			if s.stop {
+				return occ, args[i+1:], nil
+			}
 		case len(a) > 1 && a[0] == '-':
 		cluster:
 			for j := 1; j < len(a); j++ {
@@ -100,6 +104,9 @@ func getopt(specs []spec, args []string, lenient bool) ([]occurrence, []string, 
 					break
 				}
 				occ = append(occ, o)
+				if s.stop && j == len(a)-1 {
+					return occ, args[i+1:], nil
+				}
 			}
 		default:
 			return occ, args[i:], nil
@@ -173,7 +180,18 @@ func nearest(specs []spec, name string) string {
 			best, bestD = s.long, d
 		}
 	}
-	return best
+	if best != "" || len(name) < 4 {
+		return best
+	}
+	// A word of a longer name: --leaks for --filter-leaks.
+	for _, s := range specs {
+		for _, part := range strings.Split(s.long, "-") {
+			if len(part) >= 3 && (strings.Contains(name, part) || distance(name, part) <= 1) {
+				return s.long
+			}
+		}
+	}
+	return ""
 }
 
 // distance is the Levenshtein distance between a and b (insertions,
@@ -226,4 +244,45 @@ func LongName(word string) string {
 		return ""
 	}
 	return s.long
+}
+
+// Opt is an option of another command line read the same way (Getopt):
+// its long name ("" for none), its letter (0 for none), whether it takes
+// a value, and whether the options end after it.
+type Opt struct {
+	Long  string
+	Short byte
+	Arg   bool
+	Stop  bool
+}
+
+// Occurrence is an option Getopt found: the Opt, as typed, with its value.
+type Occurrence struct {
+	Opt
+	Typed, Value string
+}
+
+// Getopt reads the options at the start of args as getopt_long reads
+// uftrace's (clusters, attached values, unambiguous prefixes of long
+// names, "--"): the options found, in order, and the words after them.
+// An unknown or ambiguous option, or a value missing or given to a
+// switch, is an error of one line, with the closest long option.
+func Getopt(opts []Opt, args []string) ([]Occurrence, []string, error) {
+	specs := make([]spec, len(opts))
+	for i, o := range opts {
+		specs[i] = spec{long: o.Long, short: o.Short, arg: o.Arg, exact: o.Long == "", stop: o.Stop}
+	}
+	occ, rest, err := getopt(specs, args, false)
+	if err != nil {
+		return nil, nil, err
+	}
+	out := make([]Occurrence, len(occ))
+	for i, o := range occ {
+		for k := range specs {
+			if &specs[k] == o.spec {
+				out[i] = Occurrence{Opt: opts[k], Typed: o.typed, Value: o.value}
+			}
+		}
+	}
+	return out, rest, nil
 }

@@ -1,0 +1,51 @@
+package e2e_test
+
+import (
+	"strings"
+	"testing"
+)
+
+// Every verb reads its options as record does (getopt_long): a typo is one
+// line naming the verb and the closest option, exit 2, nothing on stdout.
+func TestVerbTypos(t *testing.T) {
+	tmp := t.TempDir()
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"record", "--nest-libcalls", "true"}, "rtrace record: unknown option --nest-libcalls (did you mean --nest-libcall?)"},
+		{[]string{"live", "--no-libcalls", "true"}, "rtrace live: unknown option --no-libcalls (did you mean --no-libcall?)"},
+		{[]string{"--no-libcalls", "true"}, "rtrace live: unknown option --no-libcalls (did you mean --no-libcall?)"},
+		{[]string{"attach", "--duraton", "1s", "1"}, "rtrace attach: unknown option --duraton (did you mean --duration?)"},
+		{[]string{"toggle", "--timeot", "1s", "1"}, "rtrace toggle: unknown option --timeot (did you mean --timeout?)"},
+		{[]string{"preproc", "--inptu", "x"}, "rtrace preproc: unknown option --inptu (did you mean --input?)"},
+		{[]string{"postproc", "--leaks", "-i", "x"}, "rtrace postproc: unknown option --leaks (did you mean --filter-leaks?)"},
+		{[]string{"resolve", "--full-paths", "-i", "x"}, "rtrace resolve: unknown option --full-paths (did you mean --full-path?)"},
+		{[]string{"calltree", "--limt", "5", "x"}, "rtrace calltree: unknown option --limt (did you mean --limit?)"},
+		{[]string{"timeline", "--totls", "x"}, "rtrace timeline: unknown option --totls (did you mean --totals?)"},
+		{[]string{"pagemap", "--pgaes", "x"}, "rtrace pagemap: unknown option --pgaes (did you mean --pages?)"},
+		{[]string{"sp-rtrace", "--preloda", "memory", "-x", "true"}, "rtrace sp-rtrace: unknown option --preloda (did you mean --preload?)"},
+	} {
+		r := runCmd(t, tmp, rtraceBin, c.args...)
+		if r.code != 2 || r.stdout != "" || r.stderr != c.want+"\n" {
+			t.Errorf("rtrace %q: %+v\nwant exit 2 and the one line %q", c.args, r, c.want)
+		}
+	}
+}
+
+// Values attach to letters as in getopt (-D2, -P-t, -lc): every verb
+// takes them as the separate words.
+func TestVerbAttachedValues(t *testing.T) {
+	tmp := t.TempDir()
+	for _, pair := range [][2][]string{
+		{{"postproc", "-D2", "-i", "none"}, {"postproc", "-D", "2", "-i", "none"}},
+		{{"postproc", "-lc", "-bx", "-i", "none"}, {"postproc", "-l", "-c", "-b", "x", "-i", "none"}},
+		{{"sp-rtrace", "-emem", "-P-t", "-onone/x", "-x", "/nonexistent"}, {"sp-rtrace", "-e", "mem", "-P", "-t", "-o", "none/x", "-x", "/nonexistent"}},
+		{{"calltree", "--lim=5", "none"}, {"calltree", "--limit", "5", "none"}},
+	} {
+		a, b := runCmd(t, tmp, rtraceBin, pair[0]...), runCmd(t, tmp, rtraceBin, pair[1]...)
+		if a != b || strings.Contains(a.stderr, "flag provided but not defined") {
+			t.Errorf("rtrace %q: %+v\nrtrace %q: %+v", pair[0], a, pair[1], b)
+		}
+	}
+}
