@@ -1,8 +1,12 @@
 package e2e_test
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"rtrace/internal/testutil"
 )
 
 // Every verb reads its options as record does (getopt_long): a typo is one
@@ -47,5 +51,55 @@ func TestVerbAttachedValues(t *testing.T) {
 		if a != b || strings.Contains(a.stderr, "flag provided but not defined") {
 			t.Errorf("rtrace %q: %+v\nrtrace %q: %+v", pair[0], a, pair[1], b)
 		}
+	}
+}
+
+// rtrace script -S SCRIPT --record records (with the script's
+// uftrace-option lines) and runs uftrace script on the trace: the script
+// prints what it prints of uftrace's own record of the -pg build. The
+// verbs that read a trace are the installed uftrace's.
+func TestScriptAndUftraceVerbs(t *testing.T) {
+	uft := testutil.RequireTool(t, "uftrace")
+	tmp := t.TempDir()
+	script := filepath.Join(tmp, "show.py")
+	if err := os.WriteFile(script, []byte(`# uftrace-option: -A c@arg1 --no-libcall
+def uftrace_entry(ctx):
+    if "args" in ctx:
+        print("%s(%s)" % (ctx["name"], ctx["args"][0]))
+    else:
+        print(ctx["name"])
+
+def uftrace_exit(ctx):
+    pass
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	pg := build(t, "chain.c", variants[0], true, nil)
+	plain := build(t, "chain.c", variants[0], false, nil)
+	u := runCmd(t, tmp, uft, "script", "-S", script, "--record", "-d", "U", pg)
+	r := runCmd(t, tmp, rtraceBin, "script", "-S", script, "--record", "-d", "R", plain)
+	keep := func(out string) string { // the program's line, then the script's
+		var l []string
+		for _, s := range strings.Split(out, "\n") {
+			if s != "" && !strings.HasPrefix(s, "__") {
+				l = append(l, s)
+			}
+		}
+		return strings.Join(l, "\n")
+	}
+	// (rtrace exits with the program's status, as its record does; uftrace
+	// script with 0.)
+	if r.code != 18%7 || keep(r.stdout) != keep(u.stdout) || !strings.Contains(r.stdout, "c(2)\n") {
+		t.Errorf("rtrace script: %+v\nuftrace script: %+v", r, u)
+	}
+	// replay is uftrace's, arguments as given.
+	want := testutil.Run(t, tmp, uft, "replay", "--no-pager", "-f", "none", "-d", "R")
+	if got := runCmd(t, tmp, rtraceBin, "replay", "--no-pager", "-f", "none", "-d", "R"); got.stdout != want || got.code != 0 || !strings.Contains(want, "c(1)") {
+		t.Errorf("rtrace replay: %+v\nuftrace replay:\n%s", got, want)
+	}
+	// Without uftrace in PATH: one line saying so.
+	t.Setenv("PATH", tmp)
+	if got := runCmd(t, tmp, rtraceBin, "report", "-d", "R"); got.code != 127 || strings.Count(got.stderr, "\n") != 1 || !strings.Contains(got.stderr, "uftrace is not installed") {
+		t.Errorf("rtrace report without uftrace: %+v", got)
 	}
 }

@@ -69,6 +69,8 @@ Function tracing takes uftrace's command line (rtrace record --help):
    record [OPTIONS] PROG [ARGS]   record PROG's function calls (uftrace record)
    live [OPTIONS] PROG [ARGS]     record, then show with uftrace replay (uftrace live)
    [OPTIONS] PROG [ARGS]          the same as live (uftrace PROG)
+   script -S SCRIPT --record PROG record, then run uftrace script on the trace
+   replay|report|graph|tui|dump|info|recv ...   the installed uftrace's verb
 
 Examples:
    rtrace record ./prog args                      # writes uftrace.data/

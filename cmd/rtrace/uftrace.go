@@ -20,8 +20,11 @@ import (
 // The verbs launcher/ucli reads (uftrace's), and those urfave/cli reads;
 // any other first word is a program to run live (uftrace PROG).
 var (
-	ucliVerbs = []string{"record", "live"}
+	ucliVerbs = []string{"record", "live", "script"}
 	cliVerbs  = []string{"attach", "toggle", "preproc", "postproc", "resolve", "calltree", "timeline", "pagemap", "sp-rtrace"}
+	// uftraceVerbs read a trace: `rtrace VERB ...` runs the installed
+	// uftrace's, with the same arguments (a uftrace user's reflex).
+	uftraceVerbs = []string{"replay", "report", "graph", "tui", "dump", "info", "recv"}
 )
 
 // helpArgs turns `rtrace [OPTIONS] help [VERB]` into `rtrace VERB --help`
@@ -68,6 +71,8 @@ func uftraceVerb(args []string) (verb string, rest []string, ok bool) {
 	}
 	k++
 	switch w := args[k]; {
+	case slices.Contains(uftraceVerbs, w):
+		return w, args[1:], true
 	case slices.Contains(ucliVerbs, w):
 		return w, append(slices.Clip(args[1:k]), args[k+1:]...), true
 	case slices.Contains(cliVerbs, w):
@@ -84,10 +89,20 @@ func runUftrace(verb string, rest, argv []string, stdout, stderr io.Writer) int 
 	if implicit {
 		verb = "live"
 	}
-	cmd, err := ucli.Parse(rest)
+	if slices.Contains(uftraceVerbs, verb) {
+		return runInstalledUftrace(verb, rest, stderr)
+	}
+	parse := ucli.Parse
+	if verb == "script" {
+		parse = ucli.ParseScript
+	}
+	cmd, err := parse(rest)
 	if err != nil {
 		fmt.Fprintf(stderr, "rtrace %s: %v\n", verb, err)
 		return 2
+	}
+	if verb == "script" && !cmd.Record && !cmd.Help {
+		return runInstalledUftrace(verb, argv[1:], stderr) // a trace recorded before
 	}
 	switch {
 	case cmd.Help:
@@ -139,6 +154,9 @@ func runUftrace(verb string, rest, argv []string, stdout, stderr io.Writer) int 
 	if verb == "live" {
 		return live(o, cmd.Replay, stdout, stderr)
 	}
+	if verb == "script" {
+		return script(o, cmd, stdout, stderr)
+	}
 	code, err := launcher.Record(o)
 	if err != nil {
 		fmt.Fprintln(o.Stderr, "rtrace:", err)
@@ -158,7 +176,7 @@ func verbTypo(prog string) string {
 	if _, err := exec.LookPath(prog); err == nil {
 		return ""
 	}
-	for _, v := range slices.Concat(ucliVerbs, cliVerbs, []string{"help"}) {
+	for _, v := range slices.Concat(ucliVerbs, cliVerbs, uftraceVerbs, []string{"help"}) {
 		if ucli.Distance(prog, v) <= 2 {
 			return fmt.Sprintf("%s: no such program (did you mean 'rtrace %s'?)", prog, v)
 		}
@@ -247,6 +265,62 @@ func live(o launcher.Options, replay []string, stdout, stderr io.Writer) int {
 		return ee.ExitCode()
 	case rerr != nil:
 		fmt.Fprintln(stderr, "rtrace live: uftrace replay:", rerr)
+		return 1
+	}
+	return 0
+}
+
+// runInstalledUftrace runs the installed uftrace with args (its verb among
+// them) in rtrace's place, so that `rtrace replay ...` is `uftrace replay
+// ...`; when uftrace is not installed it says so in one line.
+func runInstalledUftrace(verb string, args []string, stderr io.Writer) int {
+	uft, err := exec.LookPath("uftrace")
+	if err != nil {
+		fmt.Fprintf(stderr, "rtrace %s: uftrace %s reads the trace, and uftrace is not installed (Debian: apt-get install uftrace; https://github.com/namhyung/uftrace)\n", verb, verb)
+		return 127
+	}
+	err = syscall.Exec(uft, append([]string{"uftrace"}, args...), os.Environ())
+	fmt.Fprintf(stderr, "rtrace %s: running %s: %v\n", verb, uft, err)
+	return 126
+}
+
+// script records the program, then runs the installed uftrace's script
+// command on the trace, as `uftrace script -S SCRIPT --record PROG` does
+// (cmds/script.c): with the script's uftrace-option lines among record's
+// options (ucli.ParseScript), and replay's options for the script's run.
+func script(o launcher.Options, cmd *ucli.Cmd, stdout, stderr io.Writer) int {
+	if cmd.Script == "" {
+		fmt.Fprintln(stderr, "rtrace script: -S SCRIPT names the script to run (rtrace script -S SCRIPT --record PROG)")
+		return 2
+	}
+	uft, err := exec.LookPath("uftrace")
+	if err != nil {
+		fmt.Fprintln(stderr, "rtrace script: uftrace script runs the script, and uftrace is not installed (Debian: apt-get install uftrace)")
+		return 127
+	}
+	if o.Dir == "" {
+		o.Dir = "uftrace.data"
+	}
+	o.NoSummary = true
+	code, err := launcher.Record(o)
+	if err != nil {
+		fmt.Fprintln(o.Stderr, "rtrace:", err)
+		if code == 0 {
+			code = 1
+		}
+		return code
+	}
+	sc := exec.Command(uft, append([]string{"script", "-d", o.Dir, "-S", cmd.Script}, cmd.Replay...)...)
+	sc.Stdin, sc.Stdout, sc.Stderr = os.Stdin, stdout, stderr
+	serr := sc.Run()
+	var ee *exec.ExitError
+	switch {
+	case code != 0:
+		return code
+	case errors.As(serr, &ee):
+		return ee.ExitCode()
+	case serr != nil:
+		fmt.Fprintln(stderr, "rtrace script: uftrace script:", serr)
 		return 1
 	}
 	return 0

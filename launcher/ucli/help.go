@@ -11,6 +11,18 @@ import (
 // does with it, then rtrace's own.
 func Help(w io.Writer, verb string) {
 	switch verb {
+	case "script":
+		fmt.Fprint(w, `Usage: rtrace script -S SCRIPT --record [OPTION...] [--] PROG [ARGS...]
+       rtrace script -S SCRIPT [OPTION...]   (uftrace script on a trace)
+
+With --record, records PROG's function calls as 'rtrace record' does, with
+the options SCRIPT's "# uftrace-option: ..." lines add (Lua: "-- ..."), then
+runs SCRIPT on the trace with 'uftrace script', as 'uftrace script --record'
+does. Without --record it is the installed 'uftrace script'. rtrace exits
+with PROG's exit code, else the script's.
+
+  rtrace script -S count.py --record ./prog
+`)
 	case "live":
 		fmt.Fprint(w, `Usage: rtrace live [OPTION...] [--] PROG [ARGS...]
        rtrace [OPTION...] PROG [ARGS...]
@@ -130,6 +142,9 @@ func wrap(text string, width int) []string {
 
 // UsageLine is --usage's text.
 func UsageLine(verb string) string {
+	if verb == "script" {
+		return "Usage: rtrace script -S SCRIPT --record [OPTION...] [--] PROG [ARGS...]  (rtrace script --help for the options)"
+	}
 	if verb == "live" {
 		return "Usage: rtrace live [OPTION...] [--] PROG [ARGS...]  (rtrace live --help for the options)"
 	}

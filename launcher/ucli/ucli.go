@@ -37,8 +37,13 @@ type Cmd struct {
 	// Program is true when the command line named a program (Options.Args).
 	Program bool
 
+	// Script is -S SCRIPT and Record --record, of `rtrace script`.
+	Script string
+	Record bool
+
 	optFiles        int  // --opt-file nesting
 	toggleSignalSet bool // --toggle-signal given
+	script          bool // the command line is `rtrace script`'s
 }
 
 // kind is how rtrace treats an option of uftrace's.
@@ -80,8 +85,50 @@ func usagef(format string, args ...any) error { return &usageError{fmt.Sprintf(f
 
 // Parse reads args, the words after `rtrace record` (or live): options,
 // then the program and its arguments. Errors are ErrUsage: one line each.
-func Parse(args []string) (*Cmd, error) {
-	c := &Cmd{}
+func Parse(args []string) (*Cmd, error) { return parse(&Cmd{}, args) }
+
+// ParseScript reads the words after `rtrace script`: record's options,
+// -S SCRIPT and --record, as uftrace script takes them. With --record,
+// the script's "# uftrace-option: ..." lines ("-- uftrace-option:" in a
+// Lua script) add their options, as uftrace's parse_script_opt does.
+func ParseScript(args []string) (*Cmd, error) {
+	c, err := parse(&Cmd{script: true}, args)
+	if err != nil || !c.Record || c.Script == "" {
+		return c, err
+	}
+	b, err := os.ReadFile(c.Script)
+	if err != nil {
+		return nil, usagef("-S %s: %v", c.Script, err)
+	}
+	comment := "#"
+	if strings.HasSuffix(c.Script, ".lua") {
+		comment = "--"
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		rest, ok := strings.CutPrefix(l, comment)
+		if !ok || !strings.HasPrefix(strings.TrimSpace(rest), "uftrace-option") {
+			continue
+		}
+		_, line, ok := strings.Cut(l, ":")
+		if !ok {
+			break
+		}
+		words, err := splitWords(line)
+		if err == nil {
+			var more []string
+			more, err = c.parse(words)
+			if err == nil && len(more) > 0 {
+				err = fmt.Errorf("%q is no option", more[0])
+			}
+		}
+		if err != nil {
+			return nil, usagef("-S %s: uftrace-option: %v", c.Script, err)
+		}
+	}
+	return c, nil
+}
+
+func parse(c *Cmd, args []string) (*Cmd, error) {
 	c.Options.DefaultEngine = os.Getenv("RTRACE_ENGINE")
 	c.Options.ToggleSignal = unix.SIGUSR1
 	c.Options.Backtrace = 10
@@ -127,6 +174,14 @@ func (c *Cmd) apply(opt *option, o occurrence) error {
 	name := o.typed
 	if o.typed != "--"+opt.long {
 		name = o.typed + " (--" + opt.long + ")"
+	}
+	switch {
+	case c.script && opt.long == "script":
+		c.Script = o.value
+		return nil
+	case c.script && opt.long == "record":
+		c.Record = true
+		return nil
 	}
 	switch opt.kind {
 	case notYet:
