@@ -22,7 +22,9 @@ func (t *Tracer) fastHook(th *thread, kind hookKind, regs *unix.PtraceRegs, ts u
 		fastRealRets(th, st)
 		th.backtrace = false // a throw from inside the walk: the catch hijacks
 		st.SetReal(false)
-		th.unwinds = append(th.unwinds, st.Depth())
+		if !th.fromUnwinder(regs.Rsp) { // one unwind (hook)
+			th.unwinds = append(th.unwinds, st.Depth())
+		}
 		th.unhooked = true
 		st.SetUnhooked(true)
 	case hookCatch:

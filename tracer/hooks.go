@@ -74,6 +74,8 @@ func (t *Tracer) hookModule(mem *os.File, im *image, f *elfx.File, bias uint64) 
 	plant := func(fn elfx.Func, kind hookKind) {
 		if err := t.plantHook(mem, im, fn.Value+bias, kind); err != nil {
 			fmt.Fprintf(t.cfg.Warn, "rtrace: warning: cannot hook %s in %s: %v\n", fn.Name, f.Path, err)
+		} else if kind == hookUnwind {
+			im.unwinders = append(im.unwinders, [2]uint64{fn.Value + bias, fn.Value + bias + fn.Size})
 		}
 	}
 	// glibc's setjmp and _setjmp set %esi and jump to __sigsetjmp: a hook
@@ -211,8 +213,11 @@ func (t *Tracer) hook(th *thread, b *bp.Breakpoint, regs *unix.PtraceRegs, ts ui
 		th.realRets()
 		th.backtrace = false // a throw from inside the walk: the catch hijacks
 		// Frames below this mark belong to this unwind; an exception thrown
-		// and caught meanwhile (in a destructor) must leave them alone.
-		th.unwinds = append(th.unwinds, len(th.stack))
+		// and caught meanwhile (in a destructor) must leave them alone. One
+		// unwinder function calling another is the same unwind.
+		if !th.fromUnwinder(regs.Rsp) {
+			th.unwinds = append(th.unwinds, len(th.stack))
+		}
 		th.unhooked = true
 	case hookCatch:
 		// rsp is the catching frame's, less __cxa_begin_catch's return address.
@@ -383,4 +388,21 @@ func (t *Tracer) popBelow(th *thread, sp uint64, ts uint64) {
 	for len(th.stack) > 0 && th.stack[len(th.stack)-1].slot < sp {
 		t.exit(th, ts, nil)
 	}
+}
+
+// fromUnwinder says whether the unwinder function whose hook stopped th
+// (rsp at its entry) was called by another one: libgcc's
+// _Unwind_Resume_or_Rethrow, a C++ rethrow, calls _Unwind_RaiseException,
+// and both are hooked. That is one unwind, caught once.
+func (th *thread) fromUnwinder(rsp uint64) bool {
+	ret, err := ptrace.PeekWord(th.tid, rsp)
+	if err != nil {
+		return false
+	}
+	for _, r := range th.proc.image.unwinders {
+		if ret > r[0] && ret <= r[1] {
+			return true
+		}
+	}
+	return false
 }

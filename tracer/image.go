@@ -91,6 +91,9 @@ type image struct {
 	exe  string
 	elf  *elfx.File
 	bias uint64
+	// unwinders are the runtime address ranges of the unwinder functions
+	// hooked (hookUnwind), [start, end).
+	unwinders [][2]uint64
 	// bare: one of Config.Untraced, with no function traced, only its
 	// resources (-e).
 	bare    bool
