@@ -885,3 +885,24 @@ func libcallLines(trees []string) []string {
 	}
 	return out
 }
+
+// -R on setjmp shows both its returns, 0 at the call and longjmp's value
+// at the jump, as uftrace does: rtrace writes a setjmp's exits itself.
+func TestSetjmpRetval(t *testing.T) {
+	uft := testutil.RequireTool(t, "uftrace")
+	pg := build(t, "longjmp.c", variants[0], true, nil)
+	plain := build(t, "longjmp.c", variants[0], false, nil)
+	specs := []string{"-A", ".?longjmp@arg2", "-R", ".?setjmp@retval", "-A", "third@arg1"}
+	tmp := t.TempDir()
+	runCmd(t, tmp, uft, append(append([]string{"record", "--no-event", "-d", "U"}, specs...), pg)...)
+	want := replayLines(testutil.Run(t, tmp, uft, "replay", "--no-pager", "-f", "tid", "-d", "U"), false)
+	for _, engine := range engines {
+		if r := runCmd(t, tmp, rtraceBin, append(append([]string{"record", "-q", "--engine", engine, "-d", "R-" + engine}, specs...), plain)...); r.code != 0 {
+			t.Fatalf("%s: %+v", engine, r)
+		}
+		got := replayLines(testutil.Run(t, tmp, uft, "replay", "--no-pager", "-f", "tid", "-d", "R-"+engine), false)
+		if got != want || !strings.Contains(got, "} = 3; /* _setjmp */") || !strings.Contains(got, "_setjmp() = 0;") {
+			t.Errorf("%s: replay\n%s\nuftrace -pg:\n%s", engine, got, want)
+		}
+	}
+}

@@ -148,7 +148,8 @@ func TestSelection(t *testing.T) {
 		{"-U foo@libc.so.6 leaves the executable's", []Rule{{Func: mustPattern(t, "foo"), Lib: "libc.so.6", Out: true}}, 0, []string{"main", "foo", "bar.colder", "puts()", "malloc()", "longjmp()"}},
 		{"-P . -U foo -P fo.", []Rule{in("."), out("foo"), in("fo.")}, 0, []string{"main", "foo", "bar.colder", "puts()", "malloc()", "longjmp()"}},
 		{"-P fo. -U foo", []Rule{in("fo."), out("foo")}, 0, []string{"puts()", "malloc()", "longjmp()"}},
-		{"-Z 0x30", nil, 0x30, []string{"main", "foo", "puts()", "malloc()", "longjmp()"}},
+		{"-Z 0x30", nil, 0x30, []string{"main", "foo"}}, // and no stub: 16 bytes, as uftrace's PLT symbols
+		{"-Z 0x10", nil, 0x10, []string{"main", "foo", "bar.colder", "puts()", "malloc()", "longjmp()"}},
 	} {
 		sel := Selection{Rules: c.rules, MinSize: c.min}
 		got, _ := exeCands(testExe(), nil, true, true, nil, &sel, nil)

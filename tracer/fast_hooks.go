@@ -73,7 +73,7 @@ func (t *Tracer) fastHook(th *thread, kind hookKind, regs *unix.PtraceRegs, ts u
 		}
 		th.openEnds = false
 		if shown {
-			t.fastRecord(th, uftrace.Record{Time: ts, Type: uftrace.Exit, Depth: jb.call.depth, Addr: jb.call.addr}, nil)
+			t.fastRecord(th, uftrace.Record{Time: ts, Type: uftrace.Exit, Depth: jb.call.depth, Addr: jb.call.addr}, t.setjmpReturn(th, jb.call.addr, regs, longjmpValue(regs)))
 		}
 		fastRehook(th, st, regs.Rsp+1)
 	case hookBacktrace:

@@ -63,7 +63,7 @@ func (t *Tracer) fastTrap(th *thread, regs *unix.PtraceRegs, pc uint64, ts uint6
 // the entry itself first.
 func (t *Tracer) fastEntry(th *thread, f *fn, regs *unix.PtraceRegs, ts uint64, probe bool) uint64 {
 	im := th.proc.image
-	if f.res != nil || (len(f.args) > 0 || len(f.rets) > 0) && !f.argStub || f.reads != 0 || probe && !f.jump && !f.personality {
+	if !f.jump && (f.res != nil || (len(f.args) > 0 || len(f.rets) > 0) && !f.argStub || f.reads != 0 || probe && !f.personality) {
 		t.fastValues(th, f, regs, ts)
 		return 0
 	}
@@ -78,8 +78,12 @@ func (t *Tracer) fastEntry(th *thread, f *fn, regs *unix.PtraceRegs, ts uint64, 
 				return 0
 			}
 			d := st.Depth()
-			t.fastRecord(th, uftrace.Record{Time: ts, Type: uftrace.Entry, Depth: d, Addr: f.addr}, nil)
-			t.fastRecord(th, uftrace.Record{Time: ts, Type: uftrace.Exit, Depth: d, Addr: f.addr}, nil)
+			var args []byte
+			if len(f.args) > 0 {
+				args = t.values(th, f.args, regs)
+			}
+			t.fastRecord(th, uftrace.Record{Time: ts, Type: uftrace.Entry, Depth: d, Addr: f.addr}, args)
+			t.fastRecord(th, uftrace.Record{Time: ts, Type: uftrace.Exit, Depth: d, Addr: f.addr}, t.setjmpReturn(th, f.addr, regs, 0))
 			th.setjmp = setjmpCall{rsp: regs.Rsp, addr: f.addr, depth: d}
 			return 0
 		}

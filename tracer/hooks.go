@@ -257,7 +257,7 @@ func (t *Tracer) hook(th *thread, b *bp.Breakpoint, regs *unix.PtraceRegs, ts ui
 		}
 		th.openEnds = false
 		if shown {
-			t.record(th, uftrace.Record{Time: ts, Type: uftrace.Exit, Depth: jb.call.depth, Addr: jb.call.addr}, nil)
+			t.record(th, uftrace.Record{Time: ts, Type: uftrace.Exit, Depth: jb.call.depth, Addr: jb.call.addr}, t.setjmpReturn(th, jb.call.addr, regs, longjmpValue(regs)))
 		}
 		th.rehook(regs.Rsp + 1)
 	case hookBacktrace:
@@ -405,4 +405,27 @@ func (th *thread) fromUnwinder(rsp uint64) bool {
 		}
 	}
 	return false
+}
+
+// setjmpReturn is the payload of the exit of the setjmp call at addr that
+// returns val, when -R asks for its return value (nil otherwise): rtrace
+// writes a setjmp's exits itself, at the call (0) and at a longjmp to it
+// (longjmpValue), as uftrace shows them (_setjmp() = 0, } = 1;).
+func (t *Tracer) setjmpReturn(th *thread, addr uint64, regs *unix.PtraceRegs, val uint64) []byte {
+	f := th.proc.image.fnAt(addr)
+	if f == nil || len(f.rets) == 0 {
+		return nil
+	}
+	r := *regs
+	r.Rax = val
+	return t.values(th, f.rets, &r)
+}
+
+// longjmpValue is what setjmp returns a second time at the entry of a
+// longjmp (regs): its second argument, 1 for 0 (longjmp(3)).
+func longjmpValue(regs *unix.PtraceRegs) uint64 {
+	if uint32(regs.Rsi) == 0 {
+		return 1
+	}
+	return uint64(uint32(regs.Rsi))
 }

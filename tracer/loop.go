@@ -360,7 +360,9 @@ func (t *Tracer) entry(th *thread, b *bp.Breakpoint, regs *unix.PtraceRegs, ts u
 		th.stack[len(th.stack)-1].reads = t.recordEntry(th, f, ts, fr.depth, payload, &th.lastCPU, t.record)
 	}
 	if f.jump {
-		t.exit(th, ts, nil)
+		r := *regs
+		r.Rax = 0 // its first return (setjmpReturn)
+		t.exit(th, ts, &r)
 		if rec {
 			th.setjmp = setjmpCall{rsp: regs.Rsp, addr: f.addr, depth: fr.depth}
 		}
