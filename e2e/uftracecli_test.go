@@ -350,6 +350,13 @@ func TestUftraceTriggers(t *testing.T) {
 	} {
 		t.Run(strings.Join(opts, " "), func(t *testing.T) { sameTrees(t, uft, pg, plain, opts) })
 	}
+	// A call a time= trigger keeps, under callers waiting for their exits
+	// (-t): those are written first, in time order (mid's entry, before
+	// fast's).
+	slowPlain, slowPg := build(t, "slow.c", v, false, nil), build(t, "slow.c", v, true, nil)
+	t.Run("-t 5ms -T fast@time=0", func(t *testing.T) {
+		sameTrees(t, uft, slowPg, slowPlain, []string{"-t", "5ms", "-T", "fast@time=0"})
+	})
 	// Specs merge as uftrace's reader merges them: patterns in order, one
 	// without '@' standing for DWARF's specs, each replacing the earlier
 	// spec of the same argument in place (fi(2, 1, ...): uftrace shows
@@ -834,15 +841,13 @@ func TestFilterOrder(t *testing.T) {
 	uft := testutil.RequireTool(t, "uftrace")
 	pg := build(t, "chain.c", variants[0], true, nil)
 	plain := build(t, "chain.c", variants[0], false, nil)
-	for i, opts := range [][]string{
+	for _, opts := range [][]string{
 		{"-F", "a", "-N", "^[bc]$", "-F", "c"},
 		{"-N", "c", "-F", "^[a-d]$"},
 		{"-F", "^[a-d]$", "-N", "c"},
 		{"-N", "b", "-F", "b@chain-"},
 	} {
-		t.Logf("%d: %q", i, opts)
-		// (by number: uftrace opens no directory with "@" or "=" in its path)
-		t.Run(fmt.Sprint(i), func(t *testing.T) { sameTrees(t, uft, pg, plain, opts) })
+		t.Run(strings.Join(opts, " "), func(t *testing.T) { sameTrees(t, uft, pg, plain, opts) })
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"rtrace/internal/datadir"
 	"rtrace/internal/trace"
+	"rtrace/internal/uftrace"
 	"rtrace/postproc"
 	"rtrace/preproc"
 	"rtrace/resolver"
@@ -40,6 +41,15 @@ func newFuncChain(dir, rawDir string, filters postproc.FuncOptions, warn io.Writ
 	}
 	if c.data, err = datadir.Create(path); err != nil {
 		os.Remove(path)
+		return nil, err
+	}
+	// uftrace record saves -t in default.opts, which its analysis
+	// commands apply when not given another (uftrace.c, default_opts).
+	opts := ""
+	if filters.Threshold > 0 {
+		opts = "-t " + uftrace.ThresholdString(filters.Threshold) + "\n"
+	}
+	if err := os.WriteFile(filepath.Join(path, "default.opts"), []byte(opts), 0o644); err != nil {
 		return nil, err
 	}
 	ms := resolver.NewModuleStage(path, filters.Srcline, warn, c.data)

@@ -1,6 +1,8 @@
 package postproc
 
 import (
+	"slices"
+
 	"rtrace/internal/uftrace"
 )
 
@@ -128,7 +130,9 @@ func Matched(r *uftrace.Reader) func(sid string, p uftrace.Pattern, module strin
 }
 
 func newFuncFilter(o FuncOptions, parent func(tid int) int) *funcFilter {
-	return &funcFilter{opts: o, parent: parent, tasks: map[int]*funcTask{}, enabled: !o.Disabled, callers: o.callerFilter()}
+	f := &funcFilter{opts: o, parent: parent, tasks: map[int]*funcTask{}, enabled: !o.Disabled, callers: o.callerFilter()}
+	f.holds = o.Threshold > 0 || f.callers || slices.ContainsFunc(o.Triggers, func(tr uftrace.Trigger) bool { return tr.HasTime })
+	return f
 }
 
 // funcFilter follows each task's call stack from the records' depths, as
@@ -158,6 +162,7 @@ type funcFilter struct {
 	enabled  bool // no trace_off trigger since the last trace_on
 	finished bool // a finish trigger was hit: nothing more is kept
 	callers  bool // a caller filter is set
+	holds    bool // an entry may wait for its exit (-t, time=, -C)
 }
 
 type funcTask struct {
@@ -459,6 +464,14 @@ func (f *funcFilter) entry(t *funcTask, it *uftrace.Item, emit func(*uftrace.Ite
 		case f.waits(&fr):
 			fr.pending = it
 		default:
+			// Callers waiting for their exits (-t, time=, -C) are written
+			// first, as uftrace writes a recorded call's unwritten callers
+			// (libmcount/record.c, record_trace_data): time order.
+			if f.holds {
+				if err := f.flush(t, len(t.stack), emit); err != nil {
+					return err
+				}
+			}
 			if err := emit(it); err != nil {
 				return err
 			}
