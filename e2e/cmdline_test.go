@@ -3,6 +3,8 @@ package e2e_test
 import (
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -101,5 +103,40 @@ def uftrace_exit(ctx):
 	t.Setenv("PATH", tmp)
 	if got := runCmd(t, tmp, rtraceBin, "report", "-d", "R"); got.code != 127 || strings.Count(got.stderr, "\n") != 1 || !strings.Contains(got.stderr, "uftrace is not installed") {
 		t.Errorf("rtrace report without uftrace: %+v", got)
+	}
+}
+
+// uftrace's agent: record -g traces from the start, and `rtrace -p PID
+// --trace=off|on` switches it from outside, returning once the recording
+// did; each time tracing turns on, a new directory (W, then W.1).
+func TestAgent(t *testing.T) {
+	prog := testutil.BuildC(t, "attachee.c", "-O0", "-g")
+	tmp := t.TempDir()
+	s, errs, pid := startStepped(t, tmp, nil, "record", "-g", "-A", "step@arg1/i32", "-d", "W", "--", prog)
+	agent := func(args ...string) {
+		t.Helper()
+		if r := runCmd(t, tmp, rtraceBin, append([]string{"-p", strconv.Itoa(pid)}, args...)...); r.code != 0 || r.stdout != "" || r.stderr != "" {
+			t.Fatalf("rtrace -p %d %v: %+v\n%s", pid, args, r, errs.String())
+		}
+	}
+	s.steps(2)
+	agent() // alone: it answers
+	agent("--trace=off")
+	agent("--trace=off") // off already: nothing to do
+	s.steps(2)
+	agent("--trace=on")
+	s.steps(3)
+	s.in.Close()
+	if err := s.cmd.Wait(); err != nil {
+		t.Fatalf("rtrace record -g: %v\n%s", err, errs.String())
+	}
+	if got := stepIndexes(t, filepath.Join(tmp, "W")); !slices.Equal(got, span(0, 2)) {
+		t.Errorf("W: steps %v, want 0 and 1", got)
+	}
+	if got := stepIndexes(t, filepath.Join(tmp, "W.1")); !slices.Equal(got, span(4, 7)) {
+		t.Errorf("W.1: steps %v, want 4 to 6", got)
+	}
+	if r := runCmd(t, tmp, rtraceBin, "-p", strconv.Itoa(pid), "--trace=on"); r.code != 1 || !strings.Contains(r.stderr, "no such process") {
+		t.Errorf("-p of a process gone: %+v", r)
 	}
 }

@@ -79,6 +79,9 @@ type Options struct {
 	Match      string   // --match: "regex" (the default) or "glob"
 	Events     []string // -E provider:name globs: USDT probes
 	Disable    bool     // --disable: tracing off until toggled
+	// Agent (-g): tracing is on, and toggled from outside as with
+	// --disable ('rtrace -p PID --trace=off', rtrace toggle), uftrace's agent.
+	Agent bool
 	// Env is added to rtrace's environment for the program (--no-pltbind:
 	// LD_BIND_NOT=1).
 	Env []string

@@ -213,8 +213,8 @@ func (c *config) onAtStart() bool {
 }
 
 // toggleable says whether the toggle signal is rtrace's: with resource
-// tracing or --disable. Otherwise it stays the program's.
-func (c *config) toggleable() bool { return len(c.mods) > 0 || c.Disable }
+// tracing, --disable or -g (the agent). Otherwise it stays the program's.
+func (c *config) toggleable() bool { return len(c.mods) > 0 || c.Disable || c.Agent }
 
 // started is the tracer's word that the target runs (pid): it is
 // announced for toggling, or killed at once if a signal came meanwhile.

@@ -25,7 +25,7 @@ const supervisorEnv = "RTRACE_SUPERVISOR"
 // action, and the tracer detaches).
 func supervisedSignals(o Options) []os.Signal {
 	sigs := []os.Signal{unix.SIGINT, unix.SIGTERM, unix.SIGHUP}
-	if len(o.Modules) > 0 || len(o.Audit) > 0 || o.Disable {
+	if len(o.Modules) > 0 || len(o.Audit) > 0 || o.Disable || o.Agent {
 		sigs = append(sigs, cmp.Or(o.ToggleSignal, unix.SIGUSR1))
 	}
 	return sigs

@@ -139,7 +139,7 @@ func toggleTarget(pid int) (int, unix.Signal, error) {
 	}
 	tracer := tracerPid(status)
 	if tracer == 0 {
-		return 0, 0, fmt.Errorf("pid %d is not traced: start it with 'rtrace record --disable -- PROG' or 'rtrace sp-rtrace -e MODULES -- PROG' (the toggle signal would kill it)", pid)
+		return 0, 0, fmt.Errorf("pid %d is not traced: start it with 'rtrace record --disable -- PROG' (or -g), or 'rtrace sp-rtrace -e MODULES -- PROG' (the toggle signal would kill it)", pid)
 	}
 	exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", tracer))
 	ctl, ok := readState(ControlPath(pid))
@@ -150,7 +150,7 @@ func toggleTarget(pid int) (int, unix.Signal, error) {
 		if err := privateDir(FIFODir()); err != nil {
 			return 0, 0, fmt.Errorf("pid %d is traced by rtrace, which could not say how to toggle it: %w", pid, err)
 		}
-		return 0, 0, fmt.Errorf("pid %d is traced by rtrace without toggling: start it with --disable (function tracing) or -e MODULES (resource tracing)", pid)
+		return 0, 0, fmt.Errorf("pid %d is traced by rtrace without toggling: start it with --disable or -g (function tracing) or -e MODULES (resource tracing)", pid)
 	}
 	n := 0
 	if len(ctl) == 1 {
@@ -231,4 +231,49 @@ func Preproc(in io.Reader, dir string, out io.Writer, postOpts, funcDir string, 
 		}
 	}
 	return preproc.RunFrom(hdr, rd, o)
+}
+
+// Agent does what uftrace's agent client does to the recording of pid (a
+// target of rtrace, or the rtrace tracing one), started with -g, --disable
+// or -e: with state "on" or "off" it turns tracing on or off, unless it is
+// so already, and returns once the recording did (a window is written by
+// the recording itself). With "" it only checks that the recording
+// answers. A recording just started may not have announced itself yet: it
+// is waited for, and its answer, up to wait each.
+func Agent(pid int, state string, wait time.Duration) error {
+	if state != "" && state != "on" && state != "off" {
+		return fmt.Errorf("--trace=%s: want on or off", state)
+	}
+	deadline := time.Now().Add(wait)
+	var target int
+	var sig unix.Signal
+	for {
+		var err error
+		if target, sig, err = toggleTarget(pid); err == nil {
+			break
+		}
+		if time.Now().After(deadline) || unix.Kill(pid, 0) != nil {
+			return err
+		}
+		time.Sleep(20 * time.Millisecond) // polling the announcement
+	}
+	_, on := readState(StatePath(target))
+	if state == "" || (state == "on") == on {
+		return nil
+	}
+	if err := unix.Kill(target, sig); err != nil {
+		return fmt.Errorf("signalling pid %d: %w", target, err)
+	}
+	// As uftrace's client waits for the agent's answer: the state file,
+	// which the recording makes when a window opens and removes when it
+	// closes.
+	for end := time.Now().Add(wait); ; {
+		if _, on := readState(StatePath(target)); (state == "on") == on {
+			return nil
+		}
+		if time.Now().After(end) || unix.Kill(target, 0) != nil {
+			return fmt.Errorf("the recording of pid %d did not turn tracing %s within %v", target, state, wait)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }

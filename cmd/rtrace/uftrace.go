@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"syscall"
+	"time"
 
 	"rtrace/internal/uftrace"
 	"rtrace/launcher"
@@ -67,6 +68,14 @@ func uftraceVerb(args []string) (verb string, rest []string, ok bool) {
 				return "", args[1:], true
 			}
 		}
+		for _, a := range args[1:] {
+			if a == "--" {
+				break
+			}
+			if ucli.LongName(a) == "pid" || strings.HasPrefix(a, "-p") && !strings.HasPrefix(a, "--") {
+				return "", args[1:], true // rtrace -p PID [--trace=on|off]: the agent's client
+			}
+		}
 		return "", nil, false
 	}
 	k++
@@ -117,6 +126,22 @@ func runUftrace(verb string, rest, argv []string, stdout, stderr io.Writer) int 
 	case cmd.ListModules:
 		launcher.ListModules(stdout)
 		return 0
+	}
+	if cmd.AgentPid != 0 {
+		// uftrace's agent client (cmds/live.c, forward_options).
+		if cmd.Program {
+			fmt.Fprintf(stderr, "rtrace %s: -p %d talks to a running recording: no program with it\n", verb, cmd.AgentPid)
+			return 2
+		}
+		if err := launcher.Agent(cmd.AgentPid, cmd.AgentTrace, 2*time.Second); err != nil {
+			fmt.Fprintf(stderr, "rtrace %s: -p %d: %v\n", verb, cmd.AgentPid, err)
+			return 1
+		}
+		return 0
+	}
+	if cmd.AgentTrace != "" {
+		fmt.Fprintf(stderr, "rtrace %s: --trace=%s needs -p PID, the recording to switch\n", verb, cmd.AgentTrace)
+		return 2
 	}
 	if !cmd.Program {
 		fmt.Fprintf(stderr, "rtrace %s: no program given (%s)\n", verb, ucli.UsageLine(verb))

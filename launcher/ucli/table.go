@@ -37,7 +37,6 @@ const (
 	noKernel    = "kernel tracing needs uftrace's ftrace recorder; rtrace traces user space only"
 	noLibmcount = "rtrace loads no libmcount: its recording code is injected through ptrace"
 	otherCmd    = "an option of another uftrace command; record ignores it, as uftrace does"
-	noAgent     = "uftrace's agent; rtrace controls a running trace with 'rtrace toggle PID' (and attaches with 'rtrace attach PID')"
 )
 
 // table is every option of uftrace v0.13's command line (uftrace --help,
@@ -226,8 +225,25 @@ var table = []option{
 	{long: "symbols", group: otherGroup, kind: inert, why: otherCmd},
 	{long: "task", group: otherGroup, kind: inert, why: otherCmd},
 	{long: "kernel-skip-out", group: otherGroup, kind: inert, why: otherCmd},
-	{long: "agent", short: 'g', group: otherGroup, kind: refused, why: noAgent},
-	{long: "pid", short: 'p', arg: "PID", group: otherGroup, kind: refused, why: noAgent},
+	{long: "agent", short: 'g', group: recordGroup, help: "uftrace's agent: tracing is on and 'rtrace -p PID --trace=on|off' (or 'rtrace toggle PID') switches it; each time it turns on, a new directory (DATA.1, .2 ...)",
+		set: func(c *Cmd, _ string) error { c.Options.Agent = true; return nil }},
+	{long: "pid", short: 'p', arg: "PID", group: globalGroup, help: "talk to the agent of the recording of PID (rtrace record -g, --disable or -e; rtrace's pid or its program's): with --trace=on|off, switch tracing; alone, check that it answers. Returns at once",
+		set: func(c *Cmd, v string) error {
+			n, err := strconv.Atoi(v)
+			if err != nil || n <= 0 {
+				return errors.New("want a process id")
+			}
+			c.AgentPid = n
+			return nil
+		}},
+	{long: "trace", arg: "STATE", group: rtraceGroup, help: "with -p PID: turn tracing on or off (uftrace 0.14's agent option)",
+		set: func(c *Cmd, v string) error {
+			if v != "on" && v != "off" {
+				return errors.New("want on or off")
+			}
+			c.AgentTrace = v
+			return nil
+		}},
 
 	// RTRACE OPTIONS.
 	{long: "quiet", short: 'q', group: rtraceGroup, help: "no messages but errors: no status line, no summary",

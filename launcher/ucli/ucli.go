@@ -37,6 +37,10 @@ type Cmd struct {
 	// Program is true when the command line named a program (Options.Args).
 	Program bool
 
+	// AgentPid is -p PID: the command talks to the agent of that
+	// recording (launcher.Agent), with AgentTrace (--trace=on|off).
+	AgentPid   int
+	AgentTrace string
 	// Script is -S SCRIPT and Record --record, of `rtrace script`.
 	Script string
 	Record bool
