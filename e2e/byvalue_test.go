@@ -195,3 +195,18 @@ func TestRecordStaticsAutoArgs(t *testing.T) {
 		t.Errorf("-a (exit %d):\nuftrace:\n%s\nrtrace:\n%s", r.code, want, got)
 	}
 }
+
+// An empty class with an empty base (std::less<int>) is a struct to
+// uftrace -a, less{...}, and the arguments after it are where they are;
+// a plain empty struct is empty{}.
+func TestRecordEmptyBase(t *testing.T) {
+	plain := build(t, "emptybase.cc", variants[0], false, nil)
+	pg := build(t, "emptybase.cc", variants[0], true, nil)
+	tmp := t.TempDir()
+	r, want, got := sideBySide(t, tmp, pg, plain, "-a", "-F", "pick")
+	addr := regexp.MustCompile(`0x[0-9a-f]+`) // std::less's operator() takes pointers
+	want, got = addr.ReplaceAllString(want, "0xADDR"), addr.ReplaceAllString(got, "0xADDR")
+	if r.code != 0 || got != want || !strings.Contains(got, "pick(less{...}, empty{}, 3, 4) {") {
+		t.Errorf("replay (exit %d):\nuftrace -pg:\n%s\nrtrace:\n%s", r.code, want, got)
+	}
+}

@@ -96,7 +96,10 @@ type valueClass struct {
 	classes []byte
 	align   int64 // a struct's, in bytes
 	byRef   bool  // a non-trivial class: by invisible reference
-	x87     bool  // a struct of one long double: returned in st(0)
+	// unplaced: nothing is passed, and uftrace gives no location (an
+	// empty class with bases, of size 1)
+	unplaced bool
+	x87      bool // a struct of one long double: returned in st(0)
 }
 
 // memory reports whether a struct argument is passed on the stack.
@@ -151,6 +154,9 @@ func (p *placer) place(c valueClass) (string, bool) {
 		p.named = true
 		if c.size == 0 { // nothing is passed; uftrace names the stack
 			return item + fmt.Sprintf("%%stack+%d", p.stack+1), true
+		}
+		if c.unplaced {
+			return item, true
 		}
 		if c.byRef { // its address, as an integer argument is passed
 			if p.ints < len(intRegNames) {
@@ -282,7 +288,7 @@ func describe(t dwarf.Type, aggs elfx.Aggregates) valueClass {
 		}
 		traits := aggs[v]
 		size := v.ByteSize
-		if size <= 1 && !hasFields(v, traits) && !traits.NonTrivial {
+		if size <= 1 && !hasFields(v, traits) && !traits.NonTrivial && !traits.Bases {
 			size = 0 // C++ gives an empty class one byte; nothing is passed
 		}
 		c := valueClass{kind: kindStruct, size: size, format: fmt.Sprintf("/t%d", size), align: 1}
@@ -296,6 +302,12 @@ func describe(t dwarf.Type, aggs elfx.Aggregates) valueClass {
 			c.byRef = true
 			return c
 		case size == 0:
+			return c
+		case traits.Bases && size == 1 && !hasFields(v, traits):
+			// An empty class with (empty) bases, std::less<int>: nothing
+			// is passed, as for any empty class, but uftrace names it
+			// without a location (arg1/t1:less), shown as less{...}.
+			c.unplaced = true
 			return c
 		case traits.Bases:
 			break // the members of its bases are not listed: unplaceable
