@@ -293,7 +293,7 @@ func check(ctx context.Context, o Options) (*config, error) {
 			return nil, &UsageError{"-d: " + err.Error()}
 		}
 	}
-	if o.OutDir != "" {
+	if o.OutDir != "" && !(o.OutDir == StdoutDir && len(c.mods) > 0) {
 		if err := checkOutDir(o.OutDir); err != nil {
 			return nil, &UsageError{"-o: " + err.Error()}
 		}
@@ -1029,3 +1029,8 @@ func ParseSizes(s string) ([]uint64, error) {
 	}
 	return out, nil
 }
+
+// StdoutDir as -o's directory of a resource trace is sp-rtrace's "write to
+// standard output" (sp-rtrace -o stdout): the text (or raw stream) goes to
+// Options.Stdout, the processes of a traced tree one after the other.
+const StdoutDir = "stdout"

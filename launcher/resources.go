@@ -26,6 +26,7 @@ type resStream struct {
 	mods     []*tracer.ResModule
 	depth    int
 	outDir   string
+	stdout   io.Writer // the output when outDir is StdoutDir
 	postOpts string
 	post     func(io.Reader, io.Writer) error // nil: raw files
 	manage   bool                             // --manage-preproc: never wait for a listener
@@ -69,7 +70,7 @@ type resProc struct {
 
 func newResStream(c *config, m *marks) *resStream {
 	return &resStream{mods: c.mods, depth: c.Backtrace, outDir: c.OutDir, postOpts: c.PostOpts, post: c.post, manage: c.Manage, start: c.onAtStart(), marks: m,
-		procs: map[int]*resProc{}, threads: map[int]int{}, warn: c.Stderr}
+		procs: map[int]*resProc{}, threads: map[int]int{}, warn: c.Stderr, stdout: c.Stdout}
 }
 
 // open starts a window: the pipe of a listener when one waits (the
@@ -90,7 +91,11 @@ func (s *resStream) open(pid int) error {
 	}
 	// In the process, the pre-processor takes the items as they are: no
 	// stream to encode and decode again.
-	s.split = preproc.NewSplitter(preproc.Options{Dir: s.outDir, Post: s.post})
+	o := preproc.Options{Dir: s.outDir, Post: s.post}
+	if s.outDir == StdoutDir {
+		o.Out = s.stdout
+	}
+	s.split = preproc.NewSplitter(o)
 	s.marks.on(pid, s.pid)
 	return s.begin()
 }

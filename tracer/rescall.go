@@ -168,14 +168,14 @@ func wantBacktrace(rf *ResFunc, args *[6]uint64, all bool, monitor []uint64) boo
 // as allocate one (realloc, mremap, freopen, dup2).
 func (rf *ResFunc) releases() bool {
 	switch rf.Effect {
-	case freeArg, freeArgOK, shmctlRmid, reallocPtr, reallocMap, freopenFp, dupFd:
+	case freeArg, freeArgOK, shmctlRmid, reallocPtr, reallocMap, freopenFp, dupFd, rebindFd, freeAllOK:
 		return true
 	}
 	return false
 }
 
 func (rf *ResFunc) allocates() bool {
-	return rf.Effect != freeArg && rf.Effect != freeArgOK && rf.Effect != shmctlRmid
+	return rf.Effect != freeArg && rf.Effect != freeArgOK && rf.Effect != shmctlRmid && rf.Effect != freeAllOK
 }
 
 // resExit finishes the resource call of fr at its return (regs non-nil)
@@ -294,6 +294,16 @@ func resEffects(out []resEvent, rf *ResFunc, args *[6]uint64, ret uint64, peek f
 		call(true, args[rf.ID])
 	case allocOne:
 		call(true, 1)
+	case rebindFd:
+		if uint32(ret) == 0 {
+			fd := uint64(uint32(args[rf.ID]))
+			call(false, fd)
+			call(true, fd)
+		}
+	case freeAllOK:
+		if uint32(ret) == 0 {
+			call(false, ^uint64(0))
+		}
 	}
 	return out
 }

@@ -114,6 +114,12 @@ func TestResEffects(t *testing.T) {
 		{"socket", [6]uint64{unix.AF_INET, unix.SOCK_STREAM}, neg(-1), ""},
 		{"socketpair", [6]uint64{unix.AF_UNIX, unix.SOCK_STREAM, 0, outFds}, 0, "+0x6/1 +0x7/1"},
 		{"socketpair", [6]uint64{unix.AF_UNIX, unix.SOCK_STREAM, 0, outFds}, neg(-1), ""},
+		{"bind", [6]uint64{3, 0x1000, 16}, 0, "-0x3 +0x3/1"}, // sp-rtrace: the socket again, named
+		{"bind", [6]uint64{3, 0x1000, 16}, neg(-1), ""},
+		{"connect", [6]uint64{4, 0x1000, 16}, 0, "-0x4 +0x4/1"},
+		{"posix_openpt", [6]uint64{unix.O_RDWR}, 5, "+0x5/1"},
+		{"getpt", nil6, neg(-1), ""},
+		{"getpt", nil6, 5, "+0x5/1"},
 		{"accept", [6]uint64{3}, 4, "+0x4/1"},
 		{"accept4", [6]uint64{3}, neg(-1), ""},
 		{"accept4", [6]uint64{3}, 4, "+0x4/1"},
@@ -141,6 +147,8 @@ func TestResEffects(t *testing.T) {
 		{"pclose", [6]uint64{p}, 0, "-0x55550000b000"},
 		{"fclose", [6]uint64{p}, 0, "-0x55550000b000"},
 		{"fclose", [6]uint64{p}, neg(-1), "-0x55550000b000"}, // the stream is gone anyway
+		{"fcloseall", nil6, 0, "-0xffffffffffffffff"}, // sp-rtrace: FILE pointer -1
+		{"fcloseall", nil6, neg(-1), ""},
 
 		// thread
 		{"pthread_create", [6]uint64{outPtr}, 0, "+0x55550000a000/1"},

@@ -2,6 +2,7 @@ package tracer
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"rtrace/internal/elfx"
@@ -48,6 +49,8 @@ const (
 	allocArg                      // arg ID is allocated (a constructor's this), whatever ret
 	allocOne                      // resource 1 of size 1 is allocated: a call of an audited function
 	transfer                      // arg ID is allocated, its size Size's (times Scale) or Len's string length
+	rebindFd                      // bind, connect: fd arg ID released and allocated again when ret == 0 (sp-rtrace's file module)
+	freeAllOK                     // fcloseall: resource -1 released when ret == 0 (sp-rtrace's file module)
 )
 
 // ResFunc is one traced function of a module.
@@ -129,6 +132,12 @@ var resModules = []ResModule{
 			{Sym: "fcntl64", Effect: fcntlDup},
 			{Sym: "socket", Effect: allocRetFd},
 			{Sym: "socketpair", Effect: allocOutFds, Out: 3},
+			// sp-rtrace's file module reports a bound or connected socket
+			// as released and allocated again (trace_bind_common).
+			{Sym: "bind", Effect: rebindFd, ID: 0},
+			{Sym: "connect", Effect: rebindFd, ID: 0},
+			{Sym: "posix_openpt", Effect: allocRetFd, Args: []ArgRec{{"flags", 0, 'x'}}},
+			{Sym: "getpt", Effect: allocRetFd},
 			{Sym: "accept", Effect: allocRetFd},
 			{Sym: "accept4", Effect: allocRetFd},
 			{Sym: "pipe", Effect: allocOutFds, Out: 0},
@@ -148,6 +157,9 @@ var resModules = []ResModule{
 			{Sym: "popen", Res: 1, Effect: allocRet, Args: []ArgRec{{"command", 0, 's'}, {"mode", 1, 's'}}},
 			{Sym: "pclose", Res: 1, Effect: freeArg, ID: 0},
 			{Sym: "fclose", Res: 1, Effect: freeArg, ID: 0},
+			// Every stream closed: sp-rtrace reports the release of the
+			// FILE pointer -1 (trace_fcloseall).
+			{Sym: "fcloseall", Res: 1, Effect: freeAllOK},
 		}},
 	{Name: "thread", Desc: "thread creation and release",
 		Resources: []ResType{{"thread", "thread", false}},
@@ -261,6 +273,18 @@ func ResolveModules(names []string) ([]*ResModule, error) {
 			continue
 		}
 		seen[n] = true
+		if alias, ok := moduleAliases[n]; ok {
+			more, err := ResolveModules(alias)
+			if err != nil {
+				return nil, err
+			}
+			for _, m := range more {
+				if !slices.Contains(out, m) {
+					out = append(out, m)
+				}
+			}
+			continue
+		}
 		var m *ResModule
 		for i := range resModules {
 			if resModules[i].Name == n {
@@ -278,6 +302,11 @@ func ResolveModules(names []string) ([]*ResModule, error) {
 	}
 	return out, nil
 }
+
+// moduleAliases are sp-rtrace's module names for rtrace's: its shmsysv
+// (shmget, shmat, shmdt) and shmposix (shm_open, shm_unlink, and the
+// mmap and munmap of the objects) modules are rtrace's shm, with mmap.
+var moduleAliases = map[string][]string{"shmsysv": {"shm"}, "shmposix": {"shm", "mmap"}}
 
 // matchSym reports whether symbol sym is the one rf names.
 func (rf *ResFunc) matchSym(sym string) bool {
