@@ -147,7 +147,7 @@ func TestResEffects(t *testing.T) {
 		{"pclose", [6]uint64{p}, 0, "-0x55550000b000"},
 		{"fclose", [6]uint64{p}, 0, "-0x55550000b000"},
 		{"fclose", [6]uint64{p}, neg(-1), "-0x55550000b000"}, // the stream is gone anyway
-		{"fcloseall", nil6, 0, "-0xffffffffffffffff"}, // sp-rtrace: FILE pointer -1
+		{"fcloseall", nil6, 0, "-0xffffffffffffffff"},        // sp-rtrace: FILE pointer -1
 		{"fcloseall", nil6, neg(-1), ""},
 
 		// thread
