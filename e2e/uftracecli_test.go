@@ -911,3 +911,65 @@ func TestSetjmpRetval(t *testing.T) {
 		}
 	}
 }
+
+// -E linux:task-name records the task name changes as uftrace does, with
+// perf's comm events in perf-cpuN.dat: replay shows each change inside
+// the call that made it, and the task column follows, a new thread's too.
+func TestTaskNameEvents(t *testing.T) {
+	uft := testutil.RequireTool(t, "uftrace")
+	pg := build(t, "taskname.c", variants[0], true, []string{"-pthread"})
+	plain := build(t, "taskname.c", variants[0], false, []string{"-pthread"})
+	tmp := t.TempDir()
+	runCmd(t, tmp, uft, "record", "-E", "linux:task-name", "-d", "U", pg)
+	for _, engine := range engines {
+		dir := "R-" + engine
+		if r := runCmd(t, tmp, rtraceBin, "record", "-q", "--engine", engine, "-E", "linux:task-name", "-d", dir, plain); r.code != 0 || r.stderr != "" {
+			t.Fatalf("%s: %+v", engine, r)
+		}
+		want := taskLines(testutil.Run(t, tmp, uft, "replay", "--no-pager", "-f", "tid,task", "-d", "U"))
+		got := taskLines(testutil.Run(t, tmp, uft, "replay", "--no-pager", "-f", "tid,task", "-d", dir))
+		if got != want || !strings.Contains(got, `worker | /* linux:task-name (comm="worker") */`) || !strings.Contains(got, `foo | /* linux:task-name (comm="foo") */`) {
+			t.Errorf("%s: replay\n%s\nuftrace -pg:\n%s", engine, got, want)
+		}
+	}
+	// An -E that selects nothing is said, once.
+	r := runCmd(t, tmp, rtraceBin, "record", "-q", "-E", "nosuch:probe", "-E", "linux:*", "-d", "N", plain)
+	if r.code != 0 || strings.Count(r.stderr, "\n") != 1 || !strings.Contains(r.stderr, `-E "nosuch:probe" matches no USDT probe`) {
+		t.Errorf("-E nosuch:probe: %+v", r)
+	}
+}
+
+// taskLines are the lines of a replay -f tid,task, each task's apart
+// ("NAME | CALL", the task ids left out, the program's own name PROG),
+// tasks sorted, -pg's start-up calls and the schedule events uftrace
+// records by default left out.
+func taskLines(out string) string {
+	line := regexp.MustCompile(`^ *\[ *(\d+)\] +(\S+) \| (.*)$`)
+	tasks := map[string][]string{}
+	for _, l := range strings.Split(out, "\n") {
+		m := line.FindStringSubmatch(l)
+		if m == nil || pgStartup[strings.TrimSuffix(strings.TrimSpace(m[3]), "();")] || strings.Contains(m[3], "linux:sched") {
+			continue
+		}
+		name := m[2]
+		if strings.HasPrefix(name, "taskname-") {
+			name = "PROG" // the program's name: taskname-<hash of the build>
+		}
+		tasks[m[1]] = append(tasks[m[1]], name+" | "+strings.TrimSpace(m[3]))
+	}
+	// A call another task's records came inside of is shown open then
+	// closed ("f() {", "} /* f */"): a leaf all the same.
+	leaf := regexp.MustCompile(`(?m)^(\S+) \| (\S+)\(\) \{\n\S+ \| \} /\* (\S+) \*/$`)
+	var all []string
+	for _, ls := range tasks {
+		all = append(all, leaf.ReplaceAllStringFunc(strings.Join(ls, "\n"), func(m string) string {
+			g := leaf.FindStringSubmatch(m)
+			if g[2] != g[3] {
+				return m
+			}
+			return g[1] + " | " + g[2] + "();"
+		}))
+	}
+	slices.Sort(all)
+	return strings.Join(all, "\n--\n")
+}

@@ -1,6 +1,8 @@
 package launcher
 
 import (
+	"sync/atomic"
+
 	"errors"
 	"fmt"
 	"io"
@@ -8,6 +10,7 @@ import (
 	"slices"
 	"time"
 
+	"rtrace/internal/perfcomm"
 	"rtrace/internal/trace"
 	"rtrace/internal/uftrace"
 	"rtrace/internal/wire"
@@ -52,6 +55,10 @@ type funcStream struct {
 	records  uint64
 	// removed is closed once the trace moved aside before is deleted.
 	removed <-chan struct{}
+	// perf records the task name changes (-E linux:task-name), written
+	// into each window's directory as it closes; set once the program
+	// runs (session.started).
+	perf atomic.Pointer[perfcomm.Recorder]
 }
 
 // funcProc is a traced process: its session, and its parent when forked.
@@ -300,6 +307,9 @@ func (s *funcStream) closeWindow(res *tracer.Result) {
 	if s.chain != nil {
 		err = s.chain.Close()
 		dir, raw := s.chain.outputs()
+		if p := s.perf.Load(); p != nil && dir != "" && err == nil {
+			err = p.WriteTo(dir) // linux:task-name: uftrace's perf-cpuN.dat
+		}
 		if dir != "" {
 			s.dirs = append(s.dirs, dir)
 		}
@@ -321,6 +331,7 @@ func (s *funcStream) closeWindow(res *tracer.Result) {
 // tracing failed) and returns what was written and what failed.
 func (s *funcStream) finish(res *tracer.Result) ([]string, error) {
 	s.closeWindow(res)
+	s.perf.Load().Close()
 	if s.removed != nil {
 		<-s.removed
 	}

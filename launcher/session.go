@@ -1,6 +1,8 @@
 package launcher
 
 import (
+	"path"
+
 	"cmp"
 	"context"
 	"errors"
@@ -14,6 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"rtrace/internal/perfcomm"
 	"rtrace/internal/tty"
 	"rtrace/internal/uftrace"
 	"rtrace/tracer"
@@ -151,6 +154,9 @@ func newSession(c *config, ready func()) *session {
 	if c.EstimateReturn {
 		info.Features |= uftrace.FeatEstimateReturn // the reader estimates the returns
 	}
+	if c.taskNames() {
+		info.Features |= uftrace.FeatPerfEvent // perf-cpuN.dat: the reader merges them
+	}
 	if c.exe != nil {
 		info.ExeName = c.prog
 		if len(c.untraced) == 0 { // a script's is its interpreter's
@@ -212,6 +218,17 @@ func (c *config) onAtStart() bool {
 	return !c.Disable && (len(c.mods) == 0 || c.Start || c.Pid != 0)
 }
 
+// taskNames says whether an -E pattern selects linux:task-name, the
+// task name changes uftrace records with perf events (perfcomm).
+func (c *config) taskNames() bool {
+	for _, e := range c.Events {
+		if ok, _ := path.Match(e, "linux:task-name"); ok {
+			return true
+		}
+	}
+	return false
+}
+
 // toggleable says whether the toggle signal is rtrace's: with resource
 // tracing, --disable or -g (the agent). Otherwise it stays the program's.
 func (c *config) toggleable() bool { return len(c.mods) > 0 || c.Disable || c.Agent }
@@ -225,6 +242,13 @@ func (s *session) started(pid int) {
 	if s.caught != nil && s.c.Pid == 0 {
 		unix.Kill(pid, unix.SIGKILL)
 		return
+	}
+	if s.fs != nil && s.c.taskNames() {
+		if r, err := perfcomm.Open(pid); err != nil {
+			fmt.Fprintf(s.con, "rtrace: warning: -E linux:task-name records nothing: %v\n", err)
+		} else {
+			s.fs.perf.Store(r)
+		}
 	}
 	switch {
 	case s.c.toggleable():

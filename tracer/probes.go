@@ -49,6 +49,14 @@ func (t *Tracer) plantProbes(mem *os.File, im *image, f *elfx.File, bias uint64)
 		if !matchEvent(t.cfg.Events, p) {
 			continue
 		}
+		for _, pat := range t.cfg.Events {
+			if p.Match(pat) {
+				if t.eventHit == nil {
+					t.eventHit = map[string]bool{}
+				}
+				t.eventHit[pat] = true
+			}
+		}
 		addr := p.PC + bias
 		if err := t.plantProbe(mem, im, p, addr, bias); err != nil {
 			fmt.Fprintf(t.cfg.Warn, "rtrace: warning: cannot plant probe %s at %#x in %s: %v\n", p.FullName(), addr, f.Path, err)

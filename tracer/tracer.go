@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path"
 	"sync/atomic"
 	"syscall"
 
@@ -165,6 +166,8 @@ type Tracer struct {
 	skipped []Skip
 	int3s   []Skip
 	events  atomic.Uint64
+	// eventHit: the -E patterns that selected a probe.
+	eventHit map[string]bool
 	// eventIDs are the user event ids given to probe names.
 	eventIDs map[string]uint64
 	result   Result
@@ -269,6 +272,11 @@ func (t *Tracer) onThread(trace func() error) (*Result, error) {
 	var runErr error
 	forgetReaped() // an earlier session's
 	t.th.Do(func() { runErr = trace() })
+	for _, pat := range t.cfg.Events {
+		if ok, _ := path.Match(pat, "linux:task-name"); !ok && !t.eventHit[pat] {
+			fmt.Fprintf(t.cfg.Warn, "rtrace: warning: -E %q matches no USDT probe of the program or its libraries (rtrace record --list-event PROG lists them)\n", pat)
+		}
+	}
 	t.result.Events = t.events.Load()
 	t.result.Skipped = t.skipped
 	t.result.Int3Entries = t.int3s

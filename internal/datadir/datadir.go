@@ -100,7 +100,7 @@ func merge(in, from *uftrace.Info) {
 	if len(from.ArgSpecs) > 0 {
 		in.ArgSpecs = append([]uftrace.ArgSpecLine(nil), from.ArgSpecs...)
 	}
-	in.Features |= from.Features & uftrace.FeatEstimateReturn // what the recorder chose (-e)
+	in.Features |= from.Features & (uftrace.FeatEstimateReturn | uftrace.FeatPerfEvent) // what the recorder chose (-e, -E linux:task-name)
 }
 
 // probe appends a probe hit to usdt.txt: uftrace 0.13 rejects user events

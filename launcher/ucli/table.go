@@ -57,7 +57,7 @@ var table = []option{
 			c.Options.Patch = append(c.Options.Patch, launcher.PatchRule{Pattern: v, Out: true})
 			return nil
 		}},
-	{long: "Event", short: 'E', arg: "EVENT", group: recordGroup, help: "record the USDT probes matching PROVIDER:NAME (globs: 'app:*') as uftrace EVENT records (repeatable)",
+	{long: "Event", short: 'E', arg: "EVENT", group: recordGroup, help: "record the USDT probes matching PROVIDER:NAME (globs: 'app:*') as uftrace EVENT records, and linux:task-name, the task name changes (perf's comm events, as uftrace); repeatable",
 		set: appendTo(func(o *launcher.Options) *[]string { return &o.Events })},
 	{long: "event", arg: "EVENT", group: hiddenGroup, exact: true, help: "as --Event (uftrace-record(1) spells it so; a prefix of it is --event-full's, as in uftrace)",
 		set: appendTo(func(o *launcher.Options) *[]string { return &o.Events })},
