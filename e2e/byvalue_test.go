@@ -196,9 +196,10 @@ func TestRecordStaticsAutoArgs(t *testing.T) {
 	}
 }
 
-// An empty class with an empty base (std::less<int>) is a struct to
-// uftrace -a, less{...}, and the arguments after it are where they are;
-// a plain empty struct is empty{}.
+// A class with member functions and no data (std::less<int>) is a
+// one-byte struct to uftrace -a, less{...}, and the arguments after it are
+// where they are; a plain empty struct is empty{} (and so is an iterator
+// tag, whose base has no member functions: TestRecordCxxAutoArgs).
 func TestRecordEmptyBase(t *testing.T) {
 	plain := build(t, "emptybase.cc", variants[0], false, nil)
 	pg := build(t, "emptybase.cc", variants[0], true, nil)

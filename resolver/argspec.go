@@ -96,8 +96,8 @@ type valueClass struct {
 	classes []byte
 	align   int64 // a struct's, in bytes
 	byRef   bool  // a non-trivial class: by invisible reference
-	// unplaced: nothing is passed, and uftrace gives no location (an
-	// empty class with bases, of size 1)
+	// unplaced: nothing is passed, and uftrace gives no location (a class
+	// of one byte with member functions and no data)
 	unplaced bool
 	x87      bool // a struct of one long double: returned in st(0)
 }
@@ -288,8 +288,11 @@ func describe(t dwarf.Type, aggs elfx.Aggregates) valueClass {
 		}
 		traits := aggs[v]
 		size := v.ByteSize
-		if size <= 1 && !hasFields(v, traits) && !traits.NonTrivial && !traits.Bases {
-			size = 0 // C++ gives an empty class one byte; nothing is passed
+		if size <= 1 && !hasFields(v, traits) && !traits.NonTrivial && !traits.Methods {
+			// C++ gives an empty class one byte; nothing is passed. As
+			// uftrace (utils/dwarf.c, is_empty_aggregate), a class with
+			// member functions is not empty: a lambda, std::less<int>.
+			size = 0
 		}
 		c := valueClass{kind: kindStruct, size: size, format: fmt.Sprintf("/t%d", size), align: 1}
 		if name := structName(v.StructName); name != "" {
@@ -303,10 +306,11 @@ func describe(t dwarf.Type, aggs elfx.Aggregates) valueClass {
 			return c
 		case size == 0:
 			return c
-		case traits.Bases && size == 1 && !hasFields(v, traits):
-			// An empty class with (empty) bases, std::less<int>: nothing
-			// is passed, as for any empty class, but uftrace names it
-			// without a location (arg1/t1:less), shown as less{...}.
+		case size == 1 && !hasFields(v, traits) && traits.Methods:
+			// A class with member functions and no data, std::less<int>:
+			// nothing is passed, as for any empty class, but uftrace takes
+			// it for one byte and names it without a location
+			// (arg1/t1:less), shown as less{...}.
 			c.unplaced = true
 			return c
 		case traits.Bases:

@@ -1,6 +1,6 @@
-// emptybase: empty classes passed by value: std::less<int>, whose empty
-// base (std::binary_function) makes uftrace show it as less{...}, and a
-// plain empty struct, shown as empty{}.
+// emptybase: classes without data passed by value: std::less<int>, whose
+// operator() makes uftrace take it for one byte (less{...}), and a plain
+// empty struct, shown as empty{}.
 #include <functional>
 
 struct empty {};

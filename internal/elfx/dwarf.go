@@ -98,7 +98,7 @@ func subprograms(d *dwarf.Data, types bool) (subs []Subprogram, err error) {
 		if e.Tag == 0 {
 			depth--
 			if n := len(opened); n > 0 && opened[n-1].depth == depth {
-				if o := opened[n-1]; o.sub < 0 && (o.traits.NonTrivial || o.traits.Bases || o.traits.Static != nil) {
+				if o := opened[n-1]; o.sub < 0 && (o.traits.NonTrivial || o.traits.Bases || o.traits.Methods || o.traits.Static != nil) {
 					if t, err := d.Type(o.agg); err == nil {
 						aggs[t] = o.traits
 					}
@@ -125,6 +125,7 @@ func subprograms(d *dwarf.Data, types bool) (subs []Subprogram, err error) {
 				// A destructor defaulted in the class (~S() = default) is
 				// trivial; a user-provided copy constructor alone is not
 				// seen (a gap docs/uftrace-notes.md names).
+				in.traits.Methods = true
 				name, _ := e.Val(dwarf.AttrName).(string)
 				defaulted, _ := e.Val(dwarf.AttrDefaulted).(int64)
 				if strings.HasPrefix(name, "~") && defaulted != 1 || e.Val(dwarf.AttrVirtuality) != nil {
@@ -199,6 +200,9 @@ type Aggregate struct {
 	NonTrivial bool
 	// Bases: it has base classes, whose members debug/dwarf does not list.
 	Bases bool
+	// Methods: it declares member functions (a lambda's closure type
+	// has its operator()).
+	Methods bool
 	// Static names the static data members debug/dwarf lists as fields.
 	Static map[string]bool
 }
