@@ -48,6 +48,12 @@ func TestVerbAttachedValues(t *testing.T) {
 		{{"postproc", "-lc", "-bx", "-i", "none"}, {"postproc", "-l", "-c", "-b", "x", "-i", "none"}},
 		{{"sp-rtrace", "-emem", "-P-t", "-onone/x", "-x", "/nonexistent"}, {"sp-rtrace", "-e", "mem", "-P", "-t", "-o", "none/x", "-x", "/nonexistent"}},
 		{{"calltree", "--lim=5", "none"}, {"calltree", "--limit", "5", "none"}},
+		// As urfave/cli (Go's flag package) took them before: -X=VALUE,
+		// and a switch's --name=true.
+		{{"postproc", "-i=none"}, {"postproc", "-i", "none"}},
+		{{"postproc", "--filter-leaks=true", "-i", "none"}, {"postproc", "-l", "-i", "none"}},
+		// sp-rtrace's -x ends the options; a "--" after it too.
+		{{"sp-rtrace", "-e", "memory", "-x", "--", "/nonexistent"}, {"sp-rtrace", "-e", "memory", "-x", "/nonexistent"}},
 	} {
 		a, b := runCmd(t, tmp, rtraceBin, pair[0]...), runCmd(t, tmp, rtraceBin, pair[1]...)
 		if a != b || strings.Contains(a.stderr, "flag provided but not defined") {

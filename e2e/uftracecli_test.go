@@ -849,6 +849,20 @@ func TestFilterOrder(t *testing.T) {
 	} {
 		t.Run(strings.Join(opts, " "), func(t *testing.T) { sameTrees(t, uft, pg, plain, opts) })
 	}
+	// rtrace postproc reads them in order too, on a trace kept whole.
+	tmp := t.TempDir()
+	runCmd(t, tmp, rtraceBin, "record", "-q", "--no-libcall", "-d", "R", plain)
+	for i, opts := range [][]string{{"-N", "c", "-F", "^[a-d]$"}, {"-F", "^[a-d]$", "-N", "c"}} {
+		runCmd(t, tmp, uft, append(append([]string{"record", "--no-libcall", "--no-event", "-d", "U"}, opts...), pg)...)
+		out := fmt.Sprintf("P%d", i)
+		if r := runCmd(t, tmp, rtraceBin, append(append([]string{"postproc"}, opts...), "-i", "R", "-d", out)...); r.code != 0 {
+			t.Fatalf("postproc %v: %+v", opts, r)
+		}
+		want, got := tree(replay(t, filepath.Join(tmp, "U"))), tree(replay(t, filepath.Join(tmp, out)))
+		if strings.Join(got, "|") != strings.Join(want, "|") {
+			t.Errorf("postproc %v:\n%s\nuftrace record:\n%s", opts, strings.Join(got, "|"), strings.Join(want, "|"))
+		}
+	}
 }
 
 // -Z takes a PLT stub's size (16 bytes) as its library call's, as uftrace

@@ -308,7 +308,10 @@ func (s *funcStream) closeWindow(res *tracer.Result) {
 		err = s.chain.Close()
 		dir, raw := s.chain.outputs()
 		if p := s.perf.Load(); p != nil && dir != "" && err == nil {
-			err = p.WriteTo(dir) // linux:task-name: uftrace's perf-cpuN.dat
+			var lost uint64 // linux:task-name: uftrace's perf-cpuN.dat
+			if lost, err = p.WriteTo(dir); lost > 0 {
+				fmt.Fprintf(s.warn, "rtrace: warning: -E linux:task-name: the kernel dropped %d task records (perf's ring was full)\n", lost)
+			}
 		}
 		if dir != "" {
 			s.dirs = append(s.dirs, dir)

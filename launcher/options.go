@@ -562,8 +562,8 @@ func trigger(s, kind string, rec *trigRecord) (tr *uftrace.Trigger, err error) {
 			kept = append(kept, act)
 		}
 	}
-	if module != "" && reads != 0 {
-		return nil, &UsageError{fmt.Sprintf("-T %s: read= of one module's functions is not supported yet (without @MODULE it applies in every module)", s)}
+	if module != "" && (reads != 0 || slices.ContainsFunc(append(slices.Clip(args), rets...), func(a string) bool { return !strings.Contains(a, "@") })) {
+		return nil, &UsageError{fmt.Sprintf("-T %s: read= and auto-args of one module's functions are not supported yet (without @MODULE they apply in every module)", s)}
 	}
 	if module != "" { // FUNC@MODULE,argN: the spec names its module, as -A's may
 		for _, l := range []*[]string{&args, &rets} {

@@ -200,6 +200,9 @@ func (s *resStream) closeOut() {
 	}
 	if s.split != nil {
 		paths, err := s.split.Close()
+		if s.outDir == StdoutDir && !slices.Contains(s.files, "standard output") {
+			paths = append(paths, "standard output") // sp-rtrace's -o stdout: no file
+		}
 		s.mu.Lock()
 		s.files = append(s.files, paths...)
 		s.mu.Unlock()

@@ -505,7 +505,10 @@ func (f *funcFilter) exit(t *funcTask, it *uftrace.Item, emit func(*uftrace.Item
 	if !fr.counted || !f.enabled { // uftrace shows no exit while tracing is off
 		return nil
 	}
-	if fr.pending != nil && f.drop(&fr, it.Time-fr.entry) {
+	if (fr.pending != nil || !fr.kept && f.waits(&fr)) && f.drop(&fr, it.Time-fr.entry) {
+		// Too short, or no -C function; a call entered while tracing was
+		// off is judged so at its exit too (libmcount/mcount.c,
+		// mcount_exit_filter_record).
 		return nil
 	}
 	t.stack = append(t.stack, fr)

@@ -270,3 +270,34 @@ func TestFuncFilterForkedChild(t *testing.T) {
 		t.Errorf("got  %s\nwant %s", s, want)
 	}
 }
+
+// trace_off and trace_on keep the recorded depth, and the exit of a call
+// entered while tracing was off is written once it is on again, judged by
+// -t as uftrace judges it at the exit (mcount_exit_filter_record).
+func TestFuncFilterTraceOnOff(t *testing.T) {
+	trig := func(s string) uftrace.Trigger {
+		tr, err := uftrace.ParseTrigger(s, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tr
+	}
+	onoff := []uftrace.Trigger{trig("off@trace_off"), trig("on@trace_on")}
+	for _, tc := range []struct {
+		script string
+		t      uint64
+		want   string
+	}{
+		// a, entered while off, is at depth 1 and its exit shows.
+		{"+main +off - +a +on - ~1000 - -", 0, "+main@0 +on@2 -on@2 -a@1 -main@0"},
+		// With -t 500: on (10 ns) is dropped, a (1030 ns) and main shown.
+		{"+main +off - +a +on - ~1000 - -", 500, "+main@0 -a@1 -main@0"},
+		// a lasts 30 ns: under -t 500 its exit is dropped too.
+		{"+main +off - +a +on - - ~1000 -", 500, "+main@0 -main@0"},
+	} {
+		got := runFilter(t, FuncOptions{Triggers: onoff, Threshold: tc.t}, callTree(1, tc.script))
+		if got != tc.want {
+			t.Errorf("%q -t %d:\ngot  %s\nwant %s", tc.script, tc.t, got, tc.want)
+		}
+	}
+}

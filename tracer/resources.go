@@ -282,6 +282,7 @@ func ResolveModules(names []string) ([]*ResModule, error) {
 				if !slices.Contains(out, m) {
 					out = append(out, m)
 				}
+				seen[m.Name] = true
 			}
 			continue
 		}
@@ -290,6 +291,9 @@ func ResolveModules(names []string) ([]*ResModule, error) {
 			if resModules[i].Name == n {
 				m = &resModules[i]
 			}
+		}
+		if m != nil && slices.Contains(out, m) {
+			continue // named by an alias before
 		}
 		if m == nil {
 			var known []string

@@ -28,6 +28,7 @@ func run(args []string) int {
 		fmt.Fprintln(os.Stderr, "rtrace", err)
 		return 2
 	}
+	app.Metadata["spelled"] = args // the options in order (postproc's -F and -N)
 	return exitStatus(app.Run(args), os.Stderr)
 }
 

@@ -53,7 +53,8 @@ func opts(flags []cli.Flag, stop ...map[string]bool) []ucli.Opt {
 		if tv, ok := f.(interface{ TakesValue() bool }); ok {
 			arg = tv.TakesValue()
 		}
-		o := ucli.Opt{Arg: arg}
+		_, isBool := f.(*cli.BoolFlag)
+		o := ucli.Opt{Arg: arg, OptVal: isBool, EqShort: true}
 		var longs []string
 		for _, n := range f.Names() {
 			if len(n) == 1 {
@@ -87,7 +88,7 @@ func spell(occ []ucli.Occurrence) []string {
 		if name == "" {
 			name = string(o.Short)
 		}
-		if o.Arg {
+		if o.Arg || o.Valued {
 			out = append(out, "--"+name+"="+o.Value)
 		} else {
 			out = append(out, "--"+name)

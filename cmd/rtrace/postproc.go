@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"strings"
 
 	"github.com/urfave/cli/v2"
 
@@ -116,6 +117,25 @@ func filterOptions(c *cli.Context) (o postproc.Options, resFlag string, err erro
 			if err := o.Set(f.Long, v); err != nil {
 				return o, "", err
 			}
+		}
+	}
+	// -F and -N in command-line order (the last that matches decides), as
+	// getoptArgs spelled them.
+	if len(o.Funcs.Filters) > 0 && len(o.Funcs.NoTrace) > 0 {
+		spelled, _ := c.App.Metadata["spelled"].([]string)
+		var order []bool
+		for _, a := range spelled {
+			switch {
+			case a == "--":
+				break
+			case strings.HasPrefix(a, "--filter="):
+				order = append(order, false)
+			case strings.HasPrefix(a, "--notrace="):
+				order = append(order, true)
+			}
+		}
+		if len(order) == len(o.Funcs.Filters)+len(o.Funcs.NoTrace) {
+			o.Funcs.FilterOrder = order
 		}
 	}
 	return o, resFlag, o.Check()

@@ -41,7 +41,7 @@ func helpArgs(args []string) ([]string, error) {
 		return []string{args[0], "--help"}, nil
 	case len(rest) > 1:
 		return nil, fmt.Errorf("help: one verb at most (rtrace help [VERB])")
-	case slices.Contains(ucliVerbs, rest[0]) || slices.Contains(cliVerbs, rest[0]):
+	case slices.Contains(ucliVerbs, rest[0]) || slices.Contains(cliVerbs, rest[0]) || slices.Contains(uftraceVerbs, rest[0]):
 		return []string{args[0], rest[0], "--help"}, nil
 	}
 	return nil, fmt.Errorf("help: unknown command %q (rtrace help lists them)", rest[0])
@@ -80,6 +80,8 @@ func uftraceVerb(args []string) (verb string, rest []string, ok bool) {
 	}
 	k++
 	switch w := args[k]; {
+	case args[k-1] == "--":
+		return "", args[1:], true // a program, whatever its name: live
 	case slices.Contains(uftraceVerbs, w):
 		return w, args[1:], true
 	case slices.Contains(ucliVerbs, w):
@@ -133,7 +135,7 @@ func runUftrace(verb string, rest, argv []string, stdout, stderr io.Writer) int 
 			fmt.Fprintf(stderr, "rtrace %s: -p %d talks to a running recording: no program with it\n", verb, cmd.AgentPid)
 			return 2
 		}
-		if err := launcher.Agent(cmd.AgentPid, cmd.AgentTrace, 2*time.Second); err != nil {
+		if err := launcher.Agent(cmd.AgentPid, cmd.AgentTrace, 10*time.Second); err != nil {
 			fmt.Fprintf(stderr, "rtrace %s: -p %d: %v\n", verb, cmd.AgentPid, err)
 			return 1
 		}
@@ -303,6 +305,14 @@ func runInstalledUftrace(verb string, args []string, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintf(stderr, "rtrace %s: uftrace %s reads the trace, and uftrace is not installed (Debian: apt-get install uftrace; https://github.com/namhyung/uftrace)\n", verb, verb)
 		return 127
+	}
+	if self, err := os.Executable(); err == nil {
+		if a, err1 := filepath.EvalSymlinks(uft); err1 == nil {
+			if b, err2 := filepath.EvalSymlinks(self); err2 == nil && a == b {
+				fmt.Fprintf(stderr, "rtrace %s: the uftrace in PATH (%s) is rtrace itself: uftrace %s reads the trace; install the real uftrace\n", verb, uft, verb)
+				return 127
+			}
+		}
 	}
 	err = syscall.Exec(uft, append([]string{"uftrace"}, args...), os.Environ())
 	fmt.Fprintf(stderr, "rtrace %s: running %s: %v\n", verb, uft, err)

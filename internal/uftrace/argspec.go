@@ -167,11 +167,13 @@ func ParseFuncSpec(s string) (FuncSpec, error) {
 		return FuncSpec{}, fmt.Errorf("function spec %q: missing '@'", s)
 	}
 	f := FuncSpec{Pattern: pat}
+	// uftrace takes the actions in any case (strncasecmp): "Retval" is a
+	// misspelt spec, an error here, not a module.
 	for _, item := range strings.Split(list, ",") {
 		if item == "" {
 			continue
 		}
-		if !strings.HasPrefix(item, "arg") && !strings.HasPrefix(item, "fparg") && !strings.HasPrefix(item, "retval") {
+		if l := strings.ToLower(strings.TrimSpace(item)); !strings.HasPrefix(l, "arg") && !strings.HasPrefix(l, "fparg") && !strings.HasPrefix(l, "retval") {
 			if f.Module == "" { // uftrace ignores an extra module
 				f.Module = item
 			}

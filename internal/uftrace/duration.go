@@ -40,18 +40,26 @@ func ParseTime(s string) (uint64, error) {
 
 // ThresholdString writes a -t threshold of ns nanoseconds as uftrace's
 // parse_time reads it back, at most 3 digits before the point ("5ms",
-// "1.5us", "20s") and 3 after it (1.234567ms is "1.234ms", as parse_time
-// truncates it): what uftrace record saves in default.opts.
+// "1.5us", "20s", "30m") and 3 after it (1.234567ms is "1.234ms", as
+// parse_time truncates it): what uftrace record saves in default.opts.
+// A threshold of 1000 minutes or more is written as 999m.
 func ThresholdString(ns uint64) string {
 	for _, u := range []struct {
 		name  string
-		scale float64
-	}{{"ns", 1}, {"us", 1e3}, {"ms", 1e6}, {"s", 1e9}} {
-		if v := float64(ns) / u.scale; v < 1000 || u.name == "s" {
-			// At most 3 decimals, as parse_time keeps (it drops the rest).
-			f := strings.TrimRight(strings.TrimRight(strconv.FormatFloat(math.Trunc(v*1000)/1000, 'f', 3, 64), "0"), ".")
-			return f + u.name
+		scale uint64
+	}{{"ns", 1}, {"us", 1e3}, {"ms", 1e6}, {"s", 1e9}, {"m", 60e9}} {
+		whole := ns / u.scale
+		if whole >= 1000 && u.name != "m" {
+			continue
 		}
+		if whole >= 1000 {
+			return "999m"
+		}
+		milli := ns % u.scale * 1000 / u.scale // 3 decimals, truncated
+		if milli == 0 {
+			return strconv.FormatUint(whole, 10) + u.name
+		}
+		return strings.TrimRight(fmt.Sprintf("%d.%03d", whole, milli), "0") + u.name
 	}
 	return ""
 }

@@ -20,14 +20,30 @@ type spec struct {
 	short byte // 0: none
 	arg   bool // takes a value
 	exact bool // only its whole name selects it, no prefix
-	stop  bool // the options end after it (sp-rtrace's -x: the program follows)
+	stop  bool // the options end after it (sp-rtrace's -x: the program follows); a "--" right after it goes too
+	// optVal: a switch that takes a value in --name=VALUE only
+	// (urfave/cli's --flag=false).
+	optVal bool
+	// eqShort: -X=VALUE gives VALUE (Go's flag package took it so), not
+	// "=VALUE" as getopt does.
+	eqShort bool
 }
 
 // occurrence is one option found on the command line.
 type occurrence struct {
-	spec  *spec
-	typed string // as the user wrote it: "-D", "--dep"
-	value string
+	spec   *spec
+	typed  string // as the user wrote it: "-D", "--dep"
+	value  string
+	valued bool // a value was given (an optVal switch's)
+}
+
+// afterStop is what follows a stop option: the words after it, without
+// a "--" right after it.
+func afterStop(rest []string) []string {
+	if len(rest) > 0 && rest[0] == "--" {
+		return rest[1:]
+	}
+	return rest
 }
 
 // parseError is a command-line mistake, said in one line.
@@ -59,8 +75,8 @@ func getopt(specs []spec, args []string, lenient bool) ([]occurrence, []string, 
 			}
 			o := occurrence{spec: s, typed: "--" + name}
 			switch {
-			case s.arg && hasValue:
-				o.value = value
+			case (s.arg || s.optVal) && hasValue:
+				o.value, o.valued = value, true
 			case s.arg:
 				if i+1 >= len(args) {
 					if lenient {
@@ -69,13 +85,13 @@ func getopt(specs []spec, args []string, lenient bool) ([]occurrence, []string, 
 					return nil, nil, &parseError{fmt.Sprintf("option --%s needs a value (--%s=VALUE)", s.long, s.long)}
 				}
 				i++
-				o.value = args[i]
+				o.value, o.valued = args[i], true
 			case hasValue && !lenient:
 				return nil, nil, &parseError{fmt.Sprintf("option --%s takes no value (%q given)", s.long, value)}
 			}
 			occ = append(occ, o)
 			if s.stop {
-				return occ, args[i+1:], nil
+				return occ, afterStop(args[i+1:]), nil
 			}
 		case len(a) > 1 && a[0] == '-':
 		cluster:
@@ -89,7 +105,10 @@ func getopt(specs []spec, args []string, lenient bool) ([]occurrence, []string, 
 				}
 				o := occurrence{spec: s, typed: "-" + string(a[j])}
 				if s.arg {
+					o.valued = true
 					switch {
+					case j+1 < len(a) && s.eqShort && a[j+1] == '=':
+						o.value = a[j+2:]
 					case j+1 < len(a):
 						o.value = a[j+1:]
 					case i+1 < len(args):
@@ -105,7 +124,7 @@ func getopt(specs []spec, args []string, lenient bool) ([]occurrence, []string, 
 				}
 				occ = append(occ, o)
 				if s.stop && j == len(a)-1 {
-					return occ, args[i+1:], nil
+					return occ, afterStop(args[i+1:]), nil
 				}
 			}
 		default:
@@ -254,12 +273,18 @@ type Opt struct {
 	Short byte
 	Arg   bool
 	Stop  bool
+	// OptVal: a switch that may take a value in --name=VALUE (--flag=false).
+	OptVal bool
+	// EqShort: -X=VALUE gives VALUE, not "=VALUE".
+	EqShort bool
 }
 
-// Occurrence is an option Getopt found: the Opt, as typed, with its value.
+// Occurrence is an option Getopt found: the Opt, as typed, with its value
+// (Valued: one was given).
 type Occurrence struct {
 	Opt
 	Typed, Value string
+	Valued       bool
 }
 
 // Getopt reads the options at the start of args as getopt_long reads
@@ -270,7 +295,7 @@ type Occurrence struct {
 func Getopt(opts []Opt, args []string) ([]Occurrence, []string, error) {
 	specs := make([]spec, len(opts))
 	for i, o := range opts {
-		specs[i] = spec{long: o.Long, short: o.Short, arg: o.Arg, exact: o.Long == "", stop: o.Stop}
+		specs[i] = spec{long: o.Long, short: o.Short, arg: o.Arg, exact: o.Long == "", stop: o.Stop, optVal: o.OptVal, eqShort: o.EqShort}
 	}
 	occ, rest, err := getopt(specs, args, false)
 	if err != nil {
@@ -280,7 +305,7 @@ func Getopt(opts []Opt, args []string) ([]Occurrence, []string, error) {
 	for i, o := range occ {
 		for k := range specs {
 			if &specs[k] == o.spec {
-				out[i] = Occurrence{Opt: opts[k], Typed: o.typed, Value: o.value}
+				out[i] = Occurrence{Opt: opts[k], Typed: o.typed, Value: o.value, Valued: o.valued}
 			}
 		}
 	}

@@ -225,7 +225,7 @@ var table = []option{
 	{long: "symbols", group: otherGroup, kind: inert, why: otherCmd},
 	{long: "task", group: otherGroup, kind: inert, why: otherCmd},
 	{long: "kernel-skip-out", group: otherGroup, kind: inert, why: otherCmd},
-	{long: "agent", short: 'g', group: recordGroup, help: "uftrace's agent: tracing is on and 'rtrace -p PID --trace=on|off' (or 'rtrace toggle PID') switches it; each time it turns on, a new directory (DATA.1, .2 ...)",
+	{long: "agent", short: 'g', group: recordGroup, help: "uftrace's agent: tracing is on and 'rtrace -p PID --trace=on|off' (or 'rtrace toggle PID') switches it, each time it turns on a new directory (DATA.1, .2 ...); rtrace takes the toggle signal (SIGUSR1, --toggle-signal) for it: the program does not get it",
 		set: func(c *Cmd, _ string) error { c.Options.Agent = true; return nil }},
 	{long: "pid", short: 'p', arg: "PID", group: globalGroup, help: "talk to the agent of the recording of PID (rtrace record -g, --disable or -e; rtrace's pid or its program's): with --trace=on|off, switch tracing; alone, check that it answers. Returns at once",
 		set: func(c *Cmd, v string) error {

@@ -152,8 +152,8 @@ func parse(c *Cmd, args []string) (*Cmd, error) {
 		// at the same trace_on, which it is given.
 		c.Replay = append(c.Replay, "--disable")
 	}
-	if c.toggleSignalSet && len(c.Options.Modules) == 0 && !c.Options.Disable {
-		return nil, usagef("--toggle-signal: toggling needs --disable (function tracing) or --module MODULES (resource tracing)")
+	if c.toggleSignalSet && len(c.Options.Modules) == 0 && !c.Options.Disable && !c.Options.Agent {
+		return nil, usagef("--toggle-signal: toggling needs --disable or -g (function tracing) or --module MODULES (resource tracing)")
 	}
 	return c, nil
 }
