@@ -433,12 +433,13 @@ func funcOptions(o Options) (f postproc.FuncOptions, rec trigRecord, err error) 
 	for _, t := range o.Trigger { // uftrace joins its -T values with ';' and splits them again
 		triggers = append(triggers, strings.FieldsFunc(t, func(r rune) bool { return r == ';' })...)
 	}
+	isPat := map[string][]bool{} // of each -F and -N value, whether it is a pattern (not a trigger)
 	for _, g := range []struct {
 		flag, action string
 		vals         []string
 		to           *[]uftrace.Pattern
 	}{{"-F", "filter", o.Filter, &f.Filters}, {"-N", "notrace", o.NoTrace, &f.NoTrace}, {"-H", "hide", o.Hide, &f.Hide}, {"-C", "caller", o.Caller, &f.Callers}} {
-		pats, trigs, err := filterTriggers(g.flag, g.action, g.vals, o.Match)
+		pats, trigs, kept, err := filterTriggers(g.flag, g.action, g.vals, o.Match)
 		if err != nil {
 			return f, rec, err
 		}
@@ -446,18 +447,19 @@ func funcOptions(o Options) (f postproc.FuncOptions, rec trigRecord, err error) 
 			return f, rec, err
 		}
 		triggers = append(slices.Clip(triggers), trigs...)
+		isPat[g.flag] = kept
 	}
 	if len(o.FilterOrder) == len(o.Filter)+len(o.NoTrace) {
-		// The order of the -F and -N that are patterns (not triggers).
+		// The order of the -F and -N that are patterns.
 		i, j := 0, 0
 		for _, out := range o.FilterOrder {
-			v, flag, action := "", "-F", "filter"
+			pat := false
 			if out {
-				v, flag, action, j = o.NoTrace[j], "-N", "notrace", j+1
+				pat, j = isPat["-N"][j], j+1
 			} else {
-				v, i = o.Filter[i], i+1
+				pat, i = isPat["-F"][i], i+1
 			}
-			if pats, _, _ := filterTriggers(flag, action, []string{v}, o.Match); len(pats) == 1 {
+			if pat {
 				f.FilterOrder = append(f.FilterOrder, out)
 			}
 		}
@@ -480,19 +482,19 @@ func funcOptions(o Options) (f postproc.FuncOptions, rec trigRecord, err error) 
 // setup_trigger_action: -F foo@depth=2 is a filter with a depth): those
 // become -T triggers with the flag's own action added, argument actions
 // left out as uftrace ignores them there. FUNC and FUNC@MODULE stay
-// patterns.
-func filterTriggers(flag, action string, vals []string, kind string) (pats, trigs []string, err error) {
+// patterns; isPat says of each value whether it did.
+func filterTriggers(flag, action string, vals []string, kind string) (pats, trigs []string, isPat []bool, err error) {
 	for _, v := range vals {
 		fn, rest, ok := strings.Cut(v, "@")
 		if !ok {
-			pats = append(pats, v)
+			pats, isPat = append(pats, v), append(isPat, true)
 			continue
 		}
 		var keep, modules []string
 		for _, act := range strings.Split(rest, ",") {
 			one, err := uftrace.ParseTrigger(fn+"@"+act, kind)
 			if err != nil {
-				return nil, nil, &UsageError{fmt.Sprintf("%s %s: %v", flag, v, err)}
+				return nil, nil, nil, &UsageError{fmt.Sprintf("%s %s: %v", flag, v, err)}
 			}
 			switch {
 			case len(one.Args)+len(one.Rets) > 0:
@@ -502,18 +504,19 @@ func filterTriggers(flag, action string, vals []string, kind string) (pats, trig
 				keep = append(keep, act)
 			}
 		}
+		isPat = append(isPat, len(keep) == 0)
 		switch {
 		case len(keep) > 0:
 			trigs = append(trigs, fn+"@"+strings.Join(append(append(keep, modules...), action), ","))
 		case len(modules) == 1:
 			pats = append(pats, fn+"@"+modules[0])
 		case len(modules) > 1:
-			return nil, nil, &UsageError{fmt.Sprintf("%s %s: one module at most", flag, v)}
+			return nil, nil, nil, &UsageError{fmt.Sprintf("%s %s: one module at most", flag, v)}
 		default:
 			pats = append(pats, fn) // only arguments, ignored
 		}
 	}
-	return pats, trigs, nil
+	return pats, trigs, isPat, nil
 }
 
 // trigger reads the -T argument s, patterns of kind. Its actions go where
