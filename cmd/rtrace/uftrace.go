@@ -283,15 +283,22 @@ func live(o launcher.Options, replay []string, stdout, stderr io.Writer) int {
 	if code != 0 {
 		return code
 	}
+	return childStatus(rerr, "rtrace live: uftrace replay", stderr)
+}
+
+// childStatus is rtrace's exit status for a uftrace command it ran that
+// ended with err (Wait's): its own, or 128+N when signal N killed it; an
+// error that is no exit status is said, under what, and is 1.
+func childStatus(err error, what string, stderr io.Writer) int {
 	var ee *exec.ExitError
 	switch {
-	case errors.As(rerr, &ee):
+	case errors.As(err, &ee):
 		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
 			return 128 + int(ws.Signal())
 		}
 		return ee.ExitCode()
-	case rerr != nil:
-		fmt.Fprintln(stderr, "rtrace live: uftrace replay:", rerr)
+	case err != nil:
+		fmt.Fprintln(stderr, what+":", err)
 		return 1
 	}
 	return 0
@@ -348,15 +355,8 @@ func script(o launcher.Options, cmd *ucli.Cmd, stdout, stderr io.Writer) int {
 	sc := exec.Command(uft, append([]string{"script", "-d", o.Dir, "-S", cmd.Script}, cmd.Replay...)...)
 	sc.Stdin, sc.Stdout, sc.Stderr = os.Stdin, stdout, stderr
 	serr := sc.Run()
-	var ee *exec.ExitError
-	switch {
-	case code != 0:
+	if code != 0 {
 		return code
-	case errors.As(serr, &ee):
-		return ee.ExitCode()
-	case serr != nil:
-		fmt.Fprintln(stderr, "rtrace script: uftrace script:", serr)
-		return 1
 	}
-	return 0
+	return childStatus(serr, "rtrace script: uftrace script", stderr)
 }
