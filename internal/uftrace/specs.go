@@ -15,6 +15,7 @@ import (
 // library functions (AutoSpecs).
 type specTable struct {
 	patterns []patternSpec
+	modules  bool                 // a pattern names a module (FuncSpec.Module)
 	auto     bool                 // auto specs apply to every function (auto-args:1)
 	argauto  map[string][]ArgSpec // info's argauto list, by function
 	retauto  map[string][]ArgSpec // and retauto
@@ -76,6 +77,7 @@ func newSpecTable(lines []ArgSpecLine, patternType string, auto bool) (*specTabl
 					return nil, fmt.Errorf("%s: %w", l.Key, err)
 				}
 				ps.spec, ps.dbg, pat = f, noDbg, f.Pattern
+				t.modules = t.modules || f.Module != ""
 			}
 			m, err := matcher(patternType, pat)
 			if err != nil {
@@ -145,17 +147,27 @@ func matcher(kind, pat string) (func(string) bool, error) {
 // entries in info's argauto and retauto lists.
 func (t *specTable) lookup(name string, s *Session, addr uint64) (args, rets []ArgSpec) {
 	var dbg [2][]ArgSpec
-	var w Where
-	if s != nil {
-		if sym, m, ok := s.Resolve(addr); ok {
-			w = s.Where(m, sym)
+	// The function's symbol, looked up once and only when needed: for a
+	// pattern naming a module, or for auto specs.
+	var sym Symbol
+	var m *Module
+	found, resolved := false, false
+	resolve := func() bool {
+		if !resolved && s != nil {
+			resolved = true
+			sym, m, found = s.Resolve(addr)
 		}
+		return found
+	}
+	var w Where
+	if t.modules && resolve() {
+		w = s.Where(m, sym)
 	}
 	looked := false
 	find := func(i int) []ArgSpec {
-		if !looked && s != nil {
+		if !looked {
 			looked = true
-			if sym, m, ok := s.Resolve(addr); ok {
+			if resolve() {
 				for _, f := range m.debugFuncs {
 					// By the symbol's address, as uftrace (utils/dwarf.c,
 					// get_dwarf_argspec): static functions share names.
