@@ -24,6 +24,9 @@ const (
 	FormatText  = "text"
 	FormatWire  = "wire"
 	FormatPprof = "pprof"
+	// FormatWire20 is sp-rtrace's own binary stream (protocol 2.0), which
+	// sp-rtrace-postproc reads (wire.NewWriter20).
+	FormatWire20 = "wire-2.0"
 )
 
 var errFuncOnStream = errors.New("-F, -N, -D, -t, --max-stack and --tid filter function traces; they apply to a uftrace.data directory, not a resource trace")
@@ -102,6 +105,8 @@ func (j *Stage) stream(rd trace.Reader, out io.Writer) error {
 	switch j.Format {
 	case FormatWire:
 		w = wire.NewWriter(out)
+	case FormatWire20:
+		w = wire.NewWriter20(out)
 	case FormatPprof:
 		w = pprofout.NewWriter(out, res)
 	default:
@@ -297,7 +302,7 @@ func (j *Stage) ext() string {
 		return ".summary.txt"
 	}
 	switch j.Format {
-	case FormatWire:
+	case FormatWire, FormatWire20:
 		return ".rtrace"
 	case FormatPprof:
 		return ".pb.gz"
@@ -406,9 +411,9 @@ func (j *Stage) checkFormat() error {
 	switch j.Format {
 	case "":
 		j.Format = FormatText
-	case FormatText, FormatWire, FormatPprof:
+	case FormatText, FormatWire, FormatWire20, FormatPprof:
 	default:
-		return &UsageError{fmt.Sprintf("%s: -O %q: the formats are text, wire and pprof", j.Verb, j.Format)}
+		return &UsageError{fmt.Sprintf("%s: -O %q: the formats are text, wire, wire-2.0 and pprof", j.Verb, j.Format)}
 	}
 	o := j.Opts
 	if (o.Flame != "" || o.Summary || o.HTML) && j.Format != FormatText {
@@ -429,6 +434,9 @@ func (j *Stage) checkFormat() error {
 		{FormatWire, "compress", o.Compress, "the binary stream has no groups"},
 		{FormatWire, "resolve", o.Resolve, "the binary stream carries addresses only; resolve its text"},
 		{FormatWire, "sort", o.Sort != "", "the binary stream has no groups"},
+		{FormatWire20, "compress", o.Compress, "the binary stream has no groups"},
+		{FormatWire20, "resolve", o.Resolve, "the binary stream carries addresses only; resolve its text"},
+		{FormatWire20, "sort", o.Sort != "", "the binary stream has no groups"},
 		{FormatPprof, "compress", o.Compress, "a profile sums calls by backtrace already"},
 		{FormatPprof, "sort", o.Sort != "", "a profile has no groups"},
 		{FormatPprof, "remove-args", o.RemoveArgs, "a profile has no arguments"},

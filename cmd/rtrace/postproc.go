@@ -61,7 +61,7 @@ Examples:
 		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "input", Aliases: []string{"i"}, Usage: "read the trace from `FILE` or uftrace.data DIR (default: stdin)"},
 			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "write to `FILE`, or into DIR as <pid>-<n>.rtrace.txt, never overwriting (default: stdout); with INPUT...: the batch's output directory"},
-			&cli.StringFlag{Name: "output-format", Aliases: []string{"O"}, Usage: "write resource traces as `FORMAT`: text (sp-rtrace), wire (binary stream) or pprof", DefaultText: launcher.FormatText},
+			&cli.StringFlag{Name: "output-format", Aliases: []string{"O"}, Usage: "write resource traces as `FORMAT`: text (sp-rtrace), wire (rtrace's binary stream), wire-2.0 (sp-rtrace 2.0's, which sp-rtrace-postproc reads: no thread ids, times in ms) or pprof", DefaultText: launcher.FormatText},
 			&cli.StringFlag{Name: "pprof", Usage: "write an allocation profile to `FILE` (same as -O pprof -o FILE)"},
 			&cli.IntFlag{Name: "jobs", Aliases: []string{"j"}, Value: runtime.NumCPU(), Usage: "process `N` inputs of a batch at a time"},
 			&cli.StringFlag{Name: "uftrace-dir", Aliases: []string{"d"}, Category: postproc.CategoryFunc, Usage: "write the filtered function trace to the new directory `OUTDIR`"},

@@ -90,8 +90,12 @@ func (w *Writer) Calls(cs []trace.Call) error {
 	if !w.started {
 		return fmt.Errorf("wire: calls before the header")
 	}
+	put := w.call
+	if w.v20 {
+		put = w.call20
+	}
 	for i := range cs {
-		if err := w.call(&cs[i]); err != nil {
+		if err := put(&cs[i]); err != nil {
 			return err
 		}
 	}

@@ -411,3 +411,68 @@ func TestHeapWordsSplit(t *testing.T) {
 		t.Error("words out of order written without an error")
 	}
 }
+
+// TestWriter20 writes sample() as sp-rtrace's own 2.0 stream: only the
+// packet types sp-rtrace-postproc knows (it stops at the first other
+// one), each call as CALL [ARGS] BTRC, and what 2.0 has no field for
+// left out; rtrace's reader reads the calls back as 2.0 carries them.
+func TestWriter20(t *testing.T) {
+	var b bytes.Buffer
+	w := NewWriter20(&b)
+	in := sample()
+	for _, it := range in {
+		if err := w.Write(it); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	data := b.Bytes()
+	if data[0] != Magic || data[2] != 2 || data[3] != 0 {
+		t.Fatalf("handshake %x: want version 2.0", data[:4])
+	}
+	known := map[uint32]bool{OCFG: true, PINF: true, MINF: true, RESR: true, CTXR: true, CALL: true, ARGS: true, BTRC: true, MMAP: true, FILE: true}
+	var types []string
+	for off := 2 + int(data[1]); off < len(data); {
+		typ, n := binary.LittleEndian.Uint32(data[off:]), binary.LittleEndian.Uint32(data[off+4:])
+		if !known[typ] {
+			t.Errorf("packet %s at offset %d: not in sp-rtrace 2.0", typeName(typ), off)
+		}
+		types = append(types, typeName(typ))
+		off += 8 + int(n)
+	}
+	if got := strings.Join(types, " "); !strings.HasPrefix(got, "OCFG PINF MINF MINF RESR RESR CTXR MMAP CALL ARGS BTRC CALL BTRC") {
+		t.Errorf("packets %s", got)
+	}
+	out, err := decodeAll(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []trace.Item
+	for _, it := range in {
+		switch v := it.(type) {
+		case *trace.Header:
+			h := *v
+			h.Version, h.Functions, h.Time = "2.0", false, time.Unix(v.Time.Unix(), int64(v.Time.Nanosecond()/1000*1000))
+			want = append(want, &h)
+		case *trace.Module, *trace.Resource, *trace.Context, *trace.Mapping, *trace.File:
+			want = append(want, it)
+		case *trace.Call:
+			c := *v
+			c.Tid, c.Time, c.Size = 0, c.Time.Truncate(time.Millisecond), min(c.Size, 1<<32-1)
+			if v.Time < 0 {
+				c.Time = 0
+			}
+			want = append(want, &c)
+		}
+	}
+	if len(out) != len(want) {
+		t.Fatalf("got %d items, want %d:\n%v", len(out), len(want), out)
+	}
+	for i := range want {
+		if !reflect.DeepEqual(out[i], want[i]) {
+			t.Errorf("item %d:\n got %+v\nwant %+v", i, out[i], want[i])
+		}
+	}
+}

@@ -5,6 +5,8 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
+	"math"
+	"time"
 
 	"rtrace/internal/trace"
 	"rtrace/internal/uftrace"
@@ -17,11 +19,22 @@ type Writer struct {
 	p       []byte // the packet being built
 	started bool
 	z       calls // resource calls, batched (calls.go)
+	v20     bool  // sp-rtrace's own 2.0 stream (NewWriter20)
 }
 
 // NewWriter returns a Writer on w.
 func NewWriter(w io.Writer) *Writer {
 	return &Writer{w: bufio.NewWriterSize(w, 64<<10)}
+}
+
+// NewWriter20 returns a Writer of sp-rtrace's own protocol 2.0, which
+// sp-rtrace-postproc reads: a CALL, its ARGS and a BTRC per call, and
+// only the packet types 2.0 has. sp-rtrace-postproc stops at the first
+// packet type it does not know, so what 2.0 cannot carry is left out:
+// thread ids, times finer than a millisecond and sizes above 4 GiB
+// (CEXT), tasks, usage, memory scans, page maps, function traces.
+func NewWriter20(w io.Writer) *Writer {
+	return &Writer{w: bufio.NewWriterSize(w, 64<<10), v20: true}
 }
 
 // Write encodes one item.
@@ -37,7 +50,17 @@ func (w *Writer) Write(it trace.Item) error {
 		return fmt.Errorf("wire: %T before the header", it)
 	}
 	if c, ok := it.(*trace.Call); ok {
+		if w.v20 {
+			return w.call20(c)
+		}
 		return w.call(c)
+	}
+	if w.v20 {
+		switch it.(type) {
+		case *trace.Module, *trace.Resource, *trace.Context, *trace.Mapping, *trace.File:
+		default:
+			return nil // no 2.0 packet: see NewWriter20
+		}
 	}
 	// Anything else follows the calls before it.
 	if err := w.flushCalls(); err != nil {
@@ -251,7 +274,11 @@ func (w *Writer) header(h *trace.Header) error {
 	if arch == "" {
 		arch = "x86_64"
 	}
-	hs := []byte{Magic, 0, Major, Minor, byte(len(arch))}
+	major, minor := byte(Major), byte(Minor)
+	if w.v20 {
+		major, minor = 2, 0
+	}
+	hs := []byte{Magic, 0, major, minor, byte(len(arch))}
 	hs = append(hs, arch...)
 	hs = append(hs, 0, 8) // little endian, 8-byte pointers
 	for len(hs)%4 != 0 {
@@ -273,14 +300,55 @@ func (w *Writer) header(h *trace.Header) error {
 	w.u32(uint32(h.Time.Nanosecond() / 1000))
 	w.u32(uint32(h.Depth))
 	w.str(h.Process)
-	if h.Functions { // after sp-rtrace's fields: a 2.0 reader stops before it
+	if h.Functions && !w.v20 { // after sp-rtrace's fields: a 2.0 reader stops before it
 		w.u32(pinfFunctions)
 	}
 	return w.end()
 }
 
-// call writes CALL, CEXT, ARGS (when any) and BTRC, as sp-rtrace sends
-// them: BTRC follows every call, with 0 frames when there are none.
+// call20 writes CALL, ARGS (when any) and BTRC, as sp-rtrace's modules
+// send them: BTRC follows every call, with 0 frames when there are none.
+// The time is in milliseconds of the day (0 when the call has none), the
+// size 32 bits (a larger one is cut to the largest it holds).
+func (w *Writer) call20(c *trace.Call) error {
+	w.begin(CALL)
+	w.u32(uint32(c.Res))
+	w.u32(c.Context)
+	var ms uint32
+	if c.Time > 0 {
+		ms = uint32(c.Time / time.Millisecond)
+	}
+	w.u32(ms)
+	kind := uint32(callFree)
+	if c.Alloc {
+		kind = callAlloc
+	}
+	w.u32(kind)
+	w.str(c.Name)
+	w.u32(uint32(min(c.Size, math.MaxUint32)))
+	w.u64(c.ID)
+	if err := w.end(); err != nil {
+		return err
+	}
+	if len(c.Args) > 0 {
+		w.begin(ARGS)
+		w.u32(uint32(len(c.Args)))
+		for _, a := range c.Args {
+			w.str(a.Name)
+			w.str(a.Value)
+		}
+		if err := w.end(); err != nil {
+			return err
+		}
+	}
+	w.begin(BTRC)
+	w.u32(uint32(len(c.Frames)))
+	for _, f := range c.Frames {
+		w.u64(f.Addr)
+	}
+	return w.end()
+}
+
 func (w *Writer) begin(typ uint32) {
 	w.p = binary.LittleEndian.AppendUint32(w.p[:0], typ)
 	w.p = append(w.p, 0, 0, 0, 0)
