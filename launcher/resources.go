@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -54,6 +55,7 @@ type resStream struct {
 	listener listenerWatch // the listener's death closes its window
 	listened int           // windows listeners took
 	warn     io.Writer
+	quiet    bool // -q: no word of the windows it writes
 	calls    uint64
 	lost     uint64 // calls dropped in the process (a full ring)
 	// killed: rtrace killed the target (Ctrl-C): its end is no leak point.
@@ -70,7 +72,7 @@ type resProc struct {
 
 func newResStream(c *config, m *marks) *resStream {
 	return &resStream{mods: c.mods, depth: c.Backtrace, outDir: c.OutDir, postOpts: c.PostOpts, post: c.post, manage: c.Manage, start: c.onAtStart(), marks: m,
-		procs: map[int]*resProc{}, threads: map[int]int{}, warn: c.Stderr, stdout: c.Stdout}
+		procs: map[int]*resProc{}, threads: map[int]int{}, warn: c.Stderr, quiet: c.Quiet, stdout: c.Stdout}
 }
 
 // open starts a window: the pipe of a listener when one waits (the
@@ -100,6 +102,20 @@ func (s *resStream) open(pid int) error {
 	return s.begin()
 }
 
+// streamDir is the output directory a stream names (OCFG): dir made
+// absolute (the current directory when ""), as sp-rtrace's launcher names
+// its own, so that a listening toggle started elsewhere without -o
+// writes where the recording would.
+func streamDir(dir string) string {
+	if dir == StdoutDir {
+		return dir
+	}
+	if abs, err := filepath.Abs(dir); err == nil {
+		return abs
+	}
+	return dir
+}
+
 // itemWriter is where a window's items go (wire.Writer, preproc.Splitter).
 type itemWriter interface {
 	Write(trace.Item) error
@@ -127,7 +143,7 @@ func (s *resStream) begin() error {
 		exe, maps = p.exe, p.maps
 	}
 	items := []trace.Item{&trace.Header{Version: wire.Version, Arch: "x86_64", Time: time.Now(), Process: exe, Pid: root,
-		Depth: s.depth, Origin: "rtrace", OutDir: s.outDir, PostOpts: s.postOpts},
+		Depth: s.depth, Origin: "rtrace", OutDir: streamDir(s.outDir), PostOpts: s.postOpts},
 		&trace.Module{ID: 0, Name: "main", Major: 1}}
 	id := 0
 	for i, m := range s.mods {
@@ -185,7 +201,6 @@ func (s *resStream) closeOut() {
 	if s.w == nil && s.split == nil && s.out == nil {
 		return
 	}
-	s.marks.off()
 	s.listener.stop()
 	if s.w != nil {
 		s.w.Write(&trace.Library{Name: "*"})
@@ -211,6 +226,7 @@ func (s *resStream) closeOut() {
 		}
 	}
 	s.out, s.w, s.split = nil, nil, nil
+	s.marks.off() // last: a managed toggle waits for this, the trace written
 }
 
 func (s *resStream) Call(c *trace.Call) error {
@@ -283,7 +299,19 @@ func (s *resStream) Toggle(on bool, pid int) error {
 	if on {
 		return s.open(pid)
 	}
+	inProcess, before := s.split != nil, len(s.files)
 	s.closeOut()
+	if s.quiet || !inProcess {
+		return nil
+	}
+	s.mu.Lock()
+	paths := s.files[before:]
+	s.mu.Unlock()
+	if len(paths) > 0 && s.warn != nil {
+		// A listening toggle says where it wrote; so does the recording
+		// for a window it pre-processed (sp-rtrace -m, or no listener).
+		fmt.Fprintf(s.warn, "rtrace: trace written to %s\n", strings.Join(paths, ", "))
+	}
 	return nil
 }
 

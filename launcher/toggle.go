@@ -26,6 +26,7 @@ type ToggleOptions struct {
 	Follow   bool        // -f: the traced children too
 	OutDir   string      // where a resource trace's raw file goes (default: the current directory)
 	PostOpts string      // -P: post-process a resource trace into text
+	Manage   bool        // -m: only signal; the recording writes the trace (sp-rtrace's managed mode)
 	Timeout  time.Duration
 	Stderr   io.Writer
 }
@@ -54,8 +55,26 @@ func Toggle(o ToggleOptions) error {
 	if err := privateDir(dir); err != nil {
 		return err
 	}
+	timeout := o.Timeout
+	if timeout == 0 {
+		timeout = 10 * time.Second
+	}
 	fifo := FIFOPath(o.Pid)
-	if _, on := readState(StatePath(o.Pid)); on {
+	_, on := readState(StatePath(o.Pid))
+	if o.Manage {
+		// sp-rtrace -m -t: no listener; the recording pre-processes the
+		// window itself (as when none listens) and says where it wrote.
+		if err := unix.Kill(o.Pid, o.Signal); err != nil {
+			return fmt.Errorf("signalling pid %d: %w", o.Pid, err)
+		}
+		if err := waitState(o.Pid, !on, timeout); err != nil {
+			return err
+		}
+		state := map[bool]string{true: "on", false: "off"}[!on]
+		fmt.Fprintf(o.Stderr, "rtrace: tracing of pid %d turned %s\n", o.Pid, state)
+		return nil
+	}
+	if on {
 		// Tracing is on (rtrace keeps this file while a window is open):
 		// turn it off; a listening toggle then sees the end of its stream.
 		if err := unix.Kill(o.Pid, o.Signal); err != nil {
@@ -92,10 +111,6 @@ func Toggle(o ToggleOptions) error {
 		}
 		opened <- f
 	}()
-	timeout := o.Timeout
-	if timeout == 0 {
-		timeout = 10 * time.Second
-	}
 	var in *os.File
 	select {
 	case in = <-opened:
@@ -112,7 +127,7 @@ func Toggle(o ToggleOptions) error {
 	hold.Close()
 	defer in.Close()
 	fmt.Fprintf(o.Stderr, "rtrace: tracing of pid %d turned on; run 'rtrace toggle %d' again to turn it off\n", o.Pid, o.Pid)
-	paths, err := Preproc(in, o.OutDir, nil, o.PostOpts, "", o.Stderr)
+	paths, err := preprocStream(in, o.OutDir, nil, o.PostOpts, "", o.Stderr, true)
 	if len(paths) > 0 {
 		fmt.Fprintf(o.Stderr, "rtrace: trace written to %s\n", strings.Join(paths, ", "))
 	}
@@ -187,6 +202,14 @@ func privateDir(dir string) error {
 // (a resource trace: one per process of the stream) or the directory
 // written (none with out).
 func Preproc(in io.Reader, dir string, out io.Writer, postOpts, funcDir string, warn io.Writer) ([]string, error) {
+	return preprocStream(in, dir, out, postOpts, funcDir, warn, false)
+}
+
+// preprocStream is Preproc; with inherit (a listening toggle), a resource
+// stream's own output settings (OCFG: the recording's -o DIR and -P OPTS)
+// apply where dir and postOpts are "", as sp-rtrace's listener takes them
+// (src/rtrace/listener.c, SP_RTRACE_PROTO_OUTPUT_SETTINGS).
+func preprocStream(in io.Reader, dir string, out io.Writer, postOpts, funcDir string, warn io.Writer, inherit bool) ([]string, error) {
 	br := bufio.NewReaderSize(in, 64<<10)
 	rd, err := wire.NewReader(br)
 	if err != nil {
@@ -223,6 +246,14 @@ func Preproc(in io.Reader, dir string, out io.Writer, postOpts, funcDir string, 
 	}
 	if funcDir != "" {
 		return nil, fmt.Errorf("-d writes a function trace's uftrace.data directory; this is a resource trace")
+	}
+	if inherit {
+		if dir == "" && hdr.OutDir != StdoutDir {
+			dir = hdr.OutDir
+		}
+		if postOpts == "" {
+			postOpts = hdr.PostOpts
+		}
 	}
 	o := preproc.Options{Dir: dir, Out: out}
 	if postOpts != "" {
@@ -264,15 +295,21 @@ func Agent(pid int, state string, wait time.Duration) error {
 	if err := unix.Kill(target, sig); err != nil {
 		return fmt.Errorf("signalling pid %d: %w", target, err)
 	}
-	// As uftrace's client waits for the agent's answer: the state file,
-	// which the recording makes when a window opens and removes when it
-	// closes.
+	// As uftrace's client waits for the agent's answer.
+	return waitState(target, state == "on", wait)
+}
+
+// waitState waits until the recording of pid has turned tracing on (or
+// off): the state file, which it makes when a window opens and removes
+// when the window is closed and its trace written.
+func waitState(pid int, on bool, wait time.Duration) error {
 	for end := time.Now().Add(wait); ; {
-		if _, on := readState(StatePath(target)); (state == "on") == on {
+		if _, now := readState(StatePath(pid)); now == on {
 			return nil
 		}
-		if time.Now().After(end) || unix.Kill(target, 0) != nil {
-			return fmt.Errorf("the recording of pid %d did not turn tracing %s within %v", target, state, wait)
+		if time.Now().After(end) || unix.Kill(pid, 0) != nil {
+			state := map[bool]string{true: "on", false: "off"}[on]
+			return fmt.Errorf("the recording of pid %d did not turn tracing %s within %v", pid, state, wait)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}

@@ -44,7 +44,7 @@ sp-rtrace, starts the program: the words after it are its own.
 			&cli.BoolFlag{Name: "start", Aliases: []string{"s"}, Usage: "trace from the start (default: off until toggled)"},
 			&cli.IntFlag{Name: "toggle", Aliases: []string{"t"}, Usage: "toggle the tracing of `PID`, a program running under rtrace, as 'rtrace toggle PID'"},
 			&cli.BoolFlag{Name: "follow-forks", Aliases: []string{"f"}, Usage: "with -t: the children too (always the case: one recording covers the process tree)"},
-			&cli.BoolFlag{Name: "manage-preproc", Aliases: []string{"m"}, Usage: "when toggled on, pre-process in rtrace itself instead of streaming to a listening toggle"},
+			&cli.BoolFlag{Name: "manage-preproc", Aliases: []string{"m"}, Usage: "pre-process in the recording rtrace instead of streaming to a listening toggle; with -t: only toggle, returning once switched (the recording writes the trace)"},
 			&cli.StringFlag{Name: "output-dir", Aliases: []string{"o"}, Usage: "write the raw streams into `DIR` (default: the current directory)"},
 			&cli.StringFlag{Name: "postproc", Aliases: []string{"P"}, Usage: "post-process with these `OPTS` (\"-l -c -r\") into <pid>-<n>.rtrace.txt"},
 			&cli.IntFlag{Name: "backtrace-depth", Aliases: []string{"b"}, Value: 10, Usage: "`N` frames per backtrace (0: none)"},
@@ -72,7 +72,7 @@ sp-rtrace, starts the program: the words after it are its own.
 					sig = 0 // the one the recording announced
 				}
 				err = launcher.Toggle(launcher.ToggleOptions{Pid: c.Int("toggle"), Signal: sig, Follow: c.Bool("follow-forks"),
-					OutDir: c.String("output-dir"), PostOpts: c.String("postproc"), Stderr: c.App.ErrWriter})
+					OutDir: c.String("output-dir"), PostOpts: c.String("postproc"), Manage: c.Bool("manage-preproc"), Stderr: c.App.ErrWriter})
 				if err != nil {
 					return cli.Exit("sp-rtrace: toggle: "+err.Error(), 1)
 				}
