@@ -31,8 +31,9 @@ func (t *Tracer) liveTid(p *process, except int) int {
 
 // newStates makes n thread states in tid's process, stopped: one memfd
 // the process maps shared (not inherited by a fork) and rtrace maps too.
-// Five system calls in the process make a state ready: made by the chunk,
-// the states of a program that starts threads cost them once per chunk.
+// Five system calls in the process make a state ready, in two stops (four
+// in stub.S's newstates, then close): made by the chunk, the states of a
+// program that starts threads cost them once per chunk.
 // With populate, the process's mapping is populated (MAP_POPULATE): a
 // thread's first pass through its ring otherwise takes a page fault per
 // 4 KiB, 290 per state, which on the bench's VM cost 13 ms of the
@@ -47,39 +48,41 @@ func (t *Tracer) liveTid(p *process, except int) int {
 // populated: that took the tracer thread 5 ms in the 4-thread record,
 // and its drain's read faults map 16 pages each (fault-around).
 func (fi *fastImage) newStates(tid, pid, n int, populate bool) ([]*fast.State, error) {
-	remoteSyscall := func(tid int, nr uint64, args ...uint64) (uint64, error) {
-		return remoteSyscallAt(tid, fi.gadget(), nr, args...)
-	}
 	size := uint64(n) * fast.StateSize
-	fd, err := remoteSyscall(tid, unix.SYS_MEMFD_CREATE, fi.tableAddr+fast.TableSize, unix.MFD_CLOEXEC)
+	flags := uint64(unix.MAP_SHARED)
+	if populate {
+		flags |= unix.MAP_POPULATE
+	}
+	// memfd_create, ftruncate, mmap and madvise(MADV_DONTFORK) in one stop
+	// (stub.S, newstates); close after rtrace opened the descriptor.
+	g := fi.gadget()
+	g.pc = fi.sites[0].NewStates
+	regs, err := remoteRun(tid, g, 0, fi.memfdName(), size, flags)
 	if err != nil {
-		return nil, fmt.Errorf("memfd_create: %w", err)
+		return nil, err
 	}
-	defer remoteSyscall(tid, unix.SYS_CLOSE, fd)
-	if _, err := remoteSyscall(tid, unix.SYS_FTRUNCATE, fd, size); err != nil {
-		return nil, fmt.Errorf("ftruncate: %w", err)
+	fd, addr := regs.R12, regs.Rax
+	if int64(fd) < 0 {
+		return nil, fmt.Errorf("memfd_create: %w", unix.Errno(-int64(fd)))
 	}
+	defer remoteSyscallAt(tid, fi.gadget(), unix.SYS_CLOSE, fd)
+	if e := int64(addr); e < 0 && e > -4096 {
+		return nil, fmt.Errorf("mapping the thread states: %w", unix.Errno(-e))
+	}
+	unmapRemote := func() { remoteSyscallAt(tid, fi.gadget(), unix.SYS_MUNMAP, addr, size) }
 	f, err := os.OpenFile(fmt.Sprintf("/proc/%d/fd/%d", pid, fd), os.O_RDWR, 0)
 	if err != nil {
+		unmapRemote()
 		return nil, err
 	}
 	defer f.Close()
 	// Not unix.Mmap: each state is unmapped on its own (unmapState).
 	p, err := unix.MmapPtr(int(f.Fd()), 0, nil, uintptr(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {
+		unmapRemote()
 		return nil, fmt.Errorf("mapping the thread states: %w", err)
 	}
 	mem := unsafe.Slice((*byte)(p), size)
-	flags := uint64(unix.MAP_SHARED)
-	if populate {
-		flags |= unix.MAP_POPULATE
-	}
-	addr, err := remoteSyscall(tid, unix.SYS_MMAP, 0, size, unix.PROT_READ|unix.PROT_WRITE, flags, fd, 0)
-	if err != nil {
-		unix.MunmapPtr(p, uintptr(size))
-		return nil, fmt.Errorf("mapping the thread states: %w", err)
-	}
-	remoteSyscall(tid, unix.SYS_MADVISE, addr, size, unix.MADV_DONTFORK)
 	states := make([]*fast.State, n)
 	for i := range states {
 		off := uint64(i) * fast.StateSize

@@ -33,9 +33,24 @@ type remoteGadget struct{ pc, trap, saved uint64 }
 // process may run meanwhile: code they may execute must not change under
 // them.
 func remoteSyscallAt(tid int, g remoteGadget, nr uint64, args ...uint64) (uint64, error) {
+	regs, err := remoteRun(tid, g, nr, args...)
+	if err != nil {
+		return 0, err
+	}
+	if int64(regs.Rax) < 0 && int64(regs.Rax) > -4096 {
+		return 0, fmt.Errorf("remote syscall %d in tid %d: %w", nr, tid, unix.Errno(-int64(regs.Rax)))
+	}
+	return regs.Rax, nil
+}
+
+// remoteRun runs the stopped tracee tid from g.pc to its trap, with rax
+// nr and args in the system call argument registers, as remoteSyscallAt
+// does, and returns its registers at the trap: gadget code that makes
+// more than one system call (stub.S, newstates) leaves more than rax.
+func remoteRun(tid int, g remoteGadget, nr uint64, args ...uint64) (unix.PtraceRegs, error) {
 	var saved, regs unix.PtraceRegs
 	if err := ptrace.GetRegs(tid, &saved); err != nil {
-		return 0, fmt.Errorf("reading registers of tid %d: %w", tid, err)
+		return saved, fmt.Errorf("reading registers of tid %d: %w", tid, err)
 	}
 	pc, trap := saved.Rip, saved.Rip+2
 	restoreCode := func() {}
@@ -45,17 +60,17 @@ func remoteSyscallAt(tid int, g remoteGadget, nr uint64, args ...uint64) (uint64
 			r := resumeRegs(saved)
 			b := fast.SavedRegs(r.Rip, r.Rsp, r.Eflags, r.Rax, r.Rbx, r.Rcx, r.Rdx, r.Rsi, r.Rdi, r.Rbp, r.R8, r.R9, r.R10, r.R11, r.R12, r.R13, r.R14, r.R15)
 			if err := writeMem(tid, g.saved, b); err != nil {
-				return 0, fmt.Errorf("saving the registers of tid %d: %w", tid, err)
+				return saved, fmt.Errorf("saving the registers of tid %d: %w", tid, err)
 			}
 		}
 	} else {
 		orig, err := ptrace.PeekWord(tid, pc)
 		if err != nil {
-			return 0, fmt.Errorf("reading code of tid %d at %#x: %w", tid, pc, err)
+			return saved, fmt.Errorf("reading code of tid %d at %#x: %w", tid, pc, err)
 		}
 		code := orig&^0xffffff | 0xcc050f // syscall (0f 05); int3 (cc)
 		if err := ptrace.PokeWord(tid, pc, code); err != nil {
-			return 0, fmt.Errorf("writing code of tid %d at %#x: %w", tid, pc, err)
+			return saved, fmt.Errorf("writing code of tid %d at %#x: %w", tid, pc, err)
 		}
 		restoreCode = func() { ptrace.PokeWord(tid, pc, orig) }
 	}
@@ -71,7 +86,7 @@ func remoteSyscallAt(tid int, g remoteGadget, nr uint64, args ...uint64) (uint64
 	}
 	if err := ptrace.SetRegs(tid, &regs); err != nil {
 		restoreCode()
-		return 0, fmt.Errorf("setting registers of tid %d: %w", tid, err)
+		return saved, fmt.Errorf("setting registers of tid %d: %w", tid, err)
 	}
 	ended := false
 	defer func() {
@@ -86,15 +101,12 @@ func remoteSyscallAt(tid int, g remoteGadget, nr uint64, args ...uint64) (uint64
 	}()
 	if err := runToTrap(tid, trap+1); err != nil {
 		ended = errors.Is(err, errEnded)
-		return 0, fmt.Errorf("remote syscall in tid %d: %w", tid, err)
+		return saved, fmt.Errorf("remote syscall in tid %d: %w", tid, err)
 	}
 	if err := ptrace.GetRegs(tid, &regs); err != nil {
-		return 0, fmt.Errorf("reading the remote syscall's result in tid %d: %w", tid, err)
+		return saved, fmt.Errorf("reading the remote syscall's result in tid %d: %w", tid, err)
 	}
-	if int64(regs.Rax) < 0 && int64(regs.Rax) > -4096 {
-		return 0, fmt.Errorf("remote syscall %d in tid %d: %w", nr, tid, unix.Errno(-int64(regs.Rax)))
-	}
-	return regs.Rax, nil
+	return regs, nil
 }
 
 // resumeRegs are the registers the gadget's resume puts back should

@@ -155,6 +155,9 @@ type Sites struct {
 	// Saved first (SavedRegs): should rtrace die meanwhile, the thread
 	// puts them back itself and goes on (docs/RELIABILITY.md).
 	Gadget, GadgetTrap, Saved uint64
+	// NewStates runs, as Gadget runs one system call, those that make a
+	// thread state's memory (stub.S, newstates): one stop for four.
+	NewStates uint64
 }
 
 // GadgetOff is the gadget's offset in the shared code (Sites.Gadget).
@@ -181,6 +184,7 @@ func SitesAt(base uint64) Sites {
 		ResEntry: base + offResEntry, ResMiss: base + offResMiss, ResUnhooked: base + offResUnhooked,
 		WalkStop: base + offWalkStop,
 		Gadget:   base + offGadget, GadgetTrap: base + offGadgetTrap, Saved: base + offSaved,
+		NewStates: base + offNewStates,
 	}
 }
 

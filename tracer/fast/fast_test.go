@@ -51,7 +51,7 @@ func TestBlobMatchesSource(t *testing.T) {
 		"entry_miss_trap": offEntryMiss, "entry_unhooked_trap": offEntryUnhooked, "exit": offExit,
 		"exit_miss": offExitMiss, "exit_empty": offExitEmpty, "exit_stop_trap": offExitStop, "held_trap": offHeldTrap,
 		"res_entry": offResEntry, "res_lookup": offResLookup, "res_miss_trap": offResMiss, "res_unhooked_trap": offResUnhooked, "walk_stop_trap": offWalkStop,
-		"alive": offAlive}
+		"alive": offAlive, "gadget": offGadget, "gadget_trap": offGadgetTrap, "newstates": offNewStates}
 	for _, s := range syms {
 		if w, ok := want[s.Name]; ok {
 			if s.Value != w {

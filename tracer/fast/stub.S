@@ -119,6 +119,7 @@ saved:	.quad 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0
 # red zone, where a signal frame would go.
 gadget:
 	syscall
+gadget_done:
 	mov alive(%rip), %rcx   # the system call clobbered rcx and r11 already
 	test %rcx, %rcx
 	jz gadget_trap
@@ -148,6 +149,49 @@ resume:
 	mov saved+SV_R14(%rip), %r14
 	mov saved+SV_R15(%rip), %r15
 	jmp *saved+SV_RIP(%rip)
+
+# newstates: the system calls that make a thread state's memory
+# (fastImage.newStates), run as the gadget runs one, so one stop instead
+# of four: memfd_create(rdi, MFD_CLOEXEC), ftruncate(fd, rsi),
+# mmap(0, rsi, PROT_READ|PROT_WRITE, rdx, fd, 0), madvise(the mapping, rsi,
+# MADV_DONTFORK) (its failure ignored, as before), then gadget's ending:
+# rax the mapping, or the first failure's -errno; r12 the file
+# descriptor, which rtrace opens through /proc and then closes, or
+# memfd_create's -errno. rtrace gone meanwhile, the descriptor stays open
+# (close-on-exec).
+newstates:
+	mov %rsi, %r13
+	mov %rdx, %r14
+	mov $319, %eax          # memfd_create
+	mov $1, %esi            # MFD_CLOEXEC
+	syscall
+	mov %rax, %r12
+	test %rax, %rax
+	js gadget_done
+	mov $77, %eax           # ftruncate
+	mov %r12, %rdi
+	mov %r13, %rsi
+	syscall
+	test %rax, %rax
+	js gadget_done
+	mov $9, %eax            # mmap
+	xor %edi, %edi
+	mov %r13, %rsi
+	mov $3, %edx            # PROT_READ|PROT_WRITE
+	mov %r14, %r10
+	mov %r12, %r8
+	xor %r9d, %r9d
+	syscall
+	cmp $-4095, %rax
+	jae gadget_done
+	mov %rax, %r15
+	mov $28, %eax           # madvise
+	mov %r15, %rdi
+	mov %r13, %rsi
+	mov $10, %edx           # MADV_DONTFORK
+	syscall
+	mov %r15, %rax
+	jmp gadget_done
 
 # CALLCLEAR calls \fn, then clears the return address the call left below the
 # stack pointer: no address of rtrace's code stays on a stack (a detach

@@ -35,6 +35,7 @@ var offsets = []struct{ name, sym string }{
 	{"offSaved", "saved"},
 	{"offGadget", "gadget"},
 	{"offGadgetTrap", "gadget_trap"},
+	{"offNewStates", "newstates"},
 }
 
 func main() {
