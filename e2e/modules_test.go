@@ -5,6 +5,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -190,6 +192,51 @@ func TestForeignBreakpoint(t *testing.T) {
 			in.Close()
 			if err := cmd.Wait(); err != nil {
 				t.Errorf("the program after the detach: %v", err)
+			}
+		})
+	}
+}
+
+// TestAliasNames: glibc exports some functions under two names (open and
+// open64, mmap and mmap64, fopen and fopen64 are one function each on
+// x86-64), so rtrace's breakpoint sees one; sp-rtrace's wrappers of each
+// name told the calls apart. rtrace's post-processor names each call as
+// its caller called it, from the call instruction before the first frame:
+// through the PLT, or through the GOT (-fno-plt). The text of -P and of
+// rtrace postproc on the raw file say the same.
+func TestAliasNames(t *testing.T) {
+	want := []string{"open", "open64", "mmap", "mmap64", "fopen", "fopen64"}
+	record := regexp.MustCompile(`(?m)^[0-9]+\. \[[^\]]+\] ([a-z0-9_]+)<`)
+	names := func(text string) []string {
+		var got []string
+		for _, m := range record.FindAllStringSubmatch(text, -1) {
+			if slices.Contains(want, m[1]) {
+				got = append(got, m[1])
+			}
+		}
+		return got
+	}
+	for _, build := range [][]string{{"-O0"}, {"-O0", "-fno-plt"}} {
+		t.Run(strings.Join(build, ""), func(t *testing.T) {
+			prog := testutil.BuildC(t, "aliases.c", build...)
+			tmp := t.TempDir()
+			r := runCmd(t, tmp, rtraceBin, "sp-rtrace", "-e", "file:mmap", "-s", "-P-t", "-o", "stdout", "-q", "-x", prog)
+			if r.code != 0 {
+				t.Fatalf("rtrace sp-rtrace: %s", r.stderr)
+			}
+			if got := names(r.stdout); !slices.Equal(got, want) {
+				t.Errorf("-P: calls %v, want %v:\n%s", got, want, r.stdout)
+			}
+			if r = runCmd(t, tmp, rtraceBin, "sp-rtrace", "-e", "file:mmap", "-s", "-o", "D", "-q", "-x", prog); r.code != 0 {
+				t.Fatalf("rtrace sp-rtrace: %s", r.stderr)
+			}
+			raw := rawFiles(t, filepath.Join(tmp, "D"), ".rtrace")
+			if len(raw) != 1 {
+				t.Fatalf("raw files %v", raw)
+			}
+			r = runCmd(t, tmp, rtraceBin, "postproc", "-i", raw[0])
+			if got := names(r.stdout); !slices.Equal(got, want) {
+				t.Errorf("postproc: calls %v, want %v:\n%s", got, want, r.stdout)
 			}
 		})
 	}

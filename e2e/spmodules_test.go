@@ -16,9 +16,7 @@ import (
 // does not meet yet, with why. The test fails when one is met, so that
 // the list stays true.
 var spModuleGaps = map[string]string{
-	"file/open64":     "glibc's open64 is open: the breakpoint is on the one function, named open (the caller's PLT name is not looked up)",
-	"shmposix/mmap64": "glibc's mmap64 is mmap: as open64",
-	"shmsysv/shmdt":   "sp-rtrace also reports the segment's end at the last shmdt of a segment marked for removal (a third shmdt); rtrace does not track attachments",
+	"shmsysv/shmdt": "sp-rtrace also reports the segment's end at the last shmdt of a segment marked for removal (a third shmdt); rtrace does not track attachments",
 }
 
 // spSnapshot returns a reader of the files of sp-rtrace's snapshot that

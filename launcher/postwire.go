@@ -16,9 +16,12 @@ func postFunc(opts string) (func(io.Reader, io.Writer) error, error) {
 		return nil, err
 	}
 	return func(in io.Reader, out io.Writer) error {
-		if o.Resolve {
-			o.Resolver = resolver.New(resolver.Options{Warn: os.Stderr})
+		p := o // one per stream: the pre-processor runs one per process
+		res := resolver.New(resolver.Options{Warn: os.Stderr})
+		if p.Resolve {
+			p.Resolver = res
 		}
-		return postproc.Text(in, out, o)
+		p.Callees = res // open64 called, open64 shown
+		return postproc.Text(in, out, p)
 	}, nil
 }

@@ -71,6 +71,7 @@ func (j *Stage) stream(rd trace.Reader, out io.Writer) error {
 		return errFuncOnStream
 	}
 	opts := j.Opts
+	opts.Callees = j.newResolver() // open64 called, open64 shown
 	if opts.Flame != "" { // checkFormat refused another format
 		opts.Resolver = j.newResolver() // names the frames
 		return postproc.FlameGraph(rd, out, opts, opts.Flame)

@@ -68,6 +68,54 @@ type Options struct {
 	// "resolve" to the header's filter. The caller supplies the Resolver.
 	Resolve  bool
 	Resolver Resolver
+
+	// Callees, when set, names a call of a function glibc exports under
+	// two names (open and open64, mmap and mmap64...) by the name its
+	// caller called it by, from the call instruction before its first
+	// frame: rtrace's breakpoint is on the one function, which sp-rtrace's
+	// preloaded wrappers of each name told apart (Aliases).
+	Callees Callees
+}
+
+// Callees names the function the call instruction before a return address
+// calls through its module's PLT or GOT (resolver.Resolver.Callee).
+type Callees interface {
+	AddMapping(m trace.Mapping)
+	Callee(ret uint64) string
+}
+
+// Aliases are the groups of names glibc gives one function on x86-64
+// (the *64 large-file names are the same functions there), which
+// sp-rtrace's modules wrap one by one.
+var Aliases = [][]string{
+	{"open", "open64"}, {"openat", "openat64"}, {"creat", "creat64"},
+	{"fopen", "fopen64"}, {"freopen", "freopen64"}, {"tmpfile", "tmpfile64"},
+	{"mmap", "mmap64"},
+}
+
+// aliased holds the names of Aliases.
+var aliased = func() map[string]bool {
+	m := map[string]bool{}
+	for _, g := range Aliases {
+		for _, n := range g {
+			m[n] = true
+		}
+	}
+	return m
+}()
+
+// aliasOf returns the name of name's group that callee is, "" when callee
+// is no other name of it.
+func aliasOf(name, callee string) string {
+	if callee == "" || callee == name {
+		return ""
+	}
+	for _, g := range Aliases {
+		if slices.Contains(g, name) && slices.Contains(g, callee) {
+			return callee
+		}
+	}
+	return ""
 }
 
 // Resolver turns backtrace addresses into names. It is implemented by the

@@ -254,6 +254,9 @@ func (r *runner) item(it trace.Item) {
 		if r.opts.Resolver != nil {
 			r.opts.Resolver.AddMapping(*it) // -r, or to name the frames suppressions match
 		}
+		if r.opts.Callees != nil && any(r.opts.Callees) != any(r.opts.Resolver) {
+			r.opts.Callees.AddMapping(*it)
+		}
 		if r.addrs != nil {
 			r.addrs.addMapping(*it)
 		}
@@ -276,6 +279,11 @@ func (r *runner) item(it trace.Item) {
 			return
 		}
 	case *trace.Call:
+		if r.opts.Callees != nil && len(it.Frames) > 0 && aliased[it.Name] {
+			if n := aliasOf(it.Name, r.opts.Callees.Callee(it.Frames[0].Addr)); n != "" {
+				it.Name = n // the name the program called (Options.Callees)
+			}
+		}
 		if r.sorting {
 			r.unsorted = append(r.unsorted, it)
 		} else {

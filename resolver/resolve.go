@@ -32,6 +32,7 @@ type Resolver struct {
 	failed  map[string]bool
 	warned  map[string]bool
 	answers map[uint64]*answer
+	callees map[uint64]string // Callee's answers
 }
 
 // mapping is an executable mapping and, once a frame fell in it, its
@@ -86,6 +87,7 @@ func (r *Resolver) AddMapping(m trace.Mapping) {
 	if len(r.answers) > 0 {
 		r.answers = map[uint64]*answer{}
 	}
+	r.callees = nil
 }
 
 // Frame returns the text sp-rtrace prints after "0x<addr> " for the
