@@ -987,3 +987,24 @@ func taskLines(out string) string {
 	slices.Sort(all)
 	return strings.Join(all, "\n--\n")
 }
+
+// -T FUNC@size=N leaves out, from FUNC's call on and until it returns,
+// the functions smaller than N bytes, FUNC among them, their calls kept
+// (libmcount's size filter): chain.c's a, c and d are under 33 bytes in
+// both builds and b over, so a@size=33 shows b under main, and b@size=1000
+// leaves a alone. Compared with uftrace's record of the -pg build.
+func TestSizeTrigger(t *testing.T) {
+	pg := build(t, "chain.c", variants[0], true, nil)
+	plain := build(t, "chain.c", variants[0], false, nil)
+	for _, c := range []struct{ trigger, must, mustNot string }{
+		{"a@size=33", "b()", "a()"},
+		{"b@size=1000", "a()", "c()"},
+	} {
+		tmp := t.TempDir()
+		_, want, got := sideBySide(t, tmp, pg, plain, "-T", c.trigger)
+		w, g := tree(want), tree(got)
+		if strings.Join(w, "|") != strings.Join(g, "|") || !strings.Contains(got, c.must) || strings.Contains(got, c.mustNot) {
+			t.Errorf("-T %s: uftrace:\n%s\nrtrace:\n%s", c.trigger, want, got)
+		}
+	}
+}

@@ -176,7 +176,7 @@ func TestTriggerActions(t *testing.T) {
 	if r := c.reads(); r == nil || r("a") != uftrace.ReadPageFault || r("b") != uftrace.ReadProcStatm || r("c") != 0 {
 		t.Errorf("read= triggers: %+v", rec.reads)
 	}
-	for _, bad := range []string{"a@read=pmu-cycle", "a@read=nothing", "a@size=10", "a@kernel", "a@libc.so.6,read=page-fault"} {
+	for _, bad := range []string{"a@read=pmu-cycle", "a@read=nothing", "a@kernel", "a@libc.so.6,read=page-fault"} {
 		if _, err := trigger(bad, "", &trigRecord{}); err == nil || exitCode(err) != 2 {
 			t.Errorf("-T %s: %v, want a usage error", bad, err)
 		}

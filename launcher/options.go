@@ -541,8 +541,6 @@ func trigger(s, kind string, rec *trigRecord) (tr *uftrace.Trigger, err error) {
 			return nil, &UsageError{fmt.Sprintf("-T %s: rtrace traces no kernel functions", s)}
 		case one.Module != "":
 			module = act // FUNC@MODULE: the module's functions only
-		case one.HasSize:
-			return nil, &UsageError{fmt.Sprintf("-T %s: the %s action is not supported yet", s, act)}
 		case one.Read != "":
 			k, err := uftrace.ParseReadKind(one.Read)
 			if err != nil {

@@ -72,7 +72,7 @@ func (j *Stage) stream(rd trace.Reader, out io.Writer) error {
 	}
 	opts := j.Opts
 	opts.Callees = j.newResolver() // open64 called, open64 shown
-	if opts.Flame != "" { // checkFormat refused another format
+	if opts.Flame != "" {          // checkFormat refused another format
 		opts.Resolver = j.newResolver() // names the frames
 		return postproc.FlameGraph(rd, out, opts, opts.Flame)
 	}
@@ -136,7 +136,7 @@ func (j *Stage) dir(in, out string) error {
 		}
 		var f uftrace.Filter
 		if j.funcs.Active() {
-			f = postproc.NewFuncFilter(j.funcs, r.Parent, postproc.Matched(r))
+			f = postproc.NewFuncFilter(j.funcs, r.Parent, postproc.Matched(r), postproc.Sizes(r))
 		}
 		n, err := uftrace.Copy(r, out, f)
 		r.Close()

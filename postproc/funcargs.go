@@ -147,7 +147,7 @@ func (o *FuncOptions) set(long, val string) error {
 }
 
 // StageTrigger says why the function stage cannot apply tr ("" when it
-// can): it acts on what is kept of a trace (depth=, time=, filter,
+// can): it acts on what is kept of a trace (depth=, time=, size=, filter,
 // notrace, hide, caller, trace, trace_on, trace_off, finish), not on how it
 // is recorded (arguments, read=, recover) nor shown (backtrace, color=).
 func StageTrigger(tr uftrace.Trigger) string {
@@ -160,8 +160,6 @@ func StageTrigger(tr uftrace.Trigger) string {
 		return "read= needs the counters read while recording"
 	case tr.Recover:
 		return "recover acts while recording"
-	case tr.HasSize:
-		return "size= is not supported: use -Z"
 	case tr.Backtrace || tr.Color != "":
 		return "backtrace and color= are uftrace replay's: give them to uftrace replay"
 	}

@@ -97,10 +97,23 @@ func (o FuncOptions) callerFilter() bool {
 // matched, when not nil, says whether a pattern matches one of the
 // functions of a session (of module, when not ""): a -F that matches none
 // is ignored, as uftrace ignores it.
-func NewFuncFilter(o FuncOptions, parent func(tid int) int, matched func(sid string, p uftrace.Pattern, module string) bool) uftrace.Filter {
+func NewFuncFilter(o FuncOptions, parent func(tid int) int, matched func(sid string, p uftrace.Pattern, module string) bool, size func(sid string, addr uint64) uint64) uftrace.Filter {
 	f := newFuncFilter(o, parent)
-	f.matched = matched
+	f.matched, f.size = matched, size
 	return f
+}
+
+// Sizes returns the size function of NewFuncFilter for the functions of
+// r's sessions: the distance to the next symbol of their modules' .sym.
+func Sizes(r *uftrace.Reader) func(sid string, addr uint64) uint64 {
+	return func(sid string, addr uint64) uint64 {
+		for _, s := range r.Sessions {
+			if s.SID == sid {
+				return s.Size(addr)
+			}
+		}
+		return 0
+	}
 }
 
 // Matched returns the matched function of NewFuncFilter for the functions
@@ -163,6 +176,9 @@ type funcFilter struct {
 	finished bool // a finish trigger was hit: nothing more is kept
 	callers  bool // a caller filter is set
 	holds    bool // an entry may wait for its exit (-t, time=, -C)
+	// size is the size of the function at addr in session sid (size=
+	// triggers), nil when unknown: size= then leaves every call in.
+	size func(sid string, addr uint64) uint64
 }
 
 type funcTask struct {
@@ -194,6 +210,10 @@ type funcFrame struct {
 	// trace: shown whatever threshold says ("trace" trigger).
 	threshold     uint64
 	caller, trace bool
+	// minSize: the size= of the call or of one it is under; a function
+	// smaller is left out, its calls kept, as libmcount's size filter
+	// (mcount_entry_filter_record: MCOUNT_FL_NORECORD).
+	minSize uint64
 }
 
 // filtered says whether -F (filter) or -N (notrace) selects the function
@@ -226,6 +246,8 @@ type acts struct {
 	depth                                                 int // -1: no depth= trigger
 	time                                                  uint64
 	hasTime                                               bool
+	size                                                  uint64
+	hasSize                                               bool
 }
 
 // actsOf merges what -F, -N, -H, -C and the triggers say of the function
@@ -250,6 +272,9 @@ func (f *funcFilter) actsOf(name string, w uftrace.Where) acts {
 		}
 		if tr.HasTime {
 			a.time, a.hasTime = tr.Time, true
+		}
+		if tr.HasSize {
+			a.size, a.hasSize = tr.Size, true
 		}
 	}
 	return a
@@ -379,10 +404,15 @@ func (f *funcFilter) frame(t *funcTask, d int, addr uint64, name string, w uftra
 		threshold: p.threshold,
 		caller:    a.caller,
 		trace:     a.trace,
+		minSize:   p.minSize,
 	}
 	if a.hasTime {
 		fr.threshold = a.time
 	}
+	if a.hasSize {
+		fr.minSize = a.size
+	}
+	small := fr.minSize > 0 && name != "" && f.size != nil && f.size(t.sid, addr) < fr.minSize
 	dd := p.dnext
 	if a.filter {
 		// uftrace counts -D from the innermost -F function
@@ -407,7 +437,7 @@ func (f *funcFilter) frame(t *funcTask, d int, addr uint64, name string, w uftra
 			f.finished = true // after this entry
 		}
 	}
-	fr.counted = f.inside(fr) && !a.hide && (fr.limit < 0 || dd < fr.limit) && (f.opts.MaxStack == 0 || d < f.opts.MaxStack)
+	fr.counted = f.inside(fr) && !a.hide && !small && (fr.limit < 0 || dd < fr.limit) && (f.opts.MaxStack == 0 || d < f.opts.MaxStack)
 	fr.kept = fr.counted && f.enabled
 	if fr.counted {
 		fr.nkept++

@@ -49,7 +49,7 @@ func addrOf(name string) uint64 {
 // render prints emitted records as "+name@depth" / "-name@depth".
 func runFilter(t *testing.T, o FuncOptions, items []*uftrace.Item) string {
 	t.Helper()
-	f := NewFuncFilter(o, nil, nil)
+	f := NewFuncFilter(o, nil, nil, nil)
 	var b strings.Builder
 	last := map[int]uint64{}
 	emit := func(it *uftrace.Item) error {
@@ -173,7 +173,7 @@ func FuzzFuncFilter(f *testing.F) {
 				Time: uint64(100 + 10*i), Type: uftrace.RecordType(op % 4), Depth: int(arg>>2) % 8, Addr: addrOf(name)}}
 			items = append(items, it)
 		}
-		ff := NewFuncFilter(o, func(tid int) int { return tid - 1 }, nil)
+		ff := NewFuncFilter(o, func(tid int) int { return tid - 1 }, nil, nil)
 		last := map[int]uint64{}
 		emit := func(it *uftrace.Item) error {
 			if it.Time < last[it.Tid] || it.Depth < 0 {
@@ -254,7 +254,7 @@ func TestFuncFilterForkedChild(t *testing.T) {
 			return 1
 		}
 		return 0
-	}, nil)
+	}, nil, nil)
 	var got []string
 	emit := func(it *uftrace.Item) error {
 		got = append(got, fmt.Sprintf("%d:%v:%s@%d", it.Tid, it.Type, it.Func, it.Depth))

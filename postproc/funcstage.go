@@ -23,11 +23,20 @@ func NewFuncStage(o FuncOptions, next trace.Writer) trace.Writer {
 	}
 	s := &funcStage{next: next, hold: o.holds(), names: map[string]map[uint64]string{},
 		sids: map[int]string{}, pids: map[int]int{}, out: map[int][]trace.Rec{}}
-	if o.qualified() || len(o.Filters) > 0 || slices.ContainsFunc(o.Triggers, func(tr uftrace.Trigger) bool { return tr.Filter }) {
+	sized := slices.ContainsFunc(o.Triggers, func(tr uftrace.Trigger) bool { return tr.HasSize })
+	if o.qualified() || len(o.Filters) > 0 || sized || slices.ContainsFunc(o.Triggers, func(tr uftrace.Trigger) bool { return tr.Filter }) {
 		s.where = map[string]*whereIndex{}
 	}
 	s.filter = newFuncFilter(o, nil)
 	s.filter.matched = s.matched
+	if sized {
+		s.filter.size = func(sid string, addr uint64) uint64 {
+			if w := s.where[sid]; w != nil {
+				return w.size(addr)
+			}
+			return 0
+		}
+	}
 	s.emit = func(it *uftrace.Item) error {
 		s.out[it.Tid] = append(s.out[it.Tid], trace.Rec{Record: it.Record, Payload: it.Payload})
 		return nil
@@ -148,6 +157,7 @@ type whereIndex struct {
 	mods     []*uftrace.Module
 	exeIndex int             // the executable's in mods (-1: not mapped)
 	plt      map[uint64]bool // runtime addresses; nil until the executable's base is known
+	sizes    map[uint64]uint64
 }
 
 func newWhereIndex(exe string, maps []byte) *whereIndex {
@@ -163,6 +173,7 @@ func (w *whereIndex) setMaps(maps []byte) {
 		return
 	}
 	w.mods = uftrace.Modules(mm)
+	w.sizes = nil // another library may be where one was
 	// The executable: by its path, else the first file mapped.
 	i := slices.IndexFunc(w.mods, func(m *uftrace.Module) bool { return m.Path == w.exe })
 	if i < 0 && len(w.mods) > 0 {
@@ -180,6 +191,34 @@ func (w *whereIndex) setMaps(maps []byte) {
 			w.plt[addr+bias] = true
 		}
 	}
+}
+
+// size is the size of the function at runtime address addr: its symbol's
+// (st_size, as libmcount's size filter reads it), 16 for a PLT stub of the
+// executable (uftrace's PLT symbols), 0 when unknown.
+func (w *whereIndex) size(addr uint64) uint64 {
+	if n, ok := w.sizes[addr]; ok {
+		return n
+	}
+	var n uint64
+	i := sort.Search(len(w.mods), func(i int) bool { return w.mods[i].End > addr })
+	switch {
+	case w.plt[addr]:
+		n = 16
+	case i < len(w.mods) && addr >= w.mods[i].Base:
+		if f, err := elfx.Open(w.mods[i].Path); err == nil {
+			off := addr - f.Bias(w.mods[i].Base)
+			j := sort.Search(len(f.Funcs), func(j int) bool { return f.Funcs[j].Value > off }) - 1
+			if j >= 0 && off < f.Funcs[j].Value+f.Funcs[j].Size {
+				n = f.Funcs[j].Size
+			}
+		}
+	}
+	if w.sizes == nil {
+		w.sizes = map[uint64]uint64{}
+	}
+	w.sizes[addr] = n
+	return n
 }
 
 // at says where the function at addr is.

@@ -311,6 +311,20 @@ func (s *Session) Resolve(addr uint64) (Symbol, *Module, bool) {
 	return Symbol{}, nil, false
 }
 
+// Size returns the size of the function at addr (SymTable.Size), 0 when
+// no module's symbols hold it.
+func (s *Session) Size(addr uint64) uint64 {
+	for _, m := range s.Modules {
+		if addr < m.Base || (m.End != 0 && addr >= m.End) || m.Syms == nil {
+			continue
+		}
+		if n := m.Syms.Size(addr - m.Base); n > 0 {
+			return n
+		}
+	}
+	return 0
+}
+
 // Where says where sym of module m of the session is, for FUNC@MODULE
 // patterns: the executable's P symbols are its calls into libraries (a
 // library's own are --nest-libcall's: not @PLT).

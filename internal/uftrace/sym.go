@@ -104,6 +104,17 @@ func isFunc(t byte) bool {
 	return false
 }
 
+// Size returns the size of the function containing the module-relative
+// address off, as Lookup finds it: the distance to the next line (0 when
+// Lookup finds none).
+func (t *SymTable) Size(off uint64) uint64 {
+	if _, ok := t.Lookup(off); !ok {
+		return 0
+	}
+	i := sort.Search(len(t.Syms), func(i int) bool { return t.Syms[i].Addr > off })
+	return t.Syms[i].Addr - t.Syms[i-1].Addr
+}
+
 // Lookup returns the function containing the module-relative address off:
 // the last function symbol at or below off, provided off is below the next
 // symbol (its size is the distance to the next line).

@@ -110,8 +110,8 @@ var table = []option{
 		}},
 	{long: "caller-filter", short: 'C', arg: "FUNC", group: commonGroup, help: "trace only the calls of functions matching FUNC (not their callees) and the calls they are made in (repeatable)",
 		set: appendTo(func(o *launcher.Options) *[]string { return &o.Caller })},
-	{long: "trigger", short: 'T', arg: "FUNC@ACT", group: commonGroup, help: "actions at functions matching FUNC: depth=N, time=T, filter, notrace, hide, caller, trace, trace_on, trace_off, finish, argN, fpargN, retval, read=proc/statm, read=page-fault (backtrace and color= are uftrace replay's; recover has nothing to do: callers' return addresses are always the real ones); repeatable",
-		why: "not yet: size=, read=pmu-cycle/pmu-cache/pmu-branch (hardware counters), read= of one module's functions (FUNC@MODULE,read=...); with threads, trace_on/trace_off/finish apply in the order of each thread's batches of records, not exactly in time",
+	{long: "trigger", short: 'T', arg: "FUNC@ACT", group: commonGroup, help: "actions at functions matching FUNC: depth=N, time=T, size=N, filter, notrace, hide, caller, trace, trace_on, trace_off, finish, argN, fpargN, retval, read=proc/statm, read=page-fault (backtrace and color= are uftrace replay's; recover has nothing to do: callers' return addresses are always the real ones); repeatable",
+		why: "not yet: read=pmu-cycle/pmu-cache/pmu-branch (hardware counters), read= of one module's functions (FUNC@MODULE,read=...); with threads, trace_on/trace_off/finish apply in the order of each thread's batches of records, not exactly in time; size=N as libmcount's, by the functions' symbol sizes",
 		set: func(c *Cmd, v string) error {
 			c.Options.Trigger = append(c.Options.Trigger, v)
 			if r := replayTriggers(v); r != "" {
