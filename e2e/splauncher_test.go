@@ -107,7 +107,8 @@ func writtenTo(t *testing.T, dir, line string) string {
 // by `sp-rtrace [-m] -t PID` making five files, and backtrace depths.
 // In managed mode (-m) the toggle only switches and the recording writes
 // the trace; otherwise the toggle writes it, where the recording's -o
-// and -P say (the toggle gets neither, as in rtrace.exp).
+// and -P say (the toggle gets neither, as in rtrace.exp, and runs in
+// another directory).
 func TestSpRtraceLauncher(t *testing.T) {
 	prog := testutil.BuildC(t, "spchain.c", "-O0", "-fno-omit-frame-pointer")
 	var progArgs []string // the depth test's
@@ -162,6 +163,9 @@ func TestSpRtraceLauncher(t *testing.T) {
 					tmp := t.TempDir()
 					s, errs, pid := launch(t, tmp, append(strings.Fields(start+" "+mode+" "+post), "-A")...)
 					toggle := append(strings.Fields(mode), "-t", strconv.Itoa(pid))
+					// The toggles run elsewhere: the windows still go to
+					// the recording's -oD (an absolute path in its stream).
+					elsewhere := t.TempDir()
 					var files []string
 					for i := range 5 {
 						var listener *exec.Cmd
@@ -171,7 +175,7 @@ func TestSpRtraceLauncher(t *testing.T) {
 						case mode == "":
 							// The toggle listens, and writes the window.
 							listener = exec.Command(rtraceBin, append([]string{"sp-rtrace"}, toggle...)...)
-							listener.Dir = tmp
+							listener.Dir = elsewhere
 							lerr, _ := listener.StderrPipe()
 							if err := listener.Start(); err != nil {
 								t.Fatal(err)
@@ -182,12 +186,12 @@ func TestSpRtraceLauncher(t *testing.T) {
 							}
 						default:
 							// Managed: it returns once tracing is on.
-							if r := runCmd(t, tmp, rtraceBin, append([]string{"sp-rtrace"}, toggle...)...); r.code != 0 || !strings.Contains(r.stderr, "turned on") {
+							if r := runCmd(t, elsewhere, rtraceBin, append([]string{"sp-rtrace"}, toggle...)...); r.code != 0 || !strings.Contains(r.stderr, "turned on") {
 								t.Fatalf("toggle %d on: %+v", i, r)
 							}
 						}
 						s.steps(1)
-						if r := runCmd(t, tmp, rtraceBin, append([]string{"sp-rtrace"}, toggle...)...); r.code != 0 || !strings.Contains(r.stderr, "turned off") {
+						if r := runCmd(t, elsewhere, rtraceBin, append([]string{"sp-rtrace"}, toggle...)...); r.code != 0 || !strings.Contains(r.stderr, "turned off") {
 							t.Fatalf("toggle %d off: %+v", i, r)
 						}
 						var line string
@@ -208,6 +212,9 @@ func TestSpRtraceLauncher(t *testing.T) {
 						files = append(files, writtenTo(t, tmp, line))
 					}
 					end(t, s, errs)
+					if stray, _ := filepath.Glob(filepath.Join(elsewhere, "*")); len(stray) > 0 {
+						t.Errorf("the toggles wrote %v where they ran", stray)
+					}
 					if all := rawFiles(t, filepath.Join(tmp, "D"), ""); len(all) != 5 {
 						t.Errorf("five toggles made %v, want five files in D", all)
 					}

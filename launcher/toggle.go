@@ -27,8 +27,11 @@ type ToggleOptions struct {
 	OutDir   string      // where a resource trace's raw file goes (default: the current directory)
 	PostOpts string      // -P: post-process a resource trace into text
 	Manage   bool        // -m: only signal; the recording writes the trace (sp-rtrace's managed mode)
-	Timeout  time.Duration
-	Stderr   io.Writer
+	// Inherit: without OutDir and PostOpts, write where the recording's
+	// own -o and -P say, as sp-rtrace's listener does (sp-rtrace -t).
+	Inherit bool
+	Timeout time.Duration
+	Stderr  io.Writer
 }
 
 // Toggle flips tracing of a process running under `rtrace record` with
@@ -64,10 +67,19 @@ func Toggle(o ToggleOptions) error {
 	if o.Manage {
 		// sp-rtrace -m -t: no listener; the recording pre-processes the
 		// window itself (as when none listens) and says where it wrote.
+		if o.OutDir != "" || o.PostOpts != "" {
+			fmt.Fprintf(o.Stderr, "rtrace: -m: the recording writes the trace with its own -o and -P; this toggle's are not used\n")
+		}
 		if err := unix.Kill(o.Pid, o.Signal); err != nil {
 			return fmt.Errorf("signalling pid %d: %w", o.Pid, err)
 		}
 		if err := waitState(o.Pid, !on, timeout); err != nil {
+			if on && unix.Kill(o.Pid, 0) == nil {
+				// Off, and the recording still writing the window (a long
+				// -P pass): it says where when done.
+				fmt.Fprintf(o.Stderr, "rtrace: tracing of pid %d turned off; the recording is still writing the trace\n", o.Pid)
+				return nil
+			}
 			return err
 		}
 		state := map[bool]string{true: "on", false: "off"}[!on]
@@ -127,7 +139,7 @@ func Toggle(o ToggleOptions) error {
 	hold.Close()
 	defer in.Close()
 	fmt.Fprintf(o.Stderr, "rtrace: tracing of pid %d turned on; run 'rtrace toggle %d' again to turn it off\n", o.Pid, o.Pid)
-	paths, err := preprocStream(in, o.OutDir, nil, o.PostOpts, "", o.Stderr, true)
+	paths, err := preprocStream(in, o.OutDir, nil, o.PostOpts, "", o.Stderr, o.Inherit)
 	if len(paths) > 0 {
 		fmt.Fprintf(o.Stderr, "rtrace: trace written to %s\n", strings.Join(paths, ", "))
 	}
@@ -205,10 +217,12 @@ func Preproc(in io.Reader, dir string, out io.Writer, postOpts, funcDir string, 
 	return preprocStream(in, dir, out, postOpts, funcDir, warn, false)
 }
 
-// preprocStream is Preproc; with inherit (a listening toggle), a resource
-// stream's own output settings (OCFG: the recording's -o DIR and -P OPTS)
-// apply where dir and postOpts are "", as sp-rtrace's listener takes them
-// (src/rtrace/listener.c, SP_RTRACE_PROTO_OUTPUT_SETTINGS).
+// preprocStream is Preproc; with inherit (sp-rtrace -t listening), a
+// resource stream's own output settings (OCFG: the recording's -o DIR and
+// -P OPTS) apply where dir and postOpts are "", as sp-rtrace's listener
+// takes them (src/rtrace/listener.c, SP_RTRACE_PROTO_OUTPUT_SETTINGS): a
+// directory only when absolute (an older rtrace sent its -o as given,
+// relative to where it ran).
 func preprocStream(in io.Reader, dir string, out io.Writer, postOpts, funcDir string, warn io.Writer, inherit bool) ([]string, error) {
 	br := bufio.NewReaderSize(in, 64<<10)
 	rd, err := wire.NewReader(br)
@@ -248,7 +262,7 @@ func preprocStream(in io.Reader, dir string, out io.Writer, postOpts, funcDir st
 		return nil, fmt.Errorf("-d writes a function trace's uftrace.data directory; this is a resource trace")
 	}
 	if inherit {
-		if dir == "" && hdr.OutDir != StdoutDir {
+		if dir == "" && filepath.IsAbs(hdr.OutDir) {
 			dir = hdr.OutDir
 		}
 		if postOpts == "" {

@@ -45,8 +45,8 @@ sp-rtrace, starts the program: the words after it are its own.
 			&cli.IntFlag{Name: "toggle", Aliases: []string{"t"}, Usage: "toggle the tracing of `PID`, a program running under rtrace, as 'rtrace toggle PID'"},
 			&cli.BoolFlag{Name: "follow-forks", Aliases: []string{"f"}, Usage: "with -t: the children too (always the case: one recording covers the process tree)"},
 			&cli.BoolFlag{Name: "manage-preproc", Aliases: []string{"m"}, Usage: "pre-process in the recording rtrace instead of streaming to a listening toggle; with -t: only toggle, returning once switched (the recording writes the trace)"},
-			&cli.StringFlag{Name: "output-dir", Aliases: []string{"o"}, Usage: "write the raw streams into `DIR` (default: the current directory)"},
-			&cli.StringFlag{Name: "postproc", Aliases: []string{"P"}, Usage: "post-process with these `OPTS` (\"-l -c -r\") into <pid>-<n>.rtrace.txt"},
+			&cli.StringFlag{Name: "output-dir", Aliases: []string{"o"}, Usage: "write the raw streams into `DIR` (default: the current directory; with -t, the recording's -o DIR, as sp-rtrace's listener)"},
+			&cli.StringFlag{Name: "postproc", Aliases: []string{"P"}, Usage: "post-process with these `OPTS` (\"-l -c -r\") into <pid>-<n>.rtrace.txt (with -t: by default the recording's -P OPTS)"},
 			&cli.IntFlag{Name: "backtrace-depth", Aliases: []string{"b"}, Value: 10, Usage: "`N` frames per backtrace (0: none)"},
 			&cli.BoolFlag{Name: "backtrace-all", Aliases: []string{"A"}, Usage: "backtraces for releases too, not only allocations"},
 			&cli.StringFlag{Name: "monitor", Aliases: []string{"M"}, Usage: "backtraces only for allocations of these `SIZES` (comma-separated)"},
@@ -72,7 +72,7 @@ sp-rtrace, starts the program: the words after it are its own.
 					sig = 0 // the one the recording announced
 				}
 				err = launcher.Toggle(launcher.ToggleOptions{Pid: c.Int("toggle"), Signal: sig, Follow: c.Bool("follow-forks"),
-					OutDir: c.String("output-dir"), PostOpts: c.String("postproc"), Manage: c.Bool("manage-preproc"), Stderr: c.App.ErrWriter})
+					OutDir: c.String("output-dir"), PostOpts: c.String("postproc"), Manage: c.Bool("manage-preproc"), Inherit: true, Stderr: c.App.ErrWriter})
 				if err != nil {
 					return cli.Exit("sp-rtrace: toggle: "+err.Error(), 1)
 				}

@@ -25,8 +25,9 @@ directory ($TMPDIR/rtrace-<uid>/<pid>, mode 0600), sends the toggle signal,
 which rtrace intercepts (the program never sees it), and writes what rtrace
 streams until tracing is turned off: a function trace into a new window of
 its uftrace.data directory (DIR, then DIR.1, DIR.2, ...), a resource trace
-into <pid>-<n>.rtrace in -o DIR (by default the recording's own -o DIR and
--P OPTS, as sp-rtrace's listener takes them). The second toggle (from another shell)
+into <pid>-<n>.rtrace in -o DIR ('rtrace sp-rtrace -t PID', as sp-rtrace's
+listener, takes the recording's own -o DIR and -P OPTS by default). The
+second toggle (from another shell)
 turns it off: the first one then finishes its output and exits.
 
    rtrace record --disable -d out.data -- ./server &   # prints the pid
@@ -43,8 +44,8 @@ recording then writes the trace itself, as when no toggle listens.
 One recording streams the whole traced process tree, so -f (children too)
 is what toggling always does.`,
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "output-dir", Aliases: []string{"o"}, Usage: "write a resource trace's raw file into `DIR` (default: the recording's -o DIR)"},
-			&cli.StringFlag{Name: "postproc", Aliases: []string{"P"}, Usage: "post-process with these `OPTS` (\"-l -c -r\") into <pid>-<n>.rtrace.txt (default: the recording's -P OPTS)"},
+			&cli.StringFlag{Name: "output-dir", Aliases: []string{"o"}, Usage: "write a resource trace's raw file into `DIR` (default: the current directory)"},
+			&cli.StringFlag{Name: "postproc", Aliases: []string{"P"}, Usage: "post-process with these `OPTS` (\"-l -c -r\") into <pid>-<n>.rtrace.txt"},
 			&cli.StringFlag{Name: "toggle-signal", Aliases: []string{"S"}, Usage: "send `SIGNAL` (default: the one the recording announced, --toggle-signal's)"},
 			&cli.BoolFlag{Name: "follow-forks", Aliases: []string{"f"}, Usage: "toggle the traced children too (always the case: one recording covers the tree)"},
 			&cli.BoolFlag{Name: "manage-preproc", Aliases: []string{"m"}, Usage: "only switch, returning once done: the recording writes the trace itself (in its -o DIR, with its -P), as sp-rtrace -m -t"},
