@@ -71,9 +71,11 @@ func (j *Stage) stream(rd trace.Reader, out io.Writer) error {
 		return errFuncOnStream
 	}
 	opts := j.Opts
-	opts.Callees = j.newResolver() // open64 called, open64 shown
-	if opts.Flame != "" {          // checkFormat refused another format
-		opts.Resolver = j.newResolver() // names the frames
+	// open64 called, open64 shown: the same resolver names the frames.
+	callees := j.newResolver()
+	opts.Callees = callees
+	if opts.Flame != "" { // checkFormat refused another format
+		opts.Resolver = callees // names the frames
 		return postproc.FlameGraph(rd, out, opts, opts.Flame)
 	}
 	if opts.Summary && opts.Diff != "" {
@@ -97,7 +99,7 @@ func (j *Stage) stream(rd trace.Reader, out io.Writer) error {
 	}
 	var res *resolver.Resolver
 	if opts.Resolve || j.Format == FormatPprof || opts.Leaks {
-		res = j.newResolver()
+		res = callees // one resolver reads each module once
 	}
 	if opts.Resolve || opts.Leaks {
 		opts.Resolver = res // -l: locates the frames its suppressions match

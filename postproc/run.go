@@ -142,6 +142,11 @@ func (r *runner) read(in trace.Reader) error {
 				r.sum, r.heading = newHeapSummary(), true
 			}
 			r.sup = &Suppressions{User: r.opts.Suppressions, Builtin: h.Binary && !r.opts.NoBuiltin}
+			if !strings.HasPrefix(h.Version, "3.") || h.Arch != "x86_64" {
+				// sp-rtrace's traces carry the name the caller used; a
+				// trace of another machine's code is not this one's files.
+				r.opts.Callees = nil
+			}
 			if r.sum != nil {
 				r.sum.item(h)
 			}

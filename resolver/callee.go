@@ -60,10 +60,10 @@ func (r *Resolver) callee(ret uint64) string {
 		if i < len(f.Imports) && f.Imports[i].GOT == slot {
 			return f.Imports[i].Name
 		}
-	case code[1] == 0xe8: // call rel32
+	case code[1] == 0xe8: // call rel32: to the start of a stub, or no call
 		target := pc + disp
 		for _, im := range f.Imports {
-			if im.Stub != 0 && target >= im.Stub && target < im.Stub+im.StubSize {
+			if im.Stub != 0 && target == im.Stub {
 				return im.Name
 			}
 		}
