@@ -255,12 +255,9 @@ func (w *Writer) openTask(tid int) error {
 // the file first (and naming it in info, before its data is there).
 func (w *Writer) flushTask(tid int, t *taskFile) error {
 	if t.f == nil {
-		f, err := os.OpenFile(w.path(fmt.Sprintf("%d.dat", tid)), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-		if err != nil {
-			return fmt.Errorf("creating data file of task %d: %w", tid, err)
+		if err := w.createTask(tid, t); err != nil {
+			return err
 		}
-		t.f = f
-		delete(w.fileless, tid)
 		if err := w.writeInfo(); err != nil {
 			return err
 		}
@@ -273,6 +270,18 @@ func (w *Writer) flushTask(tid int, t *taskFile) error {
 	if err != nil {
 		return fmt.Errorf("writing data of task %d: %w", tid, err)
 	}
+	return nil
+}
+
+// createTask makes task tid's data file; info names it from its next
+// rewrite on.
+func (w *Writer) createTask(tid int, t *taskFile) error {
+	f, err := os.OpenFile(w.path(fmt.Sprintf("%d.dat", tid)), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return fmt.Errorf("creating data file of task %d: %w", tid, err)
+	}
+	t.f = f
+	delete(w.fileless, tid)
 	return nil
 }
 
@@ -523,10 +532,11 @@ func (w *Writer) Close() error {
 	}
 	sort.Ints(tids)
 	for _, tid := range tids {
-		// A task without records has its (empty) data file too.
+		// A task without records has its (empty) data file too; info,
+		// rewritten once below, names it then.
 		t := w.tasks[tid]
 		if t.f == nil {
-			if err := w.flushTask(tid, t); err != nil {
+			if err := w.createTask(tid, t); err != nil {
 				errs = append(errs, err)
 				continue
 			}
