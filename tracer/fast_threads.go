@@ -67,6 +67,9 @@ func (fi *fastImage) newStates(tid, pid, n int, populate bool) ([]*fast.State, e
 	}
 	defer remoteSyscallAt(tid, fi.gadget(), unix.SYS_CLOSE, fd)
 	if e := int64(addr); e < 0 && e > -4096 {
+		if regs.R15 == 1 {
+			return nil, fmt.Errorf("ftruncate: %w", unix.Errno(-e))
+		}
 		return nil, fmt.Errorf("mapping the thread states: %w", unix.Errno(-e))
 	}
 	unmapRemote := func() { remoteSyscallAt(tid, fi.gadget(), unix.SYS_MUNMAP, addr, size) }

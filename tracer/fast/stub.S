@@ -157,8 +157,9 @@ resume:
 # MADV_DONTFORK) (its failure ignored, as before), then gadget's ending:
 # rax the mapping, or the first failure's -errno; r12 the file
 # descriptor, which rtrace opens through /proc and then closes, or
-# memfd_create's -errno. rtrace gone meanwhile, the descriptor stays open
-# (close-on-exec).
+# memfd_create's -errno; r15 the step that failed (1 ftruncate, 2 mmap).
+# rtrace gone meanwhile, the descriptor stays open (close-on-exec) and the
+# mapping mapped.
 newstates:
 	mov %rsi, %r13
 	mov %rdx, %r14
@@ -168,12 +169,14 @@ newstates:
 	mov %rax, %r12
 	test %rax, %rax
 	js gadget_done
+	mov $1, %r15d
 	mov $77, %eax           # ftruncate
 	mov %r12, %rdi
 	mov %r13, %rsi
 	syscall
 	test %rax, %rax
 	js gadget_done
+	mov $2, %r15d
 	mov $9, %eax            # mmap
 	xor %edi, %edi
 	mov %r13, %rsi
