@@ -17,7 +17,8 @@ const (
 	OCFG = 'O' | 'C'<<8 | 'F'<<16 | 'G'<<24 // output settings
 	FILE = 'F' | 'I'<<8 | 'L'<<16 | 'E'<<24 // attachment
 
-	// Version 3.0 (rtrace) additions; a 2.0 reader skips them.
+	// Version 3.0 (rtrace) additions. rtrace's reader skips a type it
+	// does not know; sp-rtrace's own stops there (docs/PROTOCOL.md).
 	CEXT = 'C' | 'E'<<8 | 'X'<<16 | 'T'<<24 // call extension: tid, ns time, 64-bit size
 	TASK = 'T' | 'A'<<8 | 'S'<<16 | 'K'<<24 // thread start or exit
 	FREC = 'F' | 'R'<<8 | 'E'<<16 | 'C'<<24 // a thread's batch of uftrace records

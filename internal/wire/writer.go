@@ -334,8 +334,8 @@ func (w *Writer) call20(c *trace.Call) error {
 		w.begin(ARGS)
 		w.u32(uint32(len(c.Args)))
 		for _, a := range c.Args {
-			w.str(a.Name)
-			w.str(a.Value)
+			w.str(clip20(a.Name))
+			w.str(clip20(a.Value))
 		}
 		if err := w.end(); err != nil {
 			return err
@@ -347,6 +347,17 @@ func (w *Writer) call20(c *trace.Call) error {
 		w.u64(f.Addr)
 	}
 	return w.end()
+}
+
+// clip20 cuts an argument string of a 2.0 stream to 512 bytes: sp-rtrace's
+// post-processor reads the stream into a buffer of 8 KiB, 4 KiB at a time
+// (src/rtrace-postproc/parse_binary.c, BUFFER_SIZE), and a packet that
+// does not fit is never whole.
+func clip20(s string) string {
+	if len(s) > 512 {
+		return s[:512]
+	}
+	return s
 }
 
 func (w *Writer) begin(typ uint32) {
