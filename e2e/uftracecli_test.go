@@ -416,7 +416,6 @@ func TestUftraceTriggers(t *testing.T) {
 	// What rtrace cannot do yet is refused, with the action named.
 	for _, c := range []struct{ opt, want string }{
 		{"b@read=pmu-cycle", "-T b@read=pmu-cycle: hardware counters (pmu-cycle) are not read yet"},
-		{"b@size=100", "the size=100 action is not supported yet"},
 		{"b@libfoo.so,read=proc/statm", "read= and auto-args of one module's functions are not supported yet"},
 		{"b@kernel,depth=1", "rtrace traces no kernel functions"},
 		{"b@depth=x", "want a depth"},

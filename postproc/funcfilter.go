@@ -1,6 +1,7 @@
 package postproc
 
 import (
+	"cmp"
 	"slices"
 
 	"rtrace/internal/uftrace"
@@ -104,13 +105,33 @@ func NewFuncFilter(o FuncOptions, parent func(tid int) int, matched func(sid str
 }
 
 // Sizes returns the size function of NewFuncFilter for the functions of
-// r's sessions: the distance to the next symbol of their modules' .sym.
+// r's sessions: their symbols' st_size, as while recording, read from the
+// modules' files when they are here; else the distance to the next line
+// of the module's .sym (which counts the padding after a function).
 func Sizes(r *uftrace.Reader) func(sid string, addr uint64) uint64 {
+	sizes := map[[2]uint64]uint64{}
+	sorted := map[int][]*uftrace.Module{} // each session's modules by address
 	return func(sid string, addr uint64) uint64 {
-		for _, s := range r.Sessions {
-			if s.SID == sid {
-				return s.Size(addr)
+		for si, s := range r.Sessions {
+			if s.SID != sid {
+				continue
 			}
+			key := [2]uint64{uint64(si), addr}
+			if n, ok := sizes[key]; ok {
+				return n
+			}
+			mods, ok := sorted[si]
+			if !ok {
+				mods = slices.Clone(s.Modules)
+				slices.SortFunc(mods, func(a, b *uftrace.Module) int { return cmp.Compare(a.Base, b.Base) })
+				sorted[si] = mods
+			}
+			n, ok := elfSize(mods, addr)
+			if !ok {
+				n = s.Size(addr)
+			}
+			sizes[key] = n
+			return n
 		}
 		return 0
 	}

@@ -201,24 +201,36 @@ func (w *whereIndex) size(addr uint64) uint64 {
 		return n
 	}
 	var n uint64
-	i := sort.Search(len(w.mods), func(i int) bool { return w.mods[i].End > addr })
-	switch {
-	case w.plt[addr]:
+	if w.plt[addr] {
 		n = 16
-	case i < len(w.mods) && addr >= w.mods[i].Base:
-		if f, err := elfx.Open(w.mods[i].Path); err == nil {
-			off := addr - f.Bias(w.mods[i].Base)
-			j := sort.Search(len(f.Funcs), func(j int) bool { return f.Funcs[j].Value > off }) - 1
-			if j >= 0 && off < f.Funcs[j].Value+f.Funcs[j].Size {
-				n = f.Funcs[j].Size
-			}
-		}
+	} else {
+		n, _ = elfSize(w.mods, addr)
 	}
 	if w.sizes == nil {
 		w.sizes = map[uint64]uint64{}
 	}
 	w.sizes[addr] = n
 	return n
+}
+
+// elfSize is the st_size of the function at runtime address addr in the
+// file of the module of mods (sorted by address) that holds it; false
+// when no module holds it or its file cannot be read.
+func elfSize(mods []*uftrace.Module, addr uint64) (uint64, bool) {
+	i := sort.Search(len(mods), func(i int) bool { return mods[i].End > addr })
+	if i == len(mods) || addr < mods[i].Base {
+		return 0, false
+	}
+	f, err := elfx.Open(mods[i].Path)
+	if err != nil {
+		return 0, false
+	}
+	off := addr - f.Bias(mods[i].Base)
+	j := sort.Search(len(f.Funcs), func(j int) bool { return f.Funcs[j].Value > off }) - 1
+	if j >= 0 && off < f.Funcs[j].Value+f.Funcs[j].Size {
+		return f.Funcs[j].Size, true
+	}
+	return 0, true
 }
 
 // at says where the function at addr is.
