@@ -241,3 +241,30 @@ func TestAliasNames(t *testing.T) {
 		})
 	}
 }
+
+// TestShmSegmentEnd: a System V segment removed while attached ends at
+// its last shmdt, reported as a release of the segment by that shmdt; one
+// removed with nothing attached ends at the shmctl, as sp-rtrace's
+// shmsysv module reports them (its module test expects three shmdt).
+// Nothing is left over for -l.
+func TestShmSegmentEnd(t *testing.T) {
+	prog := testutil.BuildC(t, "shmend.c", "-O0")
+	tmp := t.TempDir()
+	r := runCmd(t, tmp, rtraceBin, "sp-rtrace", "-e", "shm", "-s", "-P-t", "-o", "stdout", "-q", "-x", prog)
+	if r.code != 0 {
+		t.Fatalf("rtrace sp-rtrace: %s", r.stderr)
+	}
+	var got []string
+	for _, m := range regexp.MustCompile(`(?m)^[0-9]+\. \[[^\]]+\] (shm[a-z]+<[a-z]+>)`).FindAllStringSubmatch(r.stdout, -1) {
+		got = append(got, m[1])
+	}
+	want := []string{"shmget<segment>", "shmat<address>", "shmat<address>", "shmdt<address>", "shmdt<address>", "shmdt<segment>",
+		"shmget<segment>", "shmctl<segment>"}
+	if !slices.Equal(got, want) {
+		t.Errorf("calls %v, want %v:\n%s", got, want, r.stdout)
+	}
+	r = runCmd(t, tmp, rtraceBin, "sp-rtrace", "-e", "shm", "-s", "-P", "-l", "-o", "stdout", "-q", "-x", prog)
+	if leaks := regexp.MustCompile(`(?m)^[0-9]+\. `).FindAllString(r.stdout, -1); r.code != 0 || len(leaks) > 0 {
+		t.Errorf("-l: %d leaks (exit %d), want none:\n%s", len(leaks), r.code, r.stdout)
+	}
+}

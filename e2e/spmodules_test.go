@@ -15,9 +15,7 @@ import (
 // spModuleGaps are the expectations of sp-rtrace's module tests rtrace
 // does not meet yet, with why. The test fails when one is met, so that
 // the list stays true.
-var spModuleGaps = map[string]string{
-	"shmsysv/shmdt": "sp-rtrace also reports the segment's end at the last shmdt of a segment marked for removal (a third shmdt); rtrace does not track attachments",
-}
+var spModuleGaps = map[string]string{}
 
 // spSnapshot returns a reader of the files of sp-rtrace's snapshot that
 // SPRTRACE_GIT names (a git clone, or a bare git dir), skipping the test

@@ -18,6 +18,36 @@ import (
 type resFn struct {
 	rf  *ResFunc
 	res int // the resource type's id in the stream (1-based)
+	// shm follows System V attachments (shmat, shmdt, shmctl), whose
+	// segments are of type segRes: the Tracer's, set by bindRes.
+	shm    *shmTrack
+	segRes int
+}
+
+// effects is what a call of f by thread tid did: resEffects, adjusted by
+// what the attachments say for the shm module's.
+func (f *resFn) effects(out []resEvent, tid int, args *[6]uint64, ret uint64, peek func(addr uint64) (uint64, error)) []resEvent {
+	out = resEffects(out, f.rf, args, ret, peek)
+	if f.shm != nil {
+		out = f.shm.effects(out, f, tid, args)
+	}
+	return out
+}
+
+// bindRes gives f what its calls' effects share with the Tracer's other
+// functions (the shm module's attachments): once, before its first call.
+func (t *Tracer) bindRes(f *resFn) {
+	if f == nil || f.shm != nil || !shmFuncs[f.rf.Sym] {
+		return
+	}
+	for _, m := range t.cfg.Modules {
+		for i := range m.Funcs {
+			if &m.Funcs[i] == f.rf {
+				f.shm, f.segRes = t.shm, t.resIDs[&m.Resources[0]]
+				return
+			}
+		}
+	}
 }
 
 // resCall is a resource call between its entry and its return.
@@ -192,8 +222,11 @@ func (t *Tracer) resExit(th *thread, fr *frame, regs *unix.PtraceRegs) {
 func (t *Tracer) resReport(th *thread, c *resCall, regs *unix.PtraceRegs) {
 	rf := c.f.rf
 	peek := func(addr uint64) (uint64, error) { return ptrace.PeekWord(th.tid, addr) }
-	for _, e := range resEffects(nil, rf, &c.args, regs.Rax, peek) {
+	for _, e := range c.f.effects(nil, th.tid, &c.args, regs.Rax, peek) {
 		tc := &trace.Call{Time: c.time, Tid: th.tid, Res: c.f.res, Alloc: e.Alloc, Name: rf.Display(), ID: e.ID, Size: e.Size, Args: c.recArgs}
+		if e.Res != 0 {
+			tc.Res = e.Res
+		}
 		if e.Alloc || t.cfg.BacktraceAll {
 			tc.Frames = c.frames
 		}
