@@ -245,26 +245,40 @@ func TestAliasNames(t *testing.T) {
 // TestShmSegmentEnd: a System V segment removed while attached ends at
 // its last shmdt, reported as a release of the segment by that shmdt; one
 // removed with nothing attached ends at the shmctl, as sp-rtrace's
-// shmsysv module reports them (its module test expects three shmdt).
-// Nothing is left over for -l.
+// shmsysv module reports them (its module test expects three shmdt): also
+// when the attachment was a child's, gone with it, or a thread's. Both
+// engines; nothing left over for -l.
 func TestShmSegmentEnd(t *testing.T) {
-	prog := testutil.BuildC(t, "shmend.c", "-O0")
-	tmp := t.TempDir()
-	r := runCmd(t, tmp, rtraceBin, "sp-rtrace", "-e", "shm", "-s", "-P-t", "-o", "stdout", "-q", "-x", prog)
-	if r.code != 0 {
-		t.Fatalf("rtrace sp-rtrace: %s", r.stderr)
-	}
-	var got []string
-	for _, m := range regexp.MustCompile(`(?m)^[0-9]+\. \[[^\]]+\] (shm[a-z]+<[a-z]+>)`).FindAllStringSubmatch(r.stdout, -1) {
-		got = append(got, m[1])
-	}
+	prog := testutil.BuildC(t, "shmend.c", "-O0", "-pthread")
 	want := []string{"shmget<segment>", "shmat<address>", "shmat<address>", "shmdt<address>", "shmdt<address>", "shmdt<segment>",
-		"shmget<segment>", "shmctl<segment>"}
-	if !slices.Equal(got, want) {
-		t.Errorf("calls %v, want %v:\n%s", got, want, r.stdout)
-	}
-	r = runCmd(t, tmp, rtraceBin, "sp-rtrace", "-e", "shm", "-s", "-P", "-l", "-o", "stdout", "-q", "-x", prog)
-	if leaks := regexp.MustCompile(`(?m)^[0-9]+\. `).FindAllString(r.stdout, -1); r.code != 0 || len(leaks) > 0 {
-		t.Errorf("-l: %d leaks (exit %d), want none:\n%s", len(leaks), r.code, r.stdout)
+		"shmget<segment>", "shmctl<segment>",
+		"shmget<segment>", "shmctl<segment>",
+		"shmget<segment>", "shmat<address>", "shmdt<address>", "shmdt<segment>"}
+	record := regexp.MustCompile(`(?m)^[0-9]+\. \[[^\]]+\] (shm[a-z]+<[a-z]+>)`)
+	for _, engine := range []string{"fast", "int3"} {
+		t.Run(engine, func(t *testing.T) {
+			tmp := t.TempDir()
+			env := []string{"RTRACE_ENGINE=" + engine}
+			r := runCmdEnv(t, tmp, env, rtraceBin, "sp-rtrace", "-e", "shm", "-s", "-P-t", "-o", "D", "-q", "-x", prog)
+			pid := strings.TrimPrefix(strings.TrimSpace(r.stdout), "pid ")
+			if r.code != 0 || pid == "" {
+				t.Fatalf("rtrace sp-rtrace: %+v", r)
+			}
+			text, err := os.ReadFile(filepath.Join(tmp, "D", pid+"-0.rtrace.txt"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, m := range record.FindAllStringSubmatch(string(text), -1) {
+				got = append(got, m[1])
+			}
+			if !slices.Equal(got, want) {
+				t.Errorf("calls %v,\nwant %v:\n%s", got, want, text)
+			}
+			r = runCmdEnv(t, tmp, env, rtraceBin, "postproc", "-l", "-i", filepath.Join(tmp, "D", pid+"-0.rtrace.txt"))
+			if leaks := regexp.MustCompile(`(?m)^[0-9]+\. .*shm`).FindAllString(r.stdout, -1); r.code != 0 || len(leaks) > 0 {
+				t.Errorf("-l: %v (exit %d), want no segment or attachment left:\n%s", leaks, r.code, r.stdout)
+			}
+		})
 	}
 }

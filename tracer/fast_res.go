@@ -41,7 +41,9 @@ func (t *Tracer) resDesc(c cand, addr uint64) (fast.Desc, bool) {
 	if rf.Len > 0 {
 		return fast.Desc{}, false // a string's length: read at a stop
 	}
-	t.bindRes(c.res)
+	if t.bindRes(c.res); c.res.shmRole != 0 {
+		return fast.Desc{}, false // the kernel's state read at its entry: shmend.go
+	}
 	s := newStub(c.res)
 	d := fast.Desc{Fn: addr, Args: uint8(s.Nargs)}
 	if rf.Effect == allocOutPtr || rf.Effect == allocOutFds {
@@ -152,8 +154,8 @@ func quickStub(s *drain.Stub, rf *ResFunc) drain.QuickKind {
 
 // resFn is the drain's Meaning of its function's calls: what resReport
 // makes of them at a stop.
-func (f *resFn) Effects(evs []drain.Effect, tid int, args *[6]uint64, ret, out uint64) []drain.Effect {
-	return f.effects(evs, tid, args, ret, func(uint64) (uint64, error) { return out, nil })
+func (f *resFn) Effects(evs []drain.Effect, args *[6]uint64, ret, out uint64) []drain.Effect {
+	return resEffects(evs, f.rf, args, ret, func(uint64) (uint64, error) { return out, nil })
 }
 
 func (f *resFn) Args(dst []trace.Arg, args *[6]uint64) []trace.Arg {

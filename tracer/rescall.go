@@ -18,32 +18,25 @@ import (
 type resFn struct {
 	rf  *ResFunc
 	res int // the resource type's id in the stream (1-based)
-	// shm follows System V attachments (shmat, shmdt, shmctl), whose
-	// segments are of type segRes: the Tracer's, set by bindRes.
-	shm    *shmTrack
-	segRes int
+	// shmRole: the shm module's shmctl (1) or shmdt (2), whose calls end
+	// segments (shmend.go), set by bindRes with segRes, the segment's
+	// resource type.
+	shmRole, segRes int
 }
 
-// effects is what a call of f by thread tid did: resEffects, adjusted by
-// what the attachments say for the shm module's.
-func (f *resFn) effects(out []resEvent, tid int, args *[6]uint64, ret uint64, peek func(addr uint64) (uint64, error)) []resEvent {
-	out = resEffects(out, f.rf, args, ret, peek)
-	if f.shm != nil {
-		out = f.shm.effects(out, f, tid, args)
-	}
-	return out
-}
-
-// bindRes gives f what its calls' effects share with the Tracer's other
-// functions (the shm module's attachments): once, before its first call.
+// bindRes sets what f's calls need of the Tracer's modules: the shm
+// module's shmctl and shmdt their role and the segment's type. Once,
+// before f's first call.
 func (t *Tracer) bindRes(f *resFn) {
-	if f == nil || f.shm != nil || !shmFuncs[f.rf.Sym] {
+	if f == nil || f.shmRole != 0 {
 		return
 	}
 	for _, m := range t.cfg.Modules {
 		for i := range m.Funcs {
 			if &m.Funcs[i] == f.rf {
-				f.shm, f.segRes = t.shm, t.resIDs[&m.Resources[0]]
+				if f.shmRole = shmEndRole(m, f.rf); f.shmRole != 0 {
+					f.segRes = t.resIDs[&m.Resources[0]]
+				}
 				return
 			}
 		}
@@ -63,6 +56,10 @@ type resCall struct {
 	// (ResFunc.AtEntry), reported at its entry, before what it releases
 	// can be another thread's; its frame stays for the calls nested in it.
 	reported bool
+	// shmKeep: an IPC_RMID of a segment still attached; shmEnds: the
+	// last shmdt of segment shmSeg, marked for removal (shmEntry).
+	shmKeep, shmEnds bool
+	shmSeg           uint64
 }
 
 // resIDs numbers the resource types of the selected modules in order,
@@ -160,6 +157,9 @@ func (t *Tracer) newResCall(th *thread, f *fn, regs *unix.PtraceRegs, ret uint64
 	if rf := f.res.rf; rf.Len > 0 {
 		c.args[argLen] = t.strLen(th.tid, c.args[rf.Len-1], rf.Wide)
 	}
+	if f.res.shmRole != 0 {
+		shmEntry(c, th.proc.pid)
+	}
 	if depth := t.cfg.Backtrace; depth > 0 && t.wantBacktrace(f.res.rf, &c.args) {
 		pcs := t.backtrace(th, unwind.Regs{PC: ret, SP: regs.Rsp + 8, BP: regs.Rbp}, depth)
 		c.frames = make([]trace.Frame, len(pcs))
@@ -222,10 +222,14 @@ func (t *Tracer) resExit(th *thread, fr *frame, regs *unix.PtraceRegs) {
 func (t *Tracer) resReport(th *thread, c *resCall, regs *unix.PtraceRegs) {
 	rf := c.f.rf
 	peek := func(addr uint64) (uint64, error) { return ptrace.PeekWord(th.tid, addr) }
-	for _, e := range c.f.effects(nil, th.tid, &c.args, regs.Rax, peek) {
+	evs := resEffects(nil, rf, &c.args, regs.Rax, peek)
+	if c.f.shmRole != 0 {
+		evs = shmEffects(evs, c)
+	}
+	for _, e := range evs {
 		tc := &trace.Call{Time: c.time, Tid: th.tid, Res: c.f.res, Alloc: e.Alloc, Name: rf.Display(), ID: e.ID, Size: e.Size, Args: c.recArgs}
 		if e.Res != 0 {
-			tc.Res = e.Res
+			tc.Res = e.Res // another resource type than the function's
 		}
 		if e.Alloc || t.cfg.BacktraceAll {
 			tc.Frames = c.frames

@@ -3,7 +3,6 @@ package tracer
 import (
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"testing"
 
@@ -320,61 +319,5 @@ func TestAuditModule(t *testing.T) {
 	}
 	if len(AuditModule(nil).Funcs) != 0 || resModules[len(resModules)-1].Funcs != nil {
 		t.Error("AuditModule changed the catalog's audit module")
-	}
-}
-
-// shmTrack: IPC_RMID of a segment still attached leaves its release to
-// the last shmdt; of one with nothing attached, it stays the shmctl's. A
-// shmdt of an attachment not seen (a forked child's) releases the address
-// alone.
-func TestShmTrack(t *testing.T) {
-	var shm *ResModule
-	for i := range resModules {
-		if resModules[i].Name == "shm" {
-			shm = &resModules[i]
-		}
-	}
-	fn := func(sym string) *resFn {
-		for i := range shm.Funcs {
-			if shm.Funcs[i].Sym == sym {
-				return &resFn{rf: &shm.Funcs[i], res: 1 + shm.Funcs[i].Res, shm: nil, segRes: 1}
-			}
-		}
-		t.Fatalf("no %s", sym)
-		return nil
-	}
-	s := newShmTrack()
-	call := func(sym string, args [6]uint64, ret uint64) string {
-		f := fn(sym)
-		f.shm = s
-		var out []string
-		for _, e := range f.effects(nil, os.Getpid(), &args, ret, testPeek) {
-			res := e.Res
-			if res == 0 {
-				res = f.res
-			}
-			out = append(out, fmt.Sprintf("%v:%d:%#x", e.Alloc, res, e.ID))
-		}
-		return strings.Join(out, " ")
-	}
-	steps := []struct {
-		sym  string
-		args [6]uint64
-		ret  uint64
-		want string
-	}{
-		{"shmat", [6]uint64{7}, 0xa000, "true:2:0xa000"},
-		{"shmat", [6]uint64{7}, 0xb000, "true:2:0xb000"},
-		{"shmctl", [6]uint64{7, 0}, 0, ""}, // IPC_RMID while attached: later
-		{"shmdt", [6]uint64{0xa000}, 0, "false:2:0xa000"},
-		{"shmdt", [6]uint64{0xc000}, 0, "false:2:0xc000"}, // not seen attached
-		{"shmdt", [6]uint64{0xb000}, 0, "false:2:0xb000 false:1:0x7"},
-		{"shmctl", [6]uint64{8, 0}, 0, "false:1:0x8"}, // nothing attached: now
-		{"shmdt", [6]uint64{0xb000}, ^uint64(0), ""},  // failed
-	}
-	for i, c := range steps {
-		if got := call(c.sym, c.args, c.ret); got != c.want {
-			t.Errorf("step %d, %s%v = %#x: %q, want %q", i, c.sym, c.args[:2], c.ret, got, c.want)
-		}
 	}
 }

@@ -179,7 +179,6 @@ type Tracer struct {
 	// and not told since that it is off); finished: a Finish signal came.
 	window, finished bool
 	resIDs           map[*ResType]int
-	shm              *shmTrack // the System V attachments (resFn.effects)
 	attachState
 	// closeReq: CloseWindow asked for the window to close.
 	closeReq atomic.Bool
@@ -213,7 +212,7 @@ func New(cfg Config, funcs FuncSink, res ResSink) *Tracer {
 		cfg.ToggleSignal = unix.SIGUSR1
 	}
 	t := &Tracer{cfg: cfg, funcs: funcs, res: res, procs: map[int]*process{}, threads: map[int]*thread{}, libs: map[string]*elfx.File{}, eventIDs: map[string]uint64{},
-		on: cfg.Start, window: cfg.Start, resIDs: resIDs(cfg.Modules), shm: newShmTrack()}
+		on: cfg.Start, window: cfg.Start, resIDs: resIDs(cfg.Modules)}
 	return t
 }
 

@@ -112,10 +112,10 @@ func (d *Drainer) laneCall(tid int, r *ringRes, rc *fast.ResCall, stack []trace.
 	if !d.wantBacktrace(s, args) {
 		stack = nil
 	}
-	d.resEvs = s.Meaning.Effects(d.resEvs[:0], tid, args, ret, out)
+	d.resEvs = s.Meaning.Effects(d.resEvs[:0], args, ret, out)
 	for _, e := range d.resEvs {
 		tsc, frames := d.effectAt(e.Alloc, rc, relTSC, stack)
-		if !d.lanePutRes(tid, s, e.Res, r, rc, frames, d.timeOfDay(sc.Nanos(tsc)), e.Alloc, e.Size, e.ID) {
+		if !d.lanePut(tid, s, r, rc, frames, d.timeOfDay(sc.Nanos(tsc)), e.Alloc, e.Size, e.ID) {
 			break
 		}
 	}
@@ -258,25 +258,12 @@ func (d *Drainer) laneWrite(tid int, fn uint32, t time.Duration, alloc bool, siz
 // lanePut writes a call of stub s into the lane, with backtrace frames
 // (rc's stack, or nil), and reports whether the lane goes on.
 func (d *Drainer) lanePut(tid int, s *Stub, r *ringRes, rc *fast.ResCall, frames []trace.Frame, t time.Duration, alloc bool, size, id uint64) bool {
-	return d.lanePutRes(tid, s, 0, r, rc, frames, t, alloc, size, id)
-}
-
-// lanePutRes is lanePut of a call of resource type res when not 0 (not
-// the stub's: an Effect's own).
-func (d *Drainer) lanePutRes(tid int, s *Stub, res int, r *ringRes, rc *fast.ResCall, frames []trace.Frame, t time.Duration, alloc bool, size, id uint64) bool {
 	l := &d.lane
 	if int(rc.ID) >= len(l.fns) {
 		l.fns = append(l.fns, make([]uint32, len(d.resStubs)-len(l.fns))...)
 	}
 	fn := l.fns[rc.ID]
-	if res != 0 && res != s.Res {
-		n, err := l.w.FuncID(res, s.Name) // the writer keeps its number
-		if err != nil {
-			d.laneEnd(err)
-			return false
-		}
-		fn = n + 1
-	} else if fn == 0 {
+	if fn == 0 {
 		n, err := l.w.FuncID(s.Res, s.Name)
 		if err != nil {
 			d.laneEnd(err)

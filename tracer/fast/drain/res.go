@@ -45,10 +45,10 @@ type Stub struct {
 // an interface escapes: a local array was a heap allocation a call), valid
 // during the method's call only.
 type Meaning interface {
-	// Effects appends to evs[:0] what a call of thread tid with args that
-	// returned ret did to its resources, in the order they are reported;
-	// out is the word its Out argument pointed at (read at its return).
-	Effects(evs []Effect, tid int, args *[6]uint64, ret, out uint64) []Effect
+	// Effects appends to evs[:0] what a call with args that returned ret
+	// did to its resources, in the order they are reported; out is the
+	// word its Out argument pointed at (read at its return).
+	Effects(evs []Effect, args *[6]uint64, ret, out uint64) []Effect
 	// Args appends the call's argument records to dst (Stub.Args of them).
 	Args(dst []trace.Arg, args *[6]uint64) []trace.Arg
 	// Size is the size of the resource an allocation made.
@@ -61,7 +61,9 @@ type Effect struct {
 	Alloc bool
 	ID    uint64
 	Size  uint64
-	Res   int // the resource type when not the stub's (0)
+	// Res: the resource type when not the function's (0); only calls
+	// that stop make such effects (the shm module's shmdt: shmEffects).
+	Res int
 }
 
 // EntryAt is where a DescBoth call's record has its entry's time: after
@@ -341,7 +343,7 @@ func (d *Drainer) resCalls(tid int, rc *fast.ResCall, stack []trace.Frame, sc fa
 	if d.wantBacktrace(s, args) {
 		frames = stack
 	}
-	d.resEvs = s.Meaning.Effects(d.resEvs[:0], tid, args, ret, out)
+	d.resEvs = s.Meaning.Effects(d.resEvs[:0], args, ret, out)
 	for _, e := range d.resEvs {
 		if part == resAllocs && !e.Alloc || part == resReleases && e.Alloc {
 			continue
@@ -358,9 +360,6 @@ func (d *Drainer) resCalls(tid int, rc *fast.ResCall, stack []trace.Frame, sc fa
 			d.nbatch++
 		}
 		c.Index, c.Context, c.Tid, c.Res, c.Name = 0, 0, tid, s.Res, s.Name
-		if e.Res != 0 {
-			c.Res = e.Res
-		}
 		c.Args = c.Args[:0]
 		if s.Args > 0 {
 			c.Args = s.Meaning.Args(c.Args, args)
