@@ -77,7 +77,7 @@ func Toggle(o ToggleOptions) error {
 			if on && unix.Kill(o.Pid, 0) == nil {
 				// Off, and the recording still writing the window (a long
 				// -P pass): it says where when done.
-				fmt.Fprintf(o.Stderr, "rtrace: tracing of pid %d turned off; the recording is still writing the trace\n", o.Pid)
+				fmt.Fprintf(o.Stderr, "rtrace: pid %d signalled to turn tracing off; its recording has not closed the window within %v (still writing its trace?): it says where when done\n", o.Pid, timeout)
 				return nil
 			}
 			return err

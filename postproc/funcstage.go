@@ -214,8 +214,8 @@ func (w *whereIndex) size(addr uint64) uint64 {
 }
 
 // elfSize is the st_size of the function at runtime address addr in the
-// file of the module of mods (sorted by address) that holds it; false
-// when no module holds it or its file cannot be read.
+// file of the module of mods (sorted by address) that holds it, 16 for a
+// PLT stub; false when no module holds it or its file cannot be read.
 func elfSize(mods []*uftrace.Module, addr uint64) (uint64, bool) {
 	i := sort.Search(len(mods), func(i int) bool { return mods[i].End > addr })
 	if i == len(mods) || addr < mods[i].Base {
@@ -229,6 +229,11 @@ func elfSize(mods []*uftrace.Module, addr uint64) (uint64, bool) {
 	j := sort.Search(len(f.Funcs), func(j int) bool { return f.Funcs[j].Value > off }) - 1
 	if j >= 0 && off < f.Funcs[j].Value+f.Funcs[j].Size {
 		return f.Funcs[j].Size, true
+	}
+	for _, im := range f.Imports {
+		if im.Stub != 0 && off >= im.Stub && off < im.Stub+im.StubSize {
+			return 16, true // a PLT stub: uftrace's PLT symbols are 16 bytes
+		}
 	}
 	return 0, true
 }
