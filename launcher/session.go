@@ -288,11 +288,7 @@ func (s *session) announce(pid int) {
 		}
 	}
 	if !s.c.Quiet {
-		state := "on"
-		if !s.c.onAtStart() {
-			state = "off"
-		}
-		fmt.Fprintf(s.con, "rtrace: tracing pid %d (%s); 'rtrace toggle %d' turns tracing on and off\n", pid, state, pid)
+		fmt.Fprintf(s.con, "rtrace: tracing pid %d (%s); 'rtrace toggle %d' turns tracing on and off\n", pid, onOff(s.c.onAtStart()), pid)
 	}
 }
 

@@ -429,6 +429,10 @@ func (j *Stage) checkFormat() error {
 		}
 		return &UsageError{fmt.Sprintf("%s: %s, not %s: drop -O/--pprof", j.Verb, what, j.Format)}
 	}
+	kind := j.Format
+	if kind == FormatWire20 {
+		kind = FormatWire // a binary stream too: what it cannot carry is the same
+	}
 	for _, f := range []struct {
 		format, flag string
 		set          bool
@@ -437,15 +441,12 @@ func (j *Stage) checkFormat() error {
 		{FormatWire, "compress", o.Compress, "the binary stream has no groups"},
 		{FormatWire, "resolve", o.Resolve, "the binary stream carries addresses only; resolve its text"},
 		{FormatWire, "sort", o.Sort != "", "the binary stream has no groups"},
-		{FormatWire20, "compress", o.Compress, "the binary stream has no groups"},
-		{FormatWire20, "resolve", o.Resolve, "the binary stream carries addresses only; resolve its text"},
-		{FormatWire20, "sort", o.Sort != "", "the binary stream has no groups"},
 		{FormatPprof, "compress", o.Compress, "a profile sums calls by backtrace already"},
 		{FormatPprof, "sort", o.Sort != "", "a profile has no groups"},
 		{FormatPprof, "remove-args", o.RemoveArgs, "a profile has no arguments"},
 	} {
-		if j.Format == f.format && f.set {
-			return &UsageError{fmt.Sprintf("%s: --%s with %s output: %s", j.Verb, f.flag, f.format, f.why)}
+		if kind == f.format && f.set {
+			return &UsageError{fmt.Sprintf("%s: --%s with %s output: %s", j.Verb, f.flag, j.Format, f.why)}
 		}
 	}
 	return nil

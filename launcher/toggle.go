@@ -82,8 +82,7 @@ func Toggle(o ToggleOptions) error {
 			}
 			return err
 		}
-		state := map[bool]string{true: "on", false: "off"}[!on]
-		fmt.Fprintf(o.Stderr, "rtrace: tracing of pid %d turned %s\n", o.Pid, state)
+		fmt.Fprintf(o.Stderr, "rtrace: tracing of pid %d turned %s\n", o.Pid, onOff(!on))
 		return nil
 	}
 	if on {
@@ -322,9 +321,16 @@ func waitState(pid int, on bool, wait time.Duration) error {
 			return nil
 		}
 		if time.Now().After(end) || unix.Kill(pid, 0) != nil {
-			state := map[bool]string{true: "on", false: "off"}[on]
-			return fmt.Errorf("the recording of pid %d did not turn tracing %s within %v", pid, state, wait)
+			return fmt.Errorf("the recording of pid %d did not turn tracing %s within %v", pid, onOff(on), wait)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// onOff is tracing's state as a word.
+func onOff(on bool) string {
+	if on {
+		return "on"
+	}
+	return "off"
 }

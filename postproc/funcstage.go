@@ -217,15 +217,15 @@ func (w *whereIndex) size(addr uint64) uint64 {
 // file of the module of mods (sorted by address) that holds it, 16 for a
 // PLT stub; false when no module holds it or its file cannot be read.
 func elfSize(mods []*uftrace.Module, addr uint64) (uint64, bool) {
-	i := sort.Search(len(mods), func(i int) bool { return mods[i].End > addr })
-	if i == len(mods) || addr < mods[i].Base {
+	m := moduleAt(mods, addr)
+	if m == nil {
 		return 0, false
 	}
-	f, err := elfx.Open(mods[i].Path)
+	f, err := elfx.Open(m.Path)
 	if err != nil {
 		return 0, false
 	}
-	off := addr - f.Bias(mods[i].Base)
+	off := addr - f.Bias(m.Base)
 	j := sort.Search(len(f.Funcs), func(j int) bool { return f.Funcs[j].Value > off }) - 1
 	if j >= 0 && off < f.Funcs[j].Value+f.Funcs[j].Size {
 		return f.Funcs[j].Size, true
@@ -240,11 +240,21 @@ func elfSize(mods []*uftrace.Module, addr uint64) (uint64, bool) {
 
 // at says where the function at addr is.
 func (w *whereIndex) at(addr uint64) uftrace.Where {
-	i := sort.Search(len(w.mods), func(i int) bool { return w.mods[i].End > addr })
-	if i == len(w.mods) || addr < w.mods[i].Base {
+	m := moduleAt(w.mods, addr)
+	if m == nil {
 		return uftrace.Where{}
 	}
-	return uftrace.Where{Module: w.mods[i].Path, PLT: w.plt[addr]}
+	return uftrace.Where{Module: m.Path, PLT: w.plt[addr]}
+}
+
+// moduleAt is the module of mods (sorted by address) that holds addr, nil
+// for none.
+func moduleAt(mods []*uftrace.Module, addr uint64) *uftrace.Module {
+	i := sort.Search(len(mods), func(i int) bool { return mods[i].End > addr })
+	if i == len(mods) || addr < mods[i].Base {
+		return nil
+	}
+	return mods[i]
 }
 
 // matched says whether p matches a function of session sid (of module,

@@ -314,7 +314,7 @@ func resCands(f *elfx.File, mods []*ResModule, ids map[*ResType]int, picked map[
 				}
 				picked[fn.Value] = true
 				out = append(out, cand{name: fn.Name, value: fn.Value, size: fn.Size,
-					res: &resFn{rf: rf, res: ids[&m.Resources[rf.Res]]}})
+					res: newResFn(m, rf, ids)})
 			}
 		}
 	}
@@ -337,7 +337,7 @@ func callerCands(f *elfx.File, mods []*ResModule, ids map[*ResType]int, picked m
 					continue
 				}
 				picked[c.value] = true
-				c.res = &resFn{rf: rf, res: ids[&m.Resources[rf.Res]]}
+				c.res = newResFn(m, rf, ids)
 				out = append(out, c)
 			}
 		}

@@ -103,7 +103,6 @@ func (t *Tracer) commitPlan(mem io.WriterAt, im *image, p *plantPlan) error {
 		fi := t.newFn(p.f, e.c.name, e.addr, e.c.specValue())
 		fi.jump = e.jump
 		fi.res = e.c.res
-		t.bindRes(fi.res)
 		fi.personality = e.personality
 		fi.stub = e.stub
 		fi.argStub = e.argStub

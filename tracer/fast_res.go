@@ -41,7 +41,7 @@ func (t *Tracer) resDesc(c cand, addr uint64) (fast.Desc, bool) {
 	if rf.Len > 0 {
 		return fast.Desc{}, false // a string's length: read at a stop
 	}
-	if t.bindRes(c.res); c.res.shmRole != 0 {
+	if c.res.shmRole != 0 {
 		return fast.Desc{}, false // the kernel's state read at its entry: shmend.go
 	}
 	s := newStub(c.res)

@@ -19,28 +19,18 @@ type resFn struct {
 	rf  *ResFunc
 	res int // the resource type's id in the stream (1-based)
 	// shmRole: the shm module's shmctl (1) or shmdt (2), whose calls end
-	// segments (shmend.go), set by bindRes with segRes, the segment's
-	// resource type.
+	// segments (shmend.go); segRes: the segment's resource type.
 	shmRole, segRes int
 }
 
-// bindRes sets what f's calls need of the Tracer's modules: the shm
-// module's shmctl and shmdt their role and the segment's type. Once,
-// before f's first call.
-func (t *Tracer) bindRes(f *resFn) {
-	if f == nil || f.shmRole != 0 {
-		return
+// newResFn is the resFn of module m's function rf, ids numbering the
+// resource types.
+func newResFn(m *ResModule, rf *ResFunc, ids map[*ResType]int) *resFn {
+	f := &resFn{rf: rf, res: ids[&m.Resources[rf.Res]]}
+	if f.shmRole = shmEndRole(m, rf); f.shmRole != 0 {
+		f.segRes = ids[&m.Resources[0]]
 	}
-	for _, m := range t.cfg.Modules {
-		for i := range m.Funcs {
-			if &m.Funcs[i] == f.rf {
-				if f.shmRole = shmEndRole(m, f.rf); f.shmRole != 0 {
-					f.segRes = t.resIDs[&m.Resources[0]]
-				}
-				return
-			}
-		}
-	}
+	return f
 }
 
 // resCall is a resource call between its entry and its return.

@@ -314,13 +314,8 @@ func (s *Session) Resolve(addr uint64) (Symbol, *Module, bool) {
 // Size returns the size of the function at addr (SymTable.Size), 0 when
 // no module's symbols hold it.
 func (s *Session) Size(addr uint64) uint64 {
-	for _, m := range s.Modules {
-		if addr < m.Base || (m.End != 0 && addr >= m.End) || m.Syms == nil {
-			continue
-		}
-		if n := m.Syms.Size(addr - m.Base); n > 0 {
-			return n
-		}
+	if _, m, ok := s.Resolve(addr); ok {
+		return m.Syms.Size(addr - m.Base)
 	}
 	return 0
 }

@@ -108,23 +108,29 @@ func isFunc(t byte) bool {
 // address off, as Lookup finds it: the distance to the next line (0 when
 // Lookup finds none).
 func (t *SymTable) Size(off uint64) uint64 {
-	if _, ok := t.Lookup(off); !ok {
+	i, ok := t.index(off)
+	if !ok {
 		return 0
 	}
-	i := sort.Search(len(t.Syms), func(i int) bool { return t.Syms[i].Addr > off })
-	return t.Syms[i].Addr - t.Syms[i-1].Addr
+	return t.Syms[i+1].Addr - t.Syms[i].Addr
 }
 
 // Lookup returns the function containing the module-relative address off:
 // the last function symbol at or below off, provided off is below the next
 // symbol (its size is the distance to the next line).
 func (t *SymTable) Lookup(off uint64) (Symbol, bool) {
-	i := sort.Search(len(t.Syms), func(i int) bool { return t.Syms[i].Addr > off }) - 1
-	if i < 0 || !isFunc(t.Syms[i].Type) {
+	i, ok := t.index(off)
+	if !ok {
 		return Symbol{}, false
 	}
-	if i+1 == len(t.Syms) {
-		return Symbol{}, false // no end: the last line has no size
-	}
 	return t.Syms[i], true
+}
+
+// index is the index in Syms of Lookup's symbol, which has a next line.
+func (t *SymTable) index(off uint64) (int, bool) {
+	i := sort.Search(len(t.Syms), func(i int) bool { return t.Syms[i].Addr > off }) - 1
+	if i < 0 || !isFunc(t.Syms[i].Type) || i+1 == len(t.Syms) {
+		return 0, false // none, or no end: the last line has no size
+	}
+	return i, true
 }
